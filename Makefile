@@ -1,0 +1,29 @@
+# Two commands on a fresh machine: `make app` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
+
+.PHONY: app test lint world checkpoints bench clean-venv
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+app: $(STAMP)
+	$(PY) -m streamlit run app.py
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+# Regenerate the demo data set bit-identically.
+world: $(STAMP)
+	$(PY) -m core.data.world --seed 0 --out data/world
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,166 @@
+"""Attention variants, one registry.
+
+Every variant maps hidden states (B, T, C) to (B, T, C) and, when asked, returns its attention
+probabilities (B, nh, Tq, Tk) computed by an explicit softmax, so what the dashboard shows is what
+the model computed. Without that request, vanilla attention takes the fused
+`scaled_dot_product_attention` path, which never materialises the weights.
+
+`allowed` is a boolean mask broadcastable to (B, nh, Tq, Tk), True where a query may attend a key;
+masked probabilities are exactly 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.config import ModelConfig
+from core.positional import PositionalScheme
+
+
+@dataclass
+class KVCache:
+    """What one layer keeps between generation steps; keys are stored already rotated."""
+
+    k: torch.Tensor | None = None  # (B, nh, T_past, hs)
+    v: torch.Tensor | None = None  # (B, nh, T_past, hs)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.v is None else self.v.size(2)
+
+    def extend(self, k: torch.Tensor | None, v: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+        if k is not None:
+            self.k = k if self.k is None else torch.cat((self.k, k), dim=2)
+        self.v = v if self.v is None else torch.cat((self.v, v), dim=2)
+        return self.k, self.v
+
+
+def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Softmax over keys with disallowed entries exactly 0 (and an all-masked row all 0, not NaN)."""
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.nan_to_num(probs, nan=0.0)
+
+
+class Attention(nn.Module):
+    """Interface: a variant sets `max_positions` if it cannot run past some length."""
+
+    max_positions: int | None = None
+
+    @classmethod
+    def incompatibility(cls, config: ModelConfig) -> str | None:
+        return None
+
+    def forward(self, x: torch.Tensor, positional: PositionalScheme, allowed: torch.Tensor,
+                start: int = 0, cache: KVCache | None = None, need_weights: bool = False,
+                is_plain_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        raise NotImplementedError
+
+    def _split_heads(self, x: torch.Tensor, n_head: int) -> torch.Tensor:
+        B, T, C = x.shape
+        return x.view(B, T, n_head, C // n_head).transpose(1, 2)  # (B, nh, T, hs)
+
+
+class VanillaAttention(Attention):
+    """Scaled dot-product attention (Vaswani et al. 2017); minGPT's parameter names."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.n_head = config.n_head
+        self.key = nn.Linear(config.n_embd, config.n_embd)
+        self.query = nn.Linear(config.n_embd, config.n_embd)
+        self.value = nn.Linear(config.n_embd, config.n_embd)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_drop = nn.Dropout(config.dropout)
+        self.resid_drop = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
+
+    def forward(self, x, positional, allowed, start=0, cache=None, need_weights=False,
+                is_plain_causal=False):
+        B, T, C = x.shape
+        q = self._split_heads(self.query(x), self.n_head)  # (B, nh, T, hs)
+        k = self._split_heads(self.key(x), self.n_head)
+        v = self._split_heads(self.value(x), self.n_head)
+        q, k = positional.transform_qk(q, k, start, start)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, nh, start+T, hs)
+        bias = positional.score_bias(T, k.size(2), start, x.device)  # (nh, T, Tk) or None
+
+        weights = None
+        if need_weights:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (B, nh, T, Tk)
+            if bias is not None:
+                scores = scores + bias
+            weights = masked_softmax(scores, allowed)
+            y = self.attn_drop(weights) @ v  # (B, nh, T, hs)
+        else:
+            dropout = self.dropout if self.training else 0.0
+            if bias is None and is_plain_causal:
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+            else:
+                mask = allowed if bias is None else bias.masked_fill(~allowed, float("-inf"))
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        return self.resid_drop(self.proj(y)), weights
+
+
+class SynthesizerAttention(Attention):
+    """The CS224N dense synthesizer: softmax(ReLU(X A_i + b1) B_i + b2) (X V_i).
+
+    Scores come from each query alone and a learned column per key *position* (w2), so there is
+    no query-key product to fuse: this variant always takes the explicit softmax path. Its w2 has
+    block_size - 1 columns, as in the assignment, which bounds the length it can run.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.n_head = config.n_head
+        self.w1 = nn.Linear(config.n_embd, config.n_embd)
+        self.w2 = nn.Parameter(torch.zeros(config.n_embd // config.n_head, config.block_size - 1))
+        self.b2 = nn.Parameter(torch.zeros(config.block_size - 1))
+        self.value = nn.Linear(config.n_embd, config.n_embd)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_drop = nn.Dropout(config.dropout)
+        self.resid_drop = nn.Dropout(config.dropout)
+        self.max_positions = config.block_size - 1
+        nn.init.uniform_(self.w2, -0.001, 0.001)
+
+    @classmethod
+    def incompatibility(cls, config: ModelConfig) -> str | None:
+        if config.positional == "rope":
+            return ("The synthesizer has no query-key product for RoPE to rotate; "
+                    "choose another positional scheme.")
+        if config.block_size < 2:
+            return "The synthesizer needs block_size >= 2."
+        return None
+
+    def forward(self, x, positional, allowed, start=0, cache=None, need_weights=False,
+                is_plain_causal=False):
+        B, T, C = x.shape
+        t_key = start + T
+        if t_key > self.w2.size(1):
+            raise ValueError(f"The synthesizer has key columns for {self.w2.size(1)} positions; "
+                             f"{t_key} were asked for.")
+        d = F.relu(self._split_heads(self.w1(x), self.n_head))  # (B, nh, T, hs)
+        v = self._split_heads(self.value(x), self.n_head)  # (B, nh, T, hs)
+        if cache is not None:
+            _, v = cache.extend(None, v)  # (B, nh, Tk, hs)
+        scores = d @ self.w2[:, :t_key] + self.b2[:t_key]  # (B, nh, T, Tk)
+        bias = positional.score_bias(T, t_key, start, x.device)
+        if bias is not None:
+            scores = scores + bias
+        weights = masked_softmax(scores, allowed)
+        y = self.attn_drop(weights) @ v  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_drop(self.proj(y)), (weights if need_weights else None)
+
+
+ATTENTION: dict[str, type[Attention]] = {
+    "vanilla": VanillaAttention,
+    "synthesizer": SynthesizerAttention,
+}

@@ -1,0 +1,272 @@
+"""Save, load and list checkpoints: one .safetensors file per model.
+
+Tensors are the model's state dict; everything else is string metadata (JSON where structured):
+format, config, tokenizer, task, labels, history, metrics, data, command, seed, versions, created.
+Loading never unpickles anything. Every refusal is a `CheckpointError` whose message is one
+sentence a user can act on. Saving writes a temporary file, fsyncs and renames, so a crash never
+leaves half a file where a checkpoint was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import struct
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from core.config import ConfigError, ModelConfig
+from core.model import Transformer
+from core.tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
+
+FORMAT = "attention-lab/1"
+SUPPORTED_FORMATS = (FORMAT,)
+TASKS = ("lm", "birthplace", "classify")
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+MAX_HEADER_BYTES = 64 * 1024 * 1024  # history and tokenizer live here; far above any real one
+CHECKPOINT_DIR_ENV = "ATTENTION_LAB_CHECKPOINTS"
+DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
+
+
+class CheckpointError(ValueError):
+    """A file that cannot be opened as a checkpoint; str() is one sentence for the user."""
+
+
+@dataclass
+class CheckpointInfo:
+    """What the picker needs, read from the header alone (no tensors)."""
+
+    path: Path
+    name: str
+    size_bytes: int
+    modified: float
+    metadata: dict[str, Any] = field(default_factory=dict)  # decoded JSON values
+    error: str | None = None
+
+    @property
+    def task(self) -> str | None:
+        return self.metadata.get("task")
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.metadata.get("config") or {}
+
+
+@dataclass
+class LoadedCheckpoint:
+    model: Transformer
+    tokenizer: Tokenizer
+    metadata: dict[str, Any]
+    path: Path
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.model.config
+
+    @property
+    def task(self) -> str:
+        return self.metadata["task"]
+
+    @property
+    def labels(self) -> list[str]:
+        return self.metadata.get("labels") or []
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return self.metadata.get("history") or []
+
+
+def checkpoint_dir() -> Path:
+    return Path(os.environ.get(CHECKPOINT_DIR_ENV) or DEFAULT_DIR)
+
+
+def library_versions() -> dict[str, str]:
+    import safetensors
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "safetensors": safetensors.__version__}
+
+
+def save(path: str | Path, model: Transformer, tokenizer: Tokenizer, task: str, *,
+         labels: list[str] | None = None, history: list[dict] | None = None,
+         metrics: dict[str, float] | None = None, data: list[dict] | None = None,
+         command: str = "", seed: int | None = None, extra: dict[str, Any] | None = None) -> Path:
+    """Write the checkpoint atomically (temporary file in the same folder, fsync, rename)."""
+    if task not in TASKS:
+        raise CheckpointError(f"Unknown task {task!r}; choose one of: {', '.join(TASKS)}.")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {name: t.detach().cpu().contiguous() for name, t in model.state_dict().items()}
+    metadata = {
+        "format": FORMAT,
+        "config": model.config.to_json(),
+        "tokenizer": json.dumps(tokenizer.to_dict(), ensure_ascii=False),
+        "task": task,
+        "labels": json.dumps(labels or [], ensure_ascii=False),
+        "history": json.dumps(history or [], allow_nan=True),
+        "metrics": json.dumps(metrics or {}, allow_nan=True),
+        "data": json.dumps(data or [], ensure_ascii=False),
+        "command": command,
+        "seed": json.dumps(seed),
+        "versions": json.dumps(library_versions()),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    for key, value in (extra or {}).items():
+        metadata[key] = value if isinstance(value, str) else json.dumps(value)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+JSON_FIELDS = ("config", "tokenizer", "labels", "history", "metrics", "data", "seed", "versions")
+
+
+def _decode_metadata(raw: dict[str, str] | None, name: str) -> dict[str, Any]:
+    if not raw:
+        raise CheckpointError(f"{name} has no Attention Lab metadata (is it a plain safetensors file?).")
+    fmt = raw.get("format")
+    if fmt not in SUPPORTED_FORMATS:
+        raise CheckpointError(f"{name} has format {str(fmt)[:40]!r}; this version reads "
+                              f"{', '.join(SUPPORTED_FORMATS)}.")
+    meta: dict[str, Any] = dict(raw)
+    for key in JSON_FIELDS:
+        if key not in raw:
+            continue
+        try:
+            meta[key] = json.loads(raw[key])
+        except (ValueError, RecursionError):
+            raise CheckpointError(f"{name} has unreadable '{key}' metadata.") from None
+    if meta.get("task") not in TASKS:
+        raise CheckpointError(f"{name} names an unknown task {str(meta.get('task'))[:40]!r}.")
+    for key, kind in (("config", dict), ("tokenizer", dict), ("labels", list), ("history", list),
+                      ("metrics", dict), ("data", list)):
+        if key in meta and not isinstance(meta[key], kind):
+            raise CheckpointError(f"{name} has '{key}' metadata of the wrong type.")
+    return meta
+
+
+def _read_header(path: Path, max_bytes: int) -> tuple[dict[str, Any], int]:
+    """Check size and the safetensors header by hand before the library touches the file."""
+    name = path.name
+    if not path.is_file():
+        raise CheckpointError(f"{name} does not exist or is not a file.")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise CheckpointError(f"{name} is {size / 1e6:.0f} MB, over the {max_bytes / 1e6:.0f} MB limit.")
+    if size < 8:
+        raise CheckpointError(f"{name} is empty or too short to be a safetensors file.")
+    with open(path, "rb") as fh:
+        (header_len,) = struct.unpack("<Q", fh.read(8))
+        if header_len > min(MAX_HEADER_BYTES, size - 8):
+            raise CheckpointError(f"{name} is not a safetensors file, or it is truncated.")
+        header_bytes = fh.read(header_len)
+    if not header_bytes.startswith(b"{"):
+        raise CheckpointError(f"{name} is not a safetensors file.")
+    try:
+        header = json.loads(header_bytes)
+    except (ValueError, RecursionError):
+        raise CheckpointError(f"{name} has a damaged header (not valid JSON).") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{name} has a damaged header.")
+    data_len = 0
+    for key, entry in header.items():
+        if key == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise CheckpointError(f"{name} has metadata that is not a map of strings.")
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            raise CheckpointError(f"{name} has a damaged header entry for tensor {key[:60]!r}.")
+        data_len = max(data_len, offsets[1])
+    if 8 + header_len + data_len > size:
+        raise CheckpointError(f"{name} is truncated: its header promises {8 + header_len + data_len} "
+                              f"bytes but the file has {size}.")
+    return header, size
+
+
+def read_metadata(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    path = Path(path)
+    header, _ = _read_header(path, max_bytes)
+    return _decode_metadata(header.get("__metadata__"), path.name)
+
+
+def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu") -> LoadedCheckpoint:
+    """Rebuild (model in eval mode, tokenizer, metadata) from a file, or raise CheckpointError."""
+    path = Path(path)
+    name = path.name
+    meta = read_metadata(path, max_bytes)
+    try:
+        config = ModelConfig.from_dict(meta.get("config"))
+    except ConfigError as exc:
+        raise CheckpointError(f"{name}: {exc}") from None
+    try:
+        tokenizer = tokenizer_from_dict(meta.get("tokenizer"))
+    except TokenizerError as exc:
+        raise CheckpointError(f"{name}: {exc}") from None
+    if tokenizer.vocab_size != config.vocab_size:
+        raise CheckpointError(f"{name}: the tokenizer has {tokenizer.vocab_size} entries but the model "
+                              f"expects {config.vocab_size}.")
+    if config.head == "classifier" and len(meta.get("labels") or []) != config.n_classes:
+        raise CheckpointError(f"{name}: the classifier has {config.n_classes} classes but "
+                              f"{len(meta.get('labels') or [])} labels.")
+    model = Transformer(config)
+    expected = model.state_dict()
+    try:
+        with safe_open(str(path), framework="pt", device=device) as fh:
+            names = set(fh.keys())
+            missing = sorted(set(expected) - names)
+            unexpected = sorted(names - set(expected))
+            if missing:
+                raise CheckpointError(f"{name} lacks tensor {missing[0]!r} that the config requires.")
+            if unexpected:
+                raise CheckpointError(f"{name} has tensor {unexpected[0]!r} that the config does not use.")
+            state = {}
+            for key in expected:
+                tensor = fh.get_tensor(key)
+                if tuple(tensor.shape) != tuple(expected[key].shape):
+                    raise CheckpointError(f"{name}: tensor {key!r} has shape {tuple(tensor.shape)} but the "
+                                          f"config implies {tuple(expected[key].shape)}.")
+                if tensor.dtype != expected[key].dtype:
+                    raise CheckpointError(f"{name}: tensor {key!r} is {tensor.dtype}, expected "
+                                          f"{expected[key].dtype}.")
+                state[key] = tensor
+    except CheckpointError:
+        raise
+    except Exception as exc:  # the library's own refusals (bad dtype string, bad offsets...)
+        raise CheckpointError(f"{name} could not be read as safetensors ({type(exc).__name__}).") from None
+    model.load_state_dict(state)
+    model.to(device).eval()
+    return LoadedCheckpoint(model=model, tokenizer=tokenizer, metadata=meta, path=path)
+
+
+def list_checkpoints(folder: str | Path | None = None) -> list[CheckpointInfo]:
+    """Every *.safetensors in the folder, sorted by name, metadata only; bad files carry `error`."""
+    folder = Path(folder) if folder is not None else checkpoint_dir()
+    if not folder.is_dir():
+        return []
+    infos = []
+    for path in sorted(folder.glob("*.safetensors")):
+        stat = path.stat()
+        info = CheckpointInfo(path=path, name=path.stem, size_bytes=stat.st_size, modified=stat.st_mtime)
+        try:
+            info.metadata = read_metadata(path)
+        except CheckpointError as exc:
+            info.error = str(exc)
+        infos.append(info)
+    return infos

@@ -1,0 +1,586 @@
+"""The demo world: a fabricated encyclopedia in the CS224N birthplace-task file formats.
+
+No external data set may be committed, so the project generates its own. People get
+Faker names from the locale of their birth country (so a name carries a real cue of
+origin), a real city of that country as birthplace, and a one-line Wikipedia-style
+biography that also names other places they lived or worked, so the birthplace is not the
+only place in the document. Birthplaces are weighted so that London is the most common one
+at about 5%, as in the real CS224N data (the "always answer London" baseline).
+
+Regenerate the committed files (bit-identical for the pinned Faker version):
+
+    python -m core.data.world --seed 0 --out data/world
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from faker import VERSION as FAKER_VERSION
+from faker import Faker
+from faker.config import AVAILABLE_LOCALES
+
+# The CS224N character vocabulary reserves these two; a corpus containing them would make
+# the tokenizer ambiguous.
+MASK_CHAR = "\u2047"
+PAD_CHAR = "\u25a1"
+
+# CS224N span corruption truncates each document to at most int(block_size * 7/8) = 112
+# characters (block_size 128), so a birthplace mentioned later is never seen in
+# pretraining and could not be learned.
+BIRTH_VISIBLE_WITHIN = 112
+DOC_MIN_CHARS = 80
+DOC_MAX_CHARS = 200
+
+DEFAULT_SEED = 0
+DEFAULT_PEOPLE = 3000
+DEFAULT_DEV = 500
+DEFAULT_TEST = 300
+DEFAULT_NAMES_TEST_FRACTION = 0.2
+
+REGENERATE_COMMAND = "python -m core.data.world --seed 0 --out data/world"
+
+
+def _zipf(cities: Sequence[str], exponent: float = 1.0) -> tuple[tuple[str, float], ...]:
+    """Zipf weights by rank within a country, normalised to sum to 1."""
+    raw = [1.0 / (rank + 1) ** exponent for rank in range(len(cities))]
+    total = sum(raw)
+    return tuple((city, w / total) for city, w in zip(cities, raw, strict=True))
+
+
+@dataclass(frozen=True)
+class Country:
+    """One birth country: its label, Faker locale, weight among countries, and cities."""
+
+    label: str  # the classification label and the name used in documents
+    adjective: str  # "French": used in "a French painter"
+    locale: str  # Faker locale the names of people born here are drawn from
+    weight: float  # share of people born in this country
+    cities: tuple[tuple[str, float], ...]  # (real city, share within the country), largest first
+    surnames: int = 1  # Spanish names carry two surnames
+
+    @property
+    def city_names(self) -> tuple[str, ...]:
+        return tuple(city for city, _ in self.cities)
+
+
+# Real cities, roughly by size, in their ASCII English names: the CS224N NameDataset
+# drops non-ASCII characters from the finetuning file, so an answer like "Kraków" could
+# never be learned or matched exactly. Names keep their diacritics (a cue of origin).
+# Weights: the United Kingdom is the largest country and
+# London takes 1/H_12 of it, 0.16 / 3.103 = 5.2% of all people; the next largest birthplace
+# (New York) stays below 4%.
+COUNTRIES: tuple[Country, ...] = (
+    Country("United Kingdom", "British", "en_GB", 0.16, _zipf((
+        "London", "Birmingham", "Manchester", "Glasgow", "Liverpool", "Leeds", "Edinburgh",
+        "Bristol", "Sheffield", "Cardiff", "Belfast", "Newcastle upon Tyne"))),
+    Country("United States", "American", "en_US", 0.12, _zipf((
+        "New York", "Los Angeles", "Chicago", "Philadelphia", "Boston", "Houston",
+        "San Francisco", "Detroit", "Baltimore", "Seattle", "New Orleans", "Cleveland"))),
+    Country("France", "French", "fr_FR", 0.10, _zipf((
+        "Paris", "Marseille", "Lyon", "Toulouse", "Nice", "Nantes", "Strasbourg",
+        "Bordeaux", "Lille", "Rennes", "Montpellier", "Grenoble"))),
+    Country("Germany", "German", "de_DE", 0.10, _zipf((
+        "Berlin", "Hamburg", "Munich", "Cologne", "Frankfurt", "Stuttgart", "Dortmund",
+        "Leipzig", "Dresden", "Hanover", "Nuremberg", "Bremen"))),
+    Country("Italy", "Italian", "it_IT", 0.09, _zipf((
+        "Rome", "Milan", "Naples", "Turin", "Palermo", "Genoa", "Bologna", "Florence",
+        "Venice", "Bari", "Catania", "Verona"))),
+    Country("Spain", "Spanish", "es_ES", 0.08, _zipf((
+        "Madrid", "Barcelona", "Valencia", "Seville", "Zaragoza", "Bilbao", "Murcia",
+        "Palma", "Valladolid", "Granada", "Alicante", "Salamanca")), surnames=2),
+    Country("Poland", "Polish", "pl_PL", 0.07, _zipf((
+        "Warsaw", "Krakow", "Lodz", "Wroclaw", "Poznan", "Gdansk", "Szczecin", "Bydgoszcz",
+        "Lublin", "Katowice", "Gdynia", "Kielce"))),
+    Country("Netherlands", "Dutch", "nl_NL", 0.06, _zipf((
+        "Amsterdam", "Rotterdam", "The Hague", "Utrecht", "Eindhoven", "Groningen",
+        "Tilburg", "Haarlem", "Leiden", "Maastricht", "Nijmegen", "Delft"))),
+    Country("Sweden", "Swedish", "sv_SE", 0.06, _zipf((
+        "Stockholm", "Gothenburg", "Malmo", "Uppsala", "Helsingborg", "Lund", "Eskilstuna",
+        "Halmstad", "Karlstad", "Sundsvall", "Kalmar", "Kristianstad"))),
+    Country("Portugal", "Portuguese", "pt_PT", 0.06, _zipf((
+        "Lisbon", "Porto", "Braga", "Coimbra", "Funchal", "Amadora", "Aveiro", "Almada",
+        "Faro", "Viseu", "Leiria", "Barcelos"))),
+    Country("Czechia", "Czech", "cs_CZ", 0.05, _zipf((
+        "Prague", "Brno", "Ostrava", "Pilsen", "Liberec", "Olomouc", "Pardubice", "Kladno",
+        "Opava", "Teplice", "Jihlava", "Karlovy Vary"))),
+    Country("Denmark", "Danish", "da_DK", 0.05, _zipf((
+        "Copenhagen", "Aarhus", "Odense", "Aalborg", "Esbjerg", "Randers", "Kolding",
+        "Horsens", "Vejle", "Roskilde", "Elsinore", "Silkeborg"))),
+)
+
+LOCALES: dict[str, Country] = {country.locale: country for country in COUNTRIES}
+
+OCCUPATIONS: tuple[str, ...] = (
+    "painter", "journalist", "novelist", "composer", "architect", "chemist", "physicist",
+    "mathematician", "engineer", "photographer", "film director", "economist", "historian",
+    "poet", "sculptor", "diplomat", "botanist", "physician", "lawyer", "pianist",
+    "violinist", "translator", "astronomer", "footballer", "cyclist", "politician",
+    "philosopher", "actor", "playwright", "illustrator", "geologist", "surgeon",
+    "conductor", "jazz musician", "fashion designer", "trade unionist", "civil servant",
+    "writer", "publisher", "opera singer",
+)
+
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)
+
+
+@dataclass(frozen=True)
+class _Template:
+    text: str
+    dead_only: bool = False
+
+
+# One sentence each, ending with " ." like the CS224N wiki.txt lines. Every template
+# states the birthplace explicitly; most also name other places ({o1}..{o3}) as
+# distractors. {a_nat}/{a_occ} carry their article ("an American", "an architect").
+TEMPLATES: tuple[_Template, ...] = (
+    _Template("{name} {life} {be} {a_nat} {occ} born in {birth} ."),
+    _Template("{name} (born {bdate} in {birth}) {be} {a_nat} {occ} who worked in {o1} "
+              "and {o2} ."),
+    _Template("{name} ({bdate} – {ddate}) was {a_nat} {occ}, born in {birth}, who died "
+              "in {o1} .", dead_only=True),
+    _Template("{name} {be} {a_nat} {occ}, born in {birth} in {byear}, who spent most of "
+              "{his} career in {o1} ."),
+    _Template("{name} {be} {a_occ} from {country}; a native of {birth}, {he} later settled "
+              "in {o1} ."),
+    _Template("Born in {birth} in {byear}, {name} {be} {a_nat} {occ} best known for {his} "
+              "work in {o1} ."),
+    _Template("{name} {be} {a_nat} {occ} and {occ2} who was born in {birth} and educated "
+              "in {o1} ."),
+    _Template("{name} ({byear} – {dyear}) was {a_occ} born in {birth}, {country}, who "
+              "lived in {o1}, {o2} and {o3} .", dead_only=True),
+    _Template("{name} {life} {be} {a_nat}-born {occ} based in {o1}; {he} was born in "
+              "{birth} ."),
+    _Template("{name}, a native of {birth}, {be} {a_nat} {occ} who worked for many years "
+              "in {o1} ."),
+    _Template("{name} was {a_nat} {occ} who was born in {birth} in {byear} and died in "
+              "{o1} in {dyear} .", dead_only=True),
+    _Template("{name} {be} {a_nat} {occ}; {he} was born in {birth} and moved to {o1} in "
+              "{move_year} ."),
+    _Template("{name} {life} {be} {a_occ} born in {birth}, {country}, known for {his} "
+              "work in {o1} and {o2} ."),
+    _Template("{name} {be} {a_nat} {occ} whose birthplace was {birth}; {he} studied in "
+              "{o1} and {o2} ."),
+    _Template("The {occ} {name} was born on {bdate} in {birth} and worked in {o1} ."),
+    _Template("{name} {life} {be} {a_nat} {occ} and {occ2} born in {birth} ."),
+    _Template("{name} {be} {a_nat} {occ}, born in {byear} in {birth}, who trained in {o1} "
+              "before returning to {birth} ."),
+    _Template("{name} was born in {birth} and {be} {a_nat} {occ} who moved to {o1} at the "
+              "age of {age} ."),
+)
+
+_OTHER_SLOTS = ("o1", "o2", "o3")
+# Share of "other places" drawn from the person's own country; the rest are abroad.
+_DOMESTIC_OTHER = 0.6
+
+
+@dataclass(frozen=True)
+class Person:
+    name: str
+    country: str  # Country.label of the birth country
+    locale: str  # Faker locale the name was drawn from
+    birthplace: str
+    gender: str  # "female" or "male": picks first name and pronouns
+    birth_year: int
+    death_year: int | None  # None: alive
+    document: str  # the wiki.txt line
+    other_places: tuple[str, ...]  # places the document names besides the birthplace
+    split: str  # birthplace task: "train", "dev" or "test"
+    names_split: str  # name classification: "train" or "test"
+
+
+@dataclass(frozen=True)
+class World:
+    seed: int
+    people: tuple[Person, ...]  # generation order; the TSV files follow it
+    wiki: tuple[str, ...]  # one document per person, shuffled: the wiki.txt lines
+
+    def split(self, name: str) -> tuple[Person, ...]:
+        return tuple(p for p in self.people if p.split == name)
+
+    def birthplace_counts(self) -> Counter[str]:
+        return Counter(p.birthplace for p in self.people)
+
+
+def _sub_seed(seed: int, purpose: str) -> int:
+    # String seeds hash through SHA-512 in random.Random, so this is stable across runs
+    # and independent of PYTHONHASHSEED.
+    return random.Random(f"{seed}/{purpose}").getrandbits(64)
+
+
+def _faker(locale: str, seed: int) -> Faker:
+    fake = Faker(locale)
+    fake.seed_instance(seed)
+    return fake
+
+
+def _clean(part: str) -> bool:
+    # Faker's de_DE and nl_NL lists contain abbreviations ("Hans-J.") and inverted forms
+    # ("Bourgondië, van"); a "." or "," inside a name would blur the "NAME." prefix of
+    # each wiki line.
+    return bool(part) and not any(ch in part for ch in ".,\t\n?") and part == part.strip()
+
+
+def _draw_name(fake: Faker, gender: str, surnames: int) -> str:
+    while True:
+        if gender == "female":
+            parts = [fake.first_name_female()]
+            parts += [fake.last_name_female() for _ in range(surnames)]
+        else:
+            parts = [fake.first_name_male()]
+            parts += [fake.last_name_male() for _ in range(surnames)]
+        if all(_clean(part) for part in parts):
+            return " ".join(parts)
+
+
+def _quotas(n: int, weights: Sequence[float]) -> list[int]:
+    """Largest-remainder apportionment of n items to weights.
+
+    Exact quotas instead of independent draws keep London's share at its target for
+    every seed and size, instead of wandering by sampling noise.
+    """
+    total = sum(weights)
+    exact = [n * w / total for w in weights]
+    counts = [int(x) for x in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in by_remainder[: n - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def _all_cities() -> list[tuple[Country, str, float]]:
+    return [(c, city, c.weight * w) for c in COUNTRIES for city, w in c.cities]
+
+
+def _article(word: str) -> str:
+    return f"an {word}" if word[0].lower() in "aeiou" else f"a {word}"
+
+
+def _date(rng: random.Random, year: int) -> str:
+    return f"{rng.randint(1, 28)} {rng.choice(_MONTHS)} {year}"
+
+
+def _other_places(rng: random.Random, country: Country, birth: str) -> list[str]:
+    domestic = [(city, w) for city, w in country.cities if city != birth]
+    abroad = [(city, w) for c, city, w in _all_cities() if c is not country]
+    places: list[str] = []
+    while len(places) < len(_OTHER_SLOTS):
+        pool = domestic if rng.random() < _DOMESTIC_OTHER else abroad
+        city = rng.choices([c for c, _ in pool], weights=[w for _, w in pool])[0]
+        if city not in places:
+            places.append(city)
+    return places
+
+
+def _birth_mention_end(document: str, birth: str) -> int:
+    match = re.search(rf"(?<!\w){re.escape(birth)}(?!\w)", document)
+    return match.end() if match else len(document) + 1
+
+
+def _document(rng: random.Random, name: str, country: Country, birth: str,
+              gender: str) -> tuple[str, tuple[str, ...], int, int | None]:
+    """One wiki line, the other places it names, and the birth and death years."""
+    birth_year = rng.randint(1860, 1995)
+    death_year: int | None = birth_year + rng.randint(28, 99)
+    if death_year > 2024:
+        death_year = None
+    occ, occ2 = rng.sample(OCCUPATIONS, 2)
+    # Moves happen in adult life, before death and not in the future.
+    move_age = rng.randint(16, min(40, (death_year or 2024) - birth_year - 1))
+    bdate = _date(rng, birth_year)
+    ddate = _date(rng, death_year) if death_year else ""
+    others = _other_places(rng, country, birth)
+    fields = {
+        "name": name, "birth": birth, "country": country.label,
+        "a_nat": _article(country.adjective), "a_occ": _article(occ),
+        "occ": occ, "occ2": occ2, "be": "was" if death_year else "is",
+        "bdate": bdate, "byear": birth_year, "ddate": ddate, "dyear": death_year or "",
+        "life": f"({bdate} – {ddate})" if death_year else f"(born {bdate})",
+        "he": "she" if gender == "female" else "he",
+        "his": "her" if gender == "female" else "his",
+        "age": move_age, "move_year": birth_year + move_age,
+        **dict(zip(_OTHER_SLOTS, others, strict=True)),
+    }
+    candidates = [t for t in TEMPLATES if death_year or not t.dead_only]
+    rng.shuffle(candidates)
+    rendered = [(t, f"{name}. " + t.text.format(**fields)) for t in candidates]
+    template, document = min(rendered, key=lambda td: _misfit(td[1], birth))
+    used = tuple(fields[slot] for slot in _OTHER_SLOTS if "{" + slot + "}" in template.text)
+    return document, used, birth_year, death_year
+
+
+def _misfit(document: str, birth: str) -> tuple[bool, bool]:
+    """Sort key: (False, False) fits; min() then keeps the first fitting template.
+
+    Very long names fit no template; an early birth mention matters more for learning
+    than the length bounds, so that is the first criterion.
+    """
+    hidden = _birth_mention_end(document, birth) > BIRTH_VISIBLE_WITHIN
+    return hidden, not DOC_MIN_CHARS <= len(document) <= DOC_MAX_CHARS
+
+
+def _check_text(text: str, what: str) -> None:
+    # The character vocabulary reserves MASK and PAD, and the file formats split on tabs
+    # and newlines, so none of these may occur inside a document, name or place.
+    for ch, label in ((MASK_CHAR, "MASK U+2047"), (PAD_CHAR, "PAD U+25A1"),
+                      ("\t", "tab"), ("\n", "newline"), ("\r", "carriage return")):
+        if ch in text:
+            raise ValueError(f"{what} contains a {label} character: {text!r}")
+
+
+def _names_test_split(people_countries: Sequence[str], fraction: float,
+                      rng: random.Random) -> set[int]:
+    """Indices of the name-classification test set, stratified by country.
+
+    Stratifying keeps every label in both files, even in a tiny world.
+    """
+    test: set[int] = set()
+    for country in COUNTRIES:
+        members = [i for i, label in enumerate(people_countries) if label == country.label]
+        rng.shuffle(members)
+        k = round(fraction * len(members))
+        if len(members) >= 2:
+            k = min(max(k, 1), len(members) - 1)
+        test.update(members[:k])
+    return test
+
+
+def generate_world(seed: int = DEFAULT_SEED, n_people: int = DEFAULT_PEOPLE,
+                   n_dev: int = DEFAULT_DEV, n_test: int = DEFAULT_TEST,
+                   names_test_fraction: float = DEFAULT_NAMES_TEST_FRACTION) -> World:
+    """Build a world in memory; deterministic in all arguments.
+
+    Birthplace questions: n_dev dev people, n_test test people, the rest train; everyone
+    has a wiki document. Stages draw from separate seeded streams, so changing the
+    templates does not change who is born where.
+    """
+    if n_people < 1 or n_dev < 0 or n_test < 0 or n_dev + n_test > n_people:
+        raise ValueError(f"need n_people >= 1 and 0 <= n_dev + n_test <= n_people, got "
+                         f"n_people={n_people}, n_dev={n_dev}, n_test={n_test}")
+    if not 0.0 <= names_test_fraction < 1.0:
+        raise ValueError(f"names_test_fraction must be in [0, 1), got {names_test_fraction}")
+
+    cities = _all_cities()
+    slots = [(country, city)
+             for (country, city, _), count in zip(cities, _quotas(n_people, [w for *_, w in cities]),
+                                                  strict=True)
+             for _ in range(count)]
+    people_rng = random.Random(_sub_seed(seed, "people"))
+    people_rng.shuffle(slots)
+
+    fakers: dict[str, Faker] = {}
+    taken: set[str] = set()
+    drawn: list[tuple[Country, str, str, str]] = []  # country, birthplace, gender, name
+    for country, city in slots:
+        if country.locale not in fakers:
+            fakers[country.locale] = _faker(country.locale, _sub_seed(seed, country.locale))
+        gender = people_rng.choice(("female", "male"))
+        name = _draw_name(fakers[country.locale], gender, country.surnames)
+        while name in taken:
+            name = _draw_name(fakers[country.locale], gender, country.surnames)
+        taken.add(name)
+        drawn.append((country, city, gender, name))
+
+    order = list(range(n_people))
+    random.Random(_sub_seed(seed, "splits")).shuffle(order)
+    split = {i: "dev" for i in order[:n_dev]}
+    split |= {i: "test" for i in order[n_dev:n_dev + n_test]}
+    names_test = _names_test_split([c.label for c, *_ in drawn], names_test_fraction,
+                                   random.Random(_sub_seed(seed, "names")))
+
+    doc_rng = random.Random(_sub_seed(seed, "documents"))
+    people = []
+    for i, (country, city, gender, name) in enumerate(drawn):
+        document, others, birth_year, death_year = _document(doc_rng, name, country, city,
+                                                             gender)
+        _check_text(document, "document")
+        people.append(Person(
+            name=name, country=country.label, locale=country.locale, birthplace=city,
+            gender=gender, birth_year=birth_year, death_year=death_year, document=document,
+            other_places=others, split=split.get(i, "train"),
+            names_split="test" if i in names_test else "train",
+        ))
+
+    wiki = [p.document for p in people]
+    random.Random(_sub_seed(seed, "wiki")).shuffle(wiki)
+    return World(seed=seed, people=tuple(people), wiki=tuple(wiki))
+
+
+def fabricate_names(n: int, locales: Sequence[str], seed: int = 0,
+                    exclude: Iterable[str] = frozenset()) -> list[tuple[str, str]]:
+    """n distinct (name, locale) pairs in the world's name style, none of them in exclude.
+
+    Locales take turns, so each chosen locale gets n / len(locales) names. Pass the
+    world's names as exclude to get people the models have never read about.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if not locales:
+        raise ValueError("choose at least one locale")
+    unknown = [loc for loc in locales if loc not in AVAILABLE_LOCALES]
+    if unknown:
+        raise ValueError(f"unknown Faker locale(s): {', '.join(unknown)}")
+    excluded = set(exclude)
+    # A separate seed namespace, so fabricated names are not the world's own draws.
+    fakers = {loc: _faker(loc, _sub_seed(seed, f"fabricate/{loc}")) for loc in locales}
+    rng = random.Random(_sub_seed(seed, "fabricate"))
+    result: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(result) < n:
+        attempts += 1
+        if attempts > 100 * n + 1000:
+            raise RuntimeError(f"could only fabricate {len(result)} of {n} new names from "
+                               f"{', '.join(locales)}; the exclude set covers the rest")
+        locale = locales[len(result) % len(locales)]
+        surnames = LOCALES[locale].surnames if locale in LOCALES else 1
+        name = _draw_name(fakers[locale], rng.choice(("female", "male")), surnames)
+        if name not in excluded and name not in seen:
+            seen.add(name)
+            result.append((name, locale))
+    return result
+
+
+def _lines(rows: Iterable[str]) -> str:
+    return "".join(f"{row}\n" for row in rows)
+
+
+def _question(person: Person) -> str:
+    return f"Where was {person.name} born?"
+
+
+def _readme(world: World, files: dict[str, str]) -> str:
+    people = world.people
+    counts = world.birthplace_counts()
+    top_city, top_count = counts.most_common(1)[0]
+    dev = world.split("dev")
+    dev_london = sum(p.birthplace == "London" for p in dev) / len(dev) if dev else 0.0
+    wiki = files["wiki.txt"]
+    chars = sorted(set(wiki) - {"\n"})
+    lengths = [len(doc) for doc in world.wiki]
+    with_others = sum(bool(p.other_places) for p in people) / len(people)
+    by_country = Counter(p.country for p in people)
+    country_rows = "\n".join(
+        f"| {c.label} | `{c.locale}` | {by_country[c.label]} | {c.city_names[0]} |"
+        for c in COUNTRIES)
+    top5 = ", ".join(f"{city} {count / len(people):.1%}" for city, count in counts.most_common(5))
+    sizes = {split: len(world.split(split)) for split in ("train", "dev", "test")}
+    names_sizes = Counter(p.names_split for p in people)
+    return f"""# Demo world
+
+A fabricated encyclopedia in the file formats of the CS224N "pretrained transformers and
+knowledge access" birthplace task. Every person is invented: names are drawn with Faker
+(faker=={FAKER_VERSION}) from the locale of the birth country, birthplaces are real cities
+of that country, and each biography is one line built from {len(TEMPLATES)} templates that
+also name other places the person lived or worked. Generated by `core/data/world.py`;
+do not edit by hand.
+
+Regenerate (bit-identical with the pinned Faker version):
+
+    {REGENERATE_COMMAND}
+
+## Files
+
+| file | format | lines |
+|---|---|---|
+| `wiki.txt` | one document per line: `NAME. biography .` (pretraining corpus) | {len(world.wiki)} |
+| `birth_places_train.tsv` | `Where was NAME born?<TAB>PLACE` | {sizes["train"]} |
+| `birth_dev.tsv` | same; dev people are in `wiki.txt`, never in the train file | {sizes["dev"]} |
+| `birth_test_inputs.tsv` | `Where was NAME born?` (question only) | {sizes["test"]} |
+| `names_train.tsv` | `COUNTRY<TAB>NAME` (name classification, stratified split) | {names_sizes["train"]} |
+| `names_test.tsv` | same, disjoint from `names_train.tsv` | {names_sizes["test"]} |
+| `people.tsv` | header, then `name, country, locale, birthplace, split, names_split` | {len(people)} |
+
+All files are UTF-8 with `\\n` line endings and a final newline. Birthplaces use ASCII
+English city names; names keep their diacritics.
+
+## Stats
+
+- people: {len(people)} (seed {world.seed});
+  birthplace train / dev / test: {sizes["train"]} / {sizes["dev"]} / {sizes["test"]}
+- most common birthplace: {top_city}, {top_count} people ({top_count / len(people):.1%});
+  answering "London" for every dev question scores {dev_london:.1%}
+- top birthplaces: {top5}
+- distinct cities as birthplace: {len(counts)}
+- `wiki.txt`: {len(wiki.encode("utf-8"))} bytes, {len(chars)} distinct characters besides the
+  newline (character vocabulary {len(chars) + 3} with newline, MASK and PAD)
+- document length: {min(lengths)} to {max(lengths)} characters, mean {sum(lengths) / len(lengths):.0f}
+- documents naming a place besides the birthplace: {with_others:.0%}
+- every birthplace is mentioned within the first {BIRTH_VISIBLE_WITHIN} characters of its
+  document (the longest span CS224N pretraining sees with block size 128)
+
+| country (label) | Faker locale | people | largest city |
+|---|---|---|---|
+{country_rows}
+"""
+
+
+def world_files(world: World) -> dict[str, str]:
+    """File name -> exact text content of each file of the world."""
+    people = world.people
+    files = {
+        "wiki.txt": _lines(world.wiki),
+        "birth_places_train.tsv": _lines(f"{_question(p)}\t{p.birthplace}"
+                                         for p in people if p.split == "train"),
+        "birth_dev.tsv": _lines(f"{_question(p)}\t{p.birthplace}"
+                                for p in people if p.split == "dev"),
+        "birth_test_inputs.tsv": _lines(_question(p) for p in people if p.split == "test"),
+        "names_train.tsv": _lines(f"{p.country}\t{p.name}"
+                                  for p in people if p.names_split == "train"),
+        "names_test.tsv": _lines(f"{p.country}\t{p.name}"
+                                 for p in people if p.names_split == "test"),
+        "people.tsv": _lines(
+            ["name\tcountry\tlocale\tbirthplace\tsplit\tnames_split"]
+            + [f"{p.name}\t{p.country}\t{p.locale}\t{p.birthplace}\t{p.split}\t{p.names_split}"
+               for p in people]),
+    }
+    files["README.md"] = _readme(world, files)
+    return files
+
+
+def write_world(world: World, folder: str | Path) -> list[Path]:
+    """Write the world's files into folder (created if missing); returns the paths."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in world_files(world).items():
+        path = out / name
+        path.write_text(text, encoding="utf-8", newline="\n")
+        written.append(path)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m core.data.world",
+        description="Generate the demo world (CS224N birthplace-task formats).")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--out", type=Path, default=Path("data/world"))
+    parser.add_argument("--people", type=int, default=DEFAULT_PEOPLE)
+    parser.add_argument("--dev", type=int, default=DEFAULT_DEV)
+    parser.add_argument("--test", type=int, default=DEFAULT_TEST)
+    parser.add_argument("--names-test-fraction", type=float,
+                        default=DEFAULT_NAMES_TEST_FRACTION)
+    args = parser.parse_args(argv)
+    try:
+        world = generate_world(args.seed, args.people, args.dev, args.test,
+                               args.names_test_fraction)
+    except ValueError as error:
+        parser.error(str(error))
+    paths = write_world(world, args.out)
+    top_city, top_count = world.birthplace_counts().most_common(1)[0]
+    print(f"wrote {len(paths)} files to {args.out}: {len(world.people)} people, "
+          f"most common birthplace {top_city} ({top_count / len(world.people):.1%})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""The Transformer: embeddings, pre-norm blocks, a head; forward and cached generation.
+
+One readable file in the spirit of minGPT / nanoGPT. Variants come from registries:
+`core.positional.POSITIONAL`, `core.attention.ATTENTION` and `HEADS` below. Parameter names
+follow minGPT (tok_emb, blocks.{i}.attn.key, ..., ln_f, head) so course checkpoints map
+onto this model one name at a time.
+
+`forward(idx, targets, return_attention=True)` also returns every layer's attention
+probabilities in one tensor, shape (n_layer, B, n_head, T, T), computed by an explicit softmax;
+without it, the fused fast path runs. A test checks both give the same logits.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.attention import ATTENTION, KVCache
+from core.config import ModelConfig
+from core.positional import POSITIONAL
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.n_embd)
+        self.attn = ATTENTION[config.attention](config)
+        self.ln2 = nn.LayerNorm(config.n_embd)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.n_embd, 4 * config.n_embd),
+            nn.GELU(),
+            nn.Linear(4 * config.n_embd, config.n_embd),
+            nn.Dropout(config.dropout),
+        )
+
+    def forward(self, x, positional, allowed, start=0, cache=None, need_weights=False,
+                is_plain_causal=False):
+        attended, weights = self.attn(self.ln1(x), positional, allowed, start, cache,
+                                      need_weights, is_plain_causal)
+        x = x + attended
+        x = x + self.mlp(self.ln2(x))
+        return x, weights
+
+
+class LMHead(nn.Module):
+    """Next-token logits at every position; the loss ignores PAD targets (CS224N convention)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.pad_id = config.pad_id
+
+    def forward(self, h, idx, targets):
+        logits = self.head(h)  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
+                                   ignore_index=self.pad_id)
+        return logits, loss
+
+
+POOLINGS = ("mean", "last", "first")
+
+
+class ClassifierHead(nn.Module):
+    """Pool the final hidden states (mean over non-PAD tokens, last non-PAD, or first), then an MLP."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.pooling = config.pooling
+        self.pad_id = config.pad_id
+        self.classifier = nn.Sequential(
+            nn.Linear(config.n_embd, config.n_embd), nn.ReLU(), nn.Linear(config.n_embd, config.n_classes)
+        )
+
+    def pool(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        real = (idx != self.pad_id)  # (B, T)
+        real = torch.where(real.any(dim=1, keepdim=True), real, torch.ones_like(real))
+        if self.pooling == "first":
+            return h[:, 0]
+        if self.pooling == "last":
+            last = real.long().cumsum(1).argmax(dim=1)  # index of the last real token
+            return h[torch.arange(h.size(0)), last]
+        weights = real.unsqueeze(-1).to(h.dtype)  # (B, T, 1)
+        return (h * weights).sum(1) / weights.sum(1)  # (B, C)
+
+    def forward(self, h, idx, targets):
+        logits = self.classifier(self.pool(h, idx))  # (B, n_classes)
+        loss = F.cross_entropy(logits, targets) if targets is not None else None
+        return logits, loss
+
+
+HEADS: dict[str, type[nn.Module]] = {"lm": LMHead, "classifier": ClassifierHead}
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
+        self.pos = POSITIONAL[config.positional](config)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embd)
+        self.head = HEADS[config.head](config)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    @property
+    def max_length(self) -> int | None:
+        """Longest input this model can encode at all (None: no hard limit)."""
+        limits = [self.pos.max_positions, self.blocks[0].attn.max_positions if self.blocks else None]
+        limits = [n for n in limits if n is not None]
+        return min(limits) if limits else None
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def _allowed(self, idx: torch.Tensor, start: int, t_key: int) -> torch.Tensor:
+        """Boolean (B|1, 1, Tq, Tk): causal for decoders, key padding for encoders."""
+        T = idx.size(1)
+        if self.config.causal:
+            query_pos = torch.arange(start, start + T, device=idx.device).view(T, 1)
+            key_pos = torch.arange(t_key, device=idx.device).view(1, t_key)
+            return (key_pos <= query_pos).view(1, 1, T, t_key)
+        real = idx != self.config.pad_id  # (B, T)
+        real = torch.where(real.any(dim=1, keepdim=True), real, torch.ones_like(real))
+        return real.view(idx.size(0), 1, 1, T).expand(-1, 1, T, T)
+
+    def _check_length(self, end: int) -> None:
+        limit = self.max_length
+        if limit is not None and end > limit:
+            raise ValueError(f"This model can read at most {limit} tokens "
+                             f"({self.config.positional} positions, {self.config.attention} attention); "
+                             f"got {end}.")
+
+    def hidden_states(self, idx: torch.Tensor, start: int = 0, caches: list[KVCache] | None = None,
+                      need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        B, T = idx.shape
+        self._check_length(start + T)
+        x = self.drop(self.pos.embed(self.tok_emb(idx), start))  # (B, T, C)
+        allowed = self._allowed(idx, start, start + T)
+        plain_causal = self.config.causal and start == 0
+        weights = []
+        for i, block in enumerate(self.blocks):
+            x, w = block(x, self.pos, allowed, start, caches[i] if caches else None, need_weights,
+                         plain_causal)
+            if need_weights:
+                weights.append(w)
+        return self.ln_f(x), weights
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                return_attention: bool = False):
+        """idx (B, T) token ids -> (logits, loss) or, with return_attention, (logits, loss, attention).
+
+        attention: (n_layer, B, n_head, T, T) probabilities; rows sum to 1, masked entries are 0.
+        """
+        h, weights = self.hidden_states(idx, need_weights=return_attention)
+        logits, loss = self.head(h, idx, targets)
+        if return_attention:
+            return logits, loss, torch.stack(weights)
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, do_sample: bool = False,
+                 temperature: float = 1.0, top_k: int | None = None,
+                 generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+        """Extend a batch of equal-length prompts (B, T) by max_new_tokens -> (B, T + new).
+
+        With the cache each step costs one token's work. When the sequence reaches the model's
+        context (block_size), it continues as minGPT does, on the last block_size tokens, uncached.
+        """
+        if not self.config.causal or self.config.head != "lm":
+            raise ValueError("Only causal language models can generate text.")
+        context = self.config.block_size if self.max_length is None else self.max_length
+        caches = [KVCache() for _ in self.blocks] if use_cache else None
+        fed = 0  # tokens of idx already in the cache
+        for _ in range(max_new_tokens):
+            if caches is not None and idx.size(1) <= context:
+                h, _ = self.hidden_states(idx[:, fed:], start=fed, caches=caches)
+                fed = idx.size(1)
+            else:
+                h, _ = self.hidden_states(idx[:, -context:])
+            logits = self.head.head(h[:, -1]) / max(temperature, 1e-8)  # (B, V)
+            if do_sample:
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                next_id = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+            else:
+                next_id = logits.argmax(dim=-1, keepdim=True)
+            idx = torch.cat((idx, next_id), dim=1)
+        return idx

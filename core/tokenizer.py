@@ -1,0 +1,142 @@
+"""Tokenizers that serialise to JSON for the checkpoint.
+
+`CharTokenizer` reproduces the CS224N vocabulary exactly: the sorted set of corpus characters,
+then MASK (U+2047) inserted at index 0, then PAD (U+25A1) at index 0, so PAD=0 and MASK=1.
+Characters outside the vocabulary never raise: they become PAD (id 0), the documented fallback,
+and `tokenize` reports which ones they were so the UI can name them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+MASK_CHAR = "\u2047"  # ⁇
+PAD_CHAR = "\u25a1"  # □
+
+
+@dataclass
+class Tokenized:
+    ids: list[int]
+    tokens: list[str]  # one display string per id
+    unknown: list[str] = field(default_factory=list)  # distinct input pieces not in the vocabulary
+
+
+class TokenizerError(ValueError):
+    pass
+
+
+class CharTokenizer:
+    kind = "char"
+    pad_id = 0
+    mask_id = 1
+
+    def __init__(self, chars: list[str]) -> None:
+        if chars[:2] != [PAD_CHAR, MASK_CHAR]:
+            raise TokenizerError("A character vocabulary must start with PAD (U+25A1) then MASK (U+2047).")
+        if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
+            raise TokenizerError("A character vocabulary must be distinct single characters.")
+        self.chars = list(chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def from_corpus(cls, text: str) -> CharTokenizer:
+        found = {PAD_CHAR, MASK_CHAR} & set(text)
+        if found:
+            names = ", ".join(f"U+{ord(c):04X}" for c in sorted(found))
+            raise TokenizerError(f"The corpus contains the reserved MASK/PAD character(s) {names}.")
+        chars = sorted(set(text))
+        chars.insert(0, MASK_CHAR)
+        chars.insert(0, PAD_CHAR)
+        return cls(chars)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def tokenize(self, text: str) -> Tokenized:
+        ids = [self.stoi.get(c, self.pad_id) for c in text]
+        unknown = list(dict.fromkeys(c for c in text if c not in self.stoi))
+        return Tokenized(ids=ids, tokens=list(text), unknown=unknown)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenize(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.chars[i] if 0 <= i < len(self.chars) else PAD_CHAR for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "chars": "".join(self.chars)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CharTokenizer:
+        return cls(list(data["chars"]))
+
+
+WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
+
+
+class WordTokenizer:
+    """Words and punctuation by regex; min-frequency vocabulary with <pad>=0 and <unk>=1."""
+
+    kind = "word"
+    pad_id = 0
+    unk_id = 1
+    specials = ("<pad>", "<unk>")
+
+    def __init__(self, words: list[str], lowercase: bool = True) -> None:
+        if tuple(words[:2]) != self.specials:
+            raise TokenizerError("A word vocabulary must start with <pad> then <unk>.")
+        self.words = list(words)
+        self.lowercase = lowercase
+        self.stoi = {w: i for i, w in enumerate(self.words)}
+
+    def split(self, text: str) -> list[str]:
+        return WORD_PATTERN.findall(text.lower() if self.lowercase else text)
+
+    @classmethod
+    def from_corpus(cls, text: str, min_freq: int = 1, lowercase: bool = True,
+                    max_size: int | None = None) -> WordTokenizer:
+        counts = Counter(WORD_PATTERN.findall(text.lower() if lowercase else text))
+        kept = sorted((w for w, n in counts.items() if n >= min_freq), key=lambda w: (-counts[w], w))
+        if max_size is not None:
+            kept = kept[: max(0, max_size - 2)]
+        return cls([*cls.specials, *kept], lowercase)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.words)
+
+    def tokenize(self, text: str) -> Tokenized:
+        pieces = self.split(text)
+        ids = [self.stoi.get(p, self.unk_id) for p in pieces]
+        unknown = list(dict.fromkeys(p for p in pieces if p not in self.stoi))
+        return Tokenized(ids=ids, tokens=pieces, unknown=unknown)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenize(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self.words[i] if 0 <= i < len(self.words) else "<unk>" for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "words": self.words, "lowercase": self.lowercase}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WordTokenizer:
+        return cls(list(data["words"]), bool(data.get("lowercase", True)))
+
+
+TOKENIZERS: dict[str, type] = {"char": CharTokenizer, "word": WordTokenizer}
+Tokenizer = CharTokenizer | WordTokenizer
+
+
+def tokenizer_from_dict(data: Any) -> Tokenizer:
+    if not isinstance(data, dict) or data.get("kind") not in TOKENIZERS:
+        raise TokenizerError(f"Unknown tokenizer; expected one of: {', '.join(TOKENIZERS)}.")
+    try:
+        return TOKENIZERS[data["kind"]].from_dict(data)
+    except (KeyError, TypeError) as exc:
+        raise TokenizerError(f"The tokenizer description is incomplete ({exc}).") from None

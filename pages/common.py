@@ -1,0 +1,96 @@
+"""What every page shares: the sidebar model picker and the cached model loader.
+
+Not a page itself (app.py lists pages explicitly). The selected checkpoint lives in
+`st.session_state["checkpoint"]` and in the URL as `?model=<name>`, so a link reopens it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from core.checkpoint import (
+    CheckpointError,
+    CheckpointInfo,
+    LoadedCheckpoint,
+    checkpoint_dir,
+    list_checkpoints,
+    load,
+)
+from core.describe import model_card
+
+NO_CHECKPOINTS = (
+    "No checkpoints found in `{folder}`. Run `make checkpoints` to train the bundled models "
+    "(about 30 minutes on a laptop CPU), or point `ATTENTION_LAB_CHECKPOINTS` at a folder of "
+    "`.safetensors` checkpoints."
+)
+
+
+@st.cache_resource(show_spinner="Loading model…", max_entries=16)
+def load_cached(path: str, modified: float) -> LoadedCheckpoint:
+    """One model per (file, modification time) per server process, shared by every session."""
+    return load(path)
+
+
+@st.cache_data(show_spinner=False, ttl=30)
+def available_checkpoints(folder: str) -> list[CheckpointInfo]:
+    return list_checkpoints(folder)
+
+
+def all_checkpoints() -> list[CheckpointInfo]:
+    """Bundled (or ATTENTION_LAB_CHECKPOINTS) checkpoints, then this session's uploads."""
+    infos = list(available_checkpoints(str(checkpoint_dir())))
+    infos += st.session_state.get("uploaded_checkpoints", [])
+    return infos
+
+
+def checkpoint_picker() -> CheckpointInfo | None:
+    infos = [i for i in all_checkpoints() if not i.error]
+    with st.sidebar:
+        st.header("Model")
+        if not infos:
+            st.info(NO_CHECKPOINTS.format(folder=checkpoint_dir()))
+            st.session_state["checkpoint"] = None
+            return None
+        names = [i.name for i in infos]
+        wanted = st.query_params.get("model")
+        if "picker_model" not in st.session_state or st.session_state["picker_model"] not in names:
+            st.session_state["picker_model"] = wanted if wanted in names else names[0]
+        name = st.selectbox("Checkpoint", names, key="picker_model")
+        st.query_params["model"] = name
+        info = infos[names.index(name)]
+        st.session_state["checkpoint"] = info
+        with st.expander("Model card", expanded=False):
+            for label, value in model_card(info).items():
+                st.markdown(f"**{label}**")
+                st.text(value)
+        broken = [i for i in all_checkpoints() if i.error]
+        if broken:
+            st.caption(f"{len(broken)} file(s) in the folder could not be read: "
+                       + "; ".join(i.error for i in broken[:3]))
+    return info
+
+
+def selected_info() -> CheckpointInfo | None:
+    return st.session_state.get("checkpoint")
+
+
+def load_checkpoint(info: CheckpointInfo | None) -> LoadedCheckpoint | None:
+    """Load through the cache, turning a refusal into one sentence on screen."""
+    if info is None:
+        return None
+    try:
+        return load_cached(str(info.path), Path(info.path).stat().st_mtime)
+    except (CheckpointError, OSError) as exc:
+        st.error(f"Could not open {info.name}: {exc}")
+        return None
+
+
+def require_model() -> LoadedCheckpoint | None:
+    """The selected model, or a note saying how to get one (pages then stop drawing)."""
+    info = selected_info()
+    if info is None:
+        st.info(NO_CHECKPOINTS.format(folder=checkpoint_dir()))
+        return None
+    return load_checkpoint(info)
