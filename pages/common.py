@@ -65,6 +65,8 @@ def checkpoint_picker() -> CheckpointInfo | None:
             for label, value in model_card(info).items():
                 st.markdown(f"**{label}**")
                 st.text(value)
+        st.radio("Chart download format", ["png", "svg"], key="image_format", horizontal=True,
+                 help="What the camera button in each chart's toolbar saves.")
         broken = [i for i in all_checkpoints() if i.error]
         if broken:
             st.caption(f"{len(broken)} file(s) in the folder could not be read: "
@@ -94,3 +96,14 @@ def require_model() -> LoadedCheckpoint | None:
         st.info(NO_CHECKPOINTS.format(folder=checkpoint_dir()))
         return None
     return load_checkpoint(info)
+
+
+def image_format() -> str:
+    return st.session_state.get("image_format", "png")
+
+
+def show_figure(fig, filename: str, key: str | None = None) -> None:
+    """Draw a plotly figure whose toolbar camera exports PNG or SVG (chosen in the sidebar)."""
+    from core.viz import chart_config
+
+    st.plotly_chart(fig, config=chart_config(filename, image_format()), key=key)
