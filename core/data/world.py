@@ -18,9 +18,10 @@ import argparse
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from faker import VERSION as FAKER_VERSION
 from faker import Faker
@@ -47,7 +48,10 @@ DEFAULT_NAMES_TEST_FRACTION = 0.2
 REGENERATE_COMMAND = "python -m core.data.world --seed 0 --out data/world"
 
 
-def _zipf(cities: Sequence[str], exponent: float = 1.0) -> tuple[tuple[str, float], ...]:
+FLAT = 0.5  # Zipf exponent for countries other than the United Kingdom
+
+
+def _zipf(cities: Sequence[str], exponent: float = FLAT) -> tuple[tuple[str, float], ...]:
     """Zipf weights by rank within a country, normalised to sum to 1."""
     raw = [1.0 / (rank + 1) ** exponent for rank in range(len(cities))]
     total = sum(raw)
@@ -74,12 +78,14 @@ class Country:
 # drops non-ASCII characters from the finetuning file, so an answer like "Kraków" could
 # never be learned or matched exactly. Names keep their diacritics (a cue of origin).
 # Weights: the United Kingdom is the largest country and
-# London takes 1/H_12 of it, 0.16 / 3.103 = 5.2% of all people; the next largest birthplace
-# (New York) stays below 4%.
+# London takes 1/H_12 of it, 0.16 / 3.103 = 5.2% of all people. Elsewhere cities follow a
+# flatter Zipf (exponent 1/2, the largest city ~18% of its country): real birthplaces spread
+# over thousands of places, so a name's country must not give its city away, or a model with
+# no pretraining could score well by guessing each country's capital.
 COUNTRIES: tuple[Country, ...] = (
     Country("United Kingdom", "British", "en_GB", 0.16, _zipf((
         "London", "Birmingham", "Manchester", "Glasgow", "Liverpool", "Leeds", "Edinburgh",
-        "Bristol", "Sheffield", "Cardiff", "Belfast", "Newcastle upon Tyne"))),
+        "Bristol", "Sheffield", "Cardiff", "Belfast", "Newcastle upon Tyne"), exponent=1.0)),
     Country("United States", "American", "en_US", 0.12, _zipf((
         "New York", "Los Angeles", "Chicago", "Philadelphia", "Boston", "Houston",
         "San Francisco", "Detroit", "Baltimore", "Seattle", "New Orleans", "Cleveland"))),
@@ -115,7 +121,8 @@ COUNTRIES: tuple[Country, ...] = (
         "Horsens", "Vejle", "Roskilde", "Elsinore", "Silkeborg"))),
 )
 
-LOCALES: dict[str, Country] = {country.locale: country for country in COUNTRIES}
+# Read-only: pages list these locales for fabricated names.
+LOCALES: Mapping[str, Country] = MappingProxyType({c.locale: c for c in COUNTRIES})
 
 OCCUPATIONS: tuple[str, ...] = (
     "painter", "journalist", "novelist", "composer", "architect", "chemist", "physicist",
@@ -158,8 +165,8 @@ TEMPLATES: tuple[_Template, ...] = (
               "in {o1} ."),
     _Template("{name} ({byear} – {dyear}) was {a_occ} born in {birth}, {country}, who "
               "lived in {o1}, {o2} and {o3} .", dead_only=True),
-    _Template("{name} {life} {be} {a_nat}-born {occ} based in {o1}; {he} was born in "
-              "{birth} ."),
+    _Template("{name} {be} {a_nat}-born {occ} based in {o1}; {he} was born in {birth} "
+              "in {byear} ."),
     _Template("{name}, a native of {birth}, {be} {a_nat} {occ} who worked for many years "
               "in {o1} ."),
     _Template("{name} was {a_nat} {occ} who was born in {birth} in {byear} and died in "
@@ -281,8 +288,10 @@ def _other_places(rng: random.Random, country: Country, birth: str) -> list[str]
     return places
 
 
-def _birth_mention_end(document: str, birth: str) -> int:
-    match = re.search(rf"(?<!\w){re.escape(birth)}(?!\w)", document)
+def _birth_mention_end(document: str, name: str, birth: str) -> int:
+    # Blank the name first: "Florence" is a first name as well as a city.
+    text = document.replace(name, "\0" * len(name))
+    match = re.search(rf"(?<!\w){re.escape(birth)}(?!\w)", text)
     return match.end() if match else len(document) + 1
 
 
@@ -313,18 +322,18 @@ def _document(rng: random.Random, name: str, country: Country, birth: str,
     candidates = [t for t in TEMPLATES if death_year or not t.dead_only]
     rng.shuffle(candidates)
     rendered = [(t, f"{name}. " + t.text.format(**fields)) for t in candidates]
-    template, document = min(rendered, key=lambda td: _misfit(td[1], birth))
+    template, document = min(rendered, key=lambda td: _misfit(td[1], name, birth))
     used = tuple(fields[slot] for slot in _OTHER_SLOTS if "{" + slot + "}" in template.text)
     return document, used, birth_year, death_year
 
 
-def _misfit(document: str, birth: str) -> tuple[bool, bool]:
+def _misfit(document: str, name: str, birth: str) -> tuple[bool, bool]:
     """Sort key: (False, False) fits; min() then keeps the first fitting template.
 
     Very long names fit no template; an early birth mention matters more for learning
     than the length bounds, so that is the first criterion.
     """
-    hidden = _birth_mention_end(document, birth) > BIRTH_VISIBLE_WITHIN
+    hidden = _birth_mention_end(document, name, birth) > BIRTH_VISIBLE_WITHIN
     return hidden, not DOC_MIN_CHARS <= len(document) <= DOC_MAX_CHARS
 
 

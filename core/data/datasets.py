@@ -1,0 +1,201 @@
+"""Datasets in the formats people already have (see DESIGN.md), as torch Datasets.
+
+Random choices (span corruption, MLM masking) come from a per-item generator seeded by
+(seed, epoch, index), so an epoch is reproducible, and a resumed run sees exactly the samples an
+uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+
+from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, Tokenizer
+
+
+class DataError(ValueError):
+    """A data file a user gave us cannot be used; the message is one sentence."""
+
+
+def read_text(path: str | Path) -> str:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path} does not exist.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded).") from None
+    if not text.strip():
+        raise DataError(f"{path} is empty.")
+    return text
+
+
+def parse_tsv_pairs(text: str, source: str = "the file") -> list[tuple[str, str]]:
+    """`A<TAB>B` per line (blank lines skipped); a line without a tab is refused by number."""
+    pairs = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            raise DataError(f"Line {number} of {source} has no tab; expected 'TEXT<TAB>ANSWER'.")
+        first, second = line.split("\t", 1)
+        pairs.append((first, second))
+    if not pairs:
+        raise DataError(f"{source} has no lines.")
+    return pairs
+
+
+def read_tsv_pairs(path: str | Path) -> list[tuple[str, str]]:
+    return parse_tsv_pairs(read_text(path), str(path))
+
+
+def check_no_reserved_characters(text: str, source: str) -> None:
+    for char, name in ((MASK_CHAR, "MASK"), (PAD_CHAR, "PAD")):
+        if char in text:
+            line = text[: text.index(char)].count("\n") + 1
+            raise DataError(f"{source} contains the {name} character {char} (U+{ord(char):04X}) on line "
+                            f"{line}; it is reserved.")
+
+
+class EpochSeeded(Dataset):
+    seed: int = 0
+    epoch: int = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def rng(self, index: int) -> random.Random:
+        return random.Random(f"{self.seed}-{self.epoch}-{index}")
+
+
+class CharCorruptionDataset(EpochSeeded):
+    """CS224N span corruption: prefix ⁇ suffix ⁇ masked_content □□□, x = s[:-1], y = s[1:]."""
+
+    def __init__(self, corpus: str, block_size: int, tokenizer: CharTokenizer | None = None,
+                 seed: int = 0) -> None:
+        check_no_reserved_characters(corpus, "The pretraining corpus")
+        self.tokenizer = tokenizer or CharTokenizer.from_corpus(corpus)
+        self.block_size = block_size
+        self.documents = [line for line in corpus.split("\n") if line.strip()]
+        self.seed = seed
+        if not self.documents:
+            raise DataError("The pretraining corpus has no documents.")
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def corrupt(self, document: str, rng: random.Random) -> str:
+        truncated = document[: rng.randint(4, int(self.block_size * 7 / 8))]
+        # randint(1, L//2) has mean ~L/4: the masked span is a quarter of the text on average
+        masked_len = rng.randint(1, max(1, len(truncated) // 2))
+        prefix_len = rng.randint(0, len(truncated) - masked_len)
+        prefix = truncated[:prefix_len]
+        masked = truncated[prefix_len: prefix_len + masked_len]
+        suffix = truncated[prefix_len + masked_len:]
+        text = prefix + MASK_CHAR + suffix + MASK_CHAR + masked
+        return text + PAD_CHAR * (self.block_size - len(text))
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        text = self.corrupt(self.documents[index], self.rng(index))
+        ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
+        return ids[:-1], ids[1:]
+
+
+class NameDataset(Dataset):
+    """CS224N finetuning: question ⁇ answer ⁇ □…; targets are PAD over the question."""
+
+    def __init__(self, pairs: list[tuple[str, str]], tokenizer: CharTokenizer, block_size: int) -> None:
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        self.pairs = pairs
+        for question, answer in pairs:
+            check_no_reserved_characters(question + answer, "The question file")
+            if len(question) + len(answer) + 2 > block_size:
+                raise DataError(f"The line '{question[:40]}…' is longer than the block size {block_size}.")
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        question, answer = self.pairs[index]
+        x = question + MASK_CHAR + answer + MASK_CHAR
+        x = x + PAD_CHAR * (self.block_size - len(x))
+        y = PAD_CHAR * (len(question) - 1) + x[len(question):]
+        return (torch.tensor(self.tokenizer.encode(x[:-1]), dtype=torch.long),
+                torch.tensor(self.tokenizer.encode(y), dtype=torch.long))
+
+
+class LanguageModelDataset(Dataset):
+    """Contiguous, non-overlapping blocks of a text: x = ids[i:i+T], y = ids[i+1:i+T+1]."""
+
+    def __init__(self, text: str, tokenizer: Tokenizer, block_size: int) -> None:
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        self.ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+        if len(self.ids) < block_size + 1:
+            raise DataError(f"The text has {len(self.ids)} tokens, fewer than one block of {block_size + 1}.")
+
+    def __len__(self) -> int:
+        return (len(self.ids) - 1) // self.block_size
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = index * self.block_size
+        chunk = self.ids[start: start + self.block_size + 1]
+        return chunk[:-1], chunk[1:]
+
+
+class MaskedLMDataset(EpochSeeded):
+    """Encoder pretraining (BERT-style, per character or word): 15% of tokens are hidden, of which
+    80% become MASK, 10% a random token, 10% stay; only hidden positions have targets."""
+
+    def __init__(self, lines: list[str], tokenizer: Tokenizer, block_size: int, mask_id: int,
+                 seed: int = 0, mask_rate: float = 0.15) -> None:
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        self.lines = [line for line in lines if line.strip()]
+        self.mask_id = mask_id
+        self.seed = seed
+        self.mask_rate = mask_rate
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        rng = self.rng(index)
+        ids = self.tokenizer.encode(self.lines[index])[: self.block_size]
+        x, y = list(ids), [0] * len(ids)
+        for i, token in enumerate(ids):
+            if rng.random() < self.mask_rate:
+                y[i] = token
+                roll = rng.random()
+                x[i] = self.mask_id if roll < 0.8 else (rng.randrange(2, self.tokenizer.vocab_size)
+                                                        if roll < 0.9 else token)
+        pad = self.block_size - len(ids)
+        return torch.tensor(x + [0] * pad), torch.tensor(y + [0] * pad)
+
+
+class ClassificationDataset(Dataset):
+    """`LABEL<TAB>TEXT` lines (the CSE 256 format) -> (ids padded to block_size, label index)."""
+
+    def __init__(self, pairs: list[tuple[str, str]], tokenizer: Tokenizer, block_size: int,
+                 labels: list[str] | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        self.labels = labels or sorted({label for label, _ in pairs})
+        unknown = sorted({label for label, _ in pairs} - set(self.labels))
+        if unknown:
+            raise DataError(f"Labels {', '.join(unknown[:5])} are not in the model's label set "
+                            f"({', '.join(self.labels[:8])}).")
+        index = {label: i for i, label in enumerate(self.labels)}
+        self.items = [(tokenizer.encode(text)[:block_size], index[label]) for label, text in pairs]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, label = self.items[i]
+        return torch.tensor(ids + [0] * (self.block_size - len(ids))), torch.tensor(label)

@@ -1,0 +1,239 @@
+"""A generic Trainer (it knows nothing about the task) and the `python -m core.train` CLI.
+
+The Trainer follows minGPT: AdamW (betas 0.9/0.95, decay on weight matrices only), linear warmup
+then cosine decay to a 10% floor measured in tokens (the CS224N schedule), gradient clipping.
+It writes history rows (run, step, epoch, tokens, wall_time, split, metric, value): live to
+`<checkpoint>.log.jsonl`, and into the checkpoint after every epoch, atomically. A sidecar
+`<checkpoint>.resume` (safetensors: optimizer moments and RNG states) lets `--resume` continue
+with exactly the history an uninterrupted run would have written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch.utils.data import DataLoader, Dataset
+from tqdm import tqdm
+
+from core import checkpoint as ckpt
+from core.model import Transformer
+from core.tokenizer import Tokenizer
+
+
+@dataclass
+class TrainerConfig:
+    max_epochs: int = 10
+    batch_size: int = 64
+    learning_rate: float = 3e-4
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_norm_clip: float = 1.0
+    weight_decay: float = 0.1
+    lr_decay: bool = True
+    warmup_tokens: int = 0  # CS224N counts every target position, PAD included
+    final_tokens: int = 0  # 0: the whole run
+    log_every: int = 10  # steps between train-loss records
+    seed: int = 0
+    device: str = "auto"
+
+
+@dataclass
+class CheckpointPlan:
+    """Where and how the trainer saves; the caller supplies the task-specific parts."""
+
+    path: Path
+    tokenizer: Tokenizer
+    task: str
+    labels: list[str] | None = None
+    data: list[dict] = field(default_factory=list)
+    command: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+EvaluateFn = Callable[[Transformer], dict[str, float]]
+
+
+def resume_path(path: Path) -> Path:
+    return path.with_name(path.name + ".resume")
+
+
+def log_path(path: Path) -> Path:
+    return path.with_name(path.stem + ".log.jsonl")
+
+
+def pick_device(name: str) -> str:
+    if name != "auto":
+        return name
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Trainer:
+    def __init__(self, model: Transformer, train_dataset: Dataset, config: TrainerConfig,
+                 plan: CheckpointPlan | None = None, evaluate: EvaluateFn | None = None,
+                 run_name: str | None = None) -> None:
+        self.model = model
+        self.train_dataset = train_dataset
+        self.config = config
+        self.plan = plan
+        self.evaluate = evaluate
+        self.run_name = run_name or (plan.path.stem if plan else "run")
+        self.device = pick_device(config.device)
+        self.model.to(self.device)
+        self.optimizer = self._make_optimizer()
+        self.history: list[dict[str, Any]] = []
+        self.epoch = 0  # epochs completed
+        self.step = 0
+        self.tokens = 0
+        self.wall_time = 0.0
+        self.metrics: dict[str, float] = {}
+        steps_per_epoch = math.ceil(len(train_dataset) / config.batch_size)
+        whole_run = self._tokens_per_step() * steps_per_epoch * config.max_epochs
+        self.final_tokens = config.final_tokens or whole_run
+
+    def _tokens_per_step(self) -> int:
+        x, _ = self.train_dataset[0]
+        return self.config.batch_size * x.numel()
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        no_decay = {"tok_emb.weight", "pos.table"}
+        decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2 and n not in no_decay]
+        rest = [p for n, p in self.model.named_parameters() if p.dim() < 2 or n in no_decay]
+        groups = [{"params": decay, "weight_decay": self.config.weight_decay},
+                  {"params": rest, "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=self.config.learning_rate, betas=self.config.betas)
+
+    def learning_rate(self) -> float:
+        cfg = self.config
+        if not cfg.lr_decay:
+            return cfg.learning_rate
+        if self.tokens < cfg.warmup_tokens:
+            mult = self.tokens / max(1, cfg.warmup_tokens)
+        else:
+            progress = (self.tokens - cfg.warmup_tokens) / max(1, self.final_tokens - cfg.warmup_tokens)
+            mult = max(0.1, 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
+        return cfg.learning_rate * mult
+
+    # --- history ---------------------------------------------------------------------------
+    def record(self, split: str, metric: str, value: float) -> None:
+        row = {"run": self.run_name, "step": self.step, "epoch": self.epoch, "tokens": self.tokens,
+               "wall_time": round(self.wall_time, 3), "split": split, "metric": metric, "value": float(value)}
+        self.history.append(row)
+        if self.plan is not None:
+            with open(log_path(self.plan.path), "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+    # --- resume ----------------------------------------------------------------------------
+    def save(self) -> None:
+        if self.plan is None:
+            return
+        plan = self.plan
+        ckpt.save(plan.path, self.model, plan.tokenizer, plan.task, labels=plan.labels, history=self.history,
+                  metrics=self.metrics, data=plan.data, command=plan.command, seed=self.config.seed,
+                  extra={**plan.extra, "trainer": json.dumps(asdict(self.config)),
+                         "progress": json.dumps({"epoch": self.epoch, "step": self.step,
+                                                 "tokens": self.tokens, "wall_time": self.wall_time})})
+        tensors = {"rng.torch": torch.get_rng_state()}
+        for i, state in self.optimizer.state_dict()["state"].items():
+            for key, value in state.items():
+                tensors[f"optim.{i}.{key}"] = value.detach().cpu().reshape(-1) if value.dim() == 0 else \
+                    value.detach().cpu().contiguous()
+        tmp = resume_path(plan.path).with_suffix(".tmp")
+        save_file(tensors, str(tmp))
+        os.replace(tmp, resume_path(plan.path))
+
+    def resume(self) -> None:
+        """Continue from the plan's checkpoint: weights, history, optimizer and RNG state."""
+        assert self.plan is not None
+        loaded = ckpt.load(self.plan.path, device=self.device)
+        self.model.load_state_dict(loaded.model.state_dict())
+        progress = json.loads(loaded.metadata.get("progress", "{}"))
+        self.epoch, self.step = progress.get("epoch", 0), progress.get("step", 0)
+        self.tokens, self.wall_time = progress.get("tokens", 0), progress.get("wall_time", 0.0)
+        self.history = list(loaded.history)
+        self.metrics = dict(loaded.metadata.get("metrics") or {})
+        tensors = load_file(str(resume_path(self.plan.path)))
+        torch.set_rng_state(tensors["rng.torch"])
+        state = self.optimizer.state_dict()
+        for i in range(len([p for g in state["param_groups"] for p in g["params"]])):
+            if f"optim.{i}.step" in tensors:
+                state["state"][i] = {k.split(".", 2)[2]: v.reshape(()) if k.endswith(".step") else v
+                                     for k, v in tensors.items() if k.startswith(f"optim.{i}.")}
+        self.optimizer.load_state_dict(state)
+        # rewrite the live log so it matches the checkpoint (drop rows of an interrupted epoch)
+        with open(log_path(self.plan.path), "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(row) + "\n" for row in self.history)
+
+    # --- the loop --------------------------------------------------------------------------
+    def train(self) -> list[dict[str, Any]]:
+        cfg = self.config
+        generator = torch.Generator()
+        while self.epoch < cfg.max_epochs:
+            if hasattr(self.train_dataset, "set_epoch"):
+                self.train_dataset.set_epoch(self.epoch)
+            generator.manual_seed(cfg.seed * 1000 + self.epoch)
+            loader = DataLoader(self.train_dataset, batch_size=cfg.batch_size, shuffle=True,
+                                generator=generator, drop_last=False)
+            self.model.train()
+            started = time.perf_counter()
+            wall_at_start = self.wall_time
+            bar = tqdm(loader, desc=f"{self.run_name} epoch {self.epoch + 1}/{cfg.max_epochs}",
+                       leave=False, dynamic_ncols=True, disable=None)
+            for x, y in bar:
+                x, y = x.to(self.device), y.to(self.device)
+                lr = self.learning_rate()
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                _, loss = self.model(x, y)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_norm_clip)
+                self.optimizer.step()
+                self.step += 1
+                self.tokens += y.numel()
+                self.wall_time = wall_at_start + time.perf_counter() - started
+                if self.step % cfg.log_every == 0:
+                    self.record("train", "loss", loss.item())
+                    self.record("train", "lr", lr)
+                bar.set_postfix(loss=f"{loss.item():.3f}",
+                                tok_s=f"{(self.tokens / max(self.wall_time, 1e-9)):.0f}")
+            self.epoch += 1
+            if self.evaluate is not None:
+                self.model.eval()
+                for metric, value in self.evaluate(self.model).items():
+                    split, _, name = metric.partition("_")
+                    self.record(split, name, value)
+                    self.metrics[metric] = value
+                self.model.train()
+            self.save()
+        self.model.eval()
+        return self.history
+
+
+@torch.no_grad()
+def evaluate_loss(model: Transformer, dataset: Dataset, batch_size: int = 128, device: str = "cpu",
+                  accuracy: bool = False) -> dict[str, float]:
+    """Mean loss over target tokens (PAD ignored), its perplexity, and optionally classification accuracy."""
+    model.eval()
+    total, count, correct, seen = 0.0, 0, 0, 0
+    for x, y in DataLoader(dataset, batch_size=batch_size):
+        x, y = x.to(device), y.to(device)
+        logits, loss = model(x, y)
+        n = y.numel() if accuracy else int((y != model.config.pad_id).sum())
+        total += loss.item() * n
+        count += n
+        if accuracy:
+            correct += int((logits.argmax(-1) == y).sum())
+            seen += y.numel()
+    mean = total / max(count, 1)
+    out = {"loss": mean, "perplexity": math.exp(min(mean, 50))}
+    if accuracy:
+        out["accuracy"] = correct / max(seen, 1)
+    return out
