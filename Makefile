@@ -27,3 +27,7 @@ world: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Retrain every bundled checkpoint from data/world/ (about 30-45 minutes on a 2-core CPU).
+checkpoints: $(STAMP)
+	$(PY) -m core.bundle

@@ -183,6 +183,8 @@ TEMPLATES: tuple[_Template, ...] = (
               "before returning to {birth} ."),
     _Template("{name} was born in {birth} and {be} {a_nat} {occ} who moved to {o1} at the "
               "age of {age} ."),
+    # The questions end with "?", so the corpus (hence the vocabulary) must contain it.
+    _Template("{name} {be} {a_nat} {occ} born in {birth}, author of the essay \"Why {o1}?\" ."),
 )
 
 _OTHER_SLOTS = ("o1", "o2", "o3")

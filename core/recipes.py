@@ -1,0 +1,228 @@
+"""Task recipes: data files -> datasets -> Trainer -> checkpoint. Used by the CLI and `make checkpoints`.
+
+Each recipe takes plain arguments (paths, a ModelConfig's fields, a TrainerConfig) so a student
+can read one function and see the whole experiment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from core import checkpoint as ckpt
+from core.config import ModelConfig
+from core.data.datasets import (
+    CharCorruptionDataset,
+    ClassificationDataset,
+    DataError,
+    LanguageModelDataset,
+    MaskedLMDataset,
+    NameDataset,
+    check_no_reserved_characters,
+    parse_tsv_pairs,
+    read_text,
+    read_tsv_pairs,
+)
+from core.evaluate import evaluate_birthplaces, most_frequent_place
+from core.model import Transformer
+from core.tokenizer import CharTokenizer, WordTokenizer
+from core.train import CheckpointPlan, Trainer, TrainerConfig, evaluate_loss, log_path, resume_path
+
+
+@dataclass
+class ModelShape:
+    n_layer: int = 4
+    n_head: int = 8
+    n_embd: int = 256
+    block_size: int = 128
+    dropout: float = 0.1
+    positional: str = "learned"
+    attention: str = "vanilla"
+
+
+def file_record(path: str | Path) -> dict[str, str]:
+    data = Path(path).read_bytes()
+    return {"path": str(path), "sha256": hashlib.sha256(data).hexdigest(), "bytes": str(len(data))}
+
+
+def _prepare_output(path: Path, resume: bool, force: bool) -> None:
+    if resume:
+        if not (path.exists() and resume_path(path).exists()):
+            raise DataError(f"Cannot resume: {path} or its .resume file is missing.")
+        return
+    if path.exists() and not force:
+        raise DataError(f"{path} already exists; pass --force to overwrite or --resume to continue it.")
+    log_path(path).unlink(missing_ok=True)
+    resume_path(path).unlink(missing_ok=True)
+
+
+def _run(trainer: Trainer, resume: bool) -> Trainer:
+    if resume:
+        trainer.resume()
+    trainer.train()
+    return trainer
+
+
+def _build(shape: ModelShape, vocab_size: int, seed: int, **fields) -> Transformer:
+    torch.manual_seed(seed)
+    config = ModelConfig(vocab_size=vocab_size, block_size=shape.block_size, n_layer=shape.n_layer,
+                         n_head=shape.n_head, n_embd=shape.n_embd, dropout=shape.dropout,
+                         positional=shape.positional, attention=shape.attention, **fields)
+    return Transformer(config)
+
+
+def _warm_start(model: Transformer, reading_params_path: str | Path | None, skip_prefix: str = "") -> None:
+    """Copy a pretrained checkpoint's weights (all but the keys under skip_prefix)."""
+    if not reading_params_path:
+        return
+    source = ckpt.load(reading_params_path).model.state_dict()
+    target = model.state_dict()
+    for key, tensor in source.items():
+        if skip_prefix and key.startswith(skip_prefix):
+            continue
+        if key not in target or target[key].shape != tensor.shape:
+            raise DataError(f"{Path(reading_params_path).name} does not fit this model (tensor {key!r}).")
+        target[key] = tensor
+    model.load_state_dict(target)
+
+
+def pretrain(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
+             resume: bool = False, force: bool = False, command: str = "") -> Trainer:
+    """CS224N span-corruption pretraining on wiki.txt."""
+    corpus = read_text(corpus_path)
+    dataset = CharCorruptionDataset(corpus, shape.block_size, seed=trainer.seed)
+    out = Path(writing_params_path)
+    _prepare_output(out, resume, force)
+    model = _build(shape, dataset.tokenizer.vocab_size, trainer.seed)
+    plan = CheckpointPlan(out, dataset.tokenizer, "lm", data=[file_record(corpus_path)], command=command,
+                          extra={"objective": "span-corruption"})
+    return _run(Trainer(model, dataset, trainer, plan), resume)
+
+
+def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: str, shape: ModelShape,
+             trainer: TrainerConfig, reading_params_path: str | None = None,
+             eval_corpus_path: str | None = None, resume: bool = False, force: bool = False,
+             command: str = "") -> Trainer:
+    """CS224N finetuning on 'Where was X born?<TAB>PLACE', from a pretrained model or from scratch.
+
+    The vocabulary always comes from the pretraining corpus, as in the assignment."""
+    corpus = read_text(corpus_path)
+    check_no_reserved_characters(corpus, "The pretraining corpus")
+    tokenizer = CharTokenizer.from_corpus(corpus)
+    pairs = read_tsv_pairs(finetune_corpus_path)
+    dataset = NameDataset(pairs, tokenizer, shape.block_size)
+    out = Path(writing_params_path)
+    _prepare_output(out, resume, force)
+    model = _build(shape, tokenizer.vocab_size, trainer.seed)
+    if reading_params_path:
+        pretrained = ckpt.read_metadata(reading_params_path)
+        if pretrained["tokenizer"] != tokenizer.to_dict():
+            raise DataError(f"{Path(reading_params_path).name} was pretrained on another vocabulary "
+                            f"than {Path(corpus_path).name}.")
+    _warm_start(model, reading_params_path)
+    baseline = most_frequent_place([a for _, a in pairs])
+    evaluate = None
+    data = [file_record(corpus_path), file_record(finetune_corpus_path)]
+    if eval_corpus_path:
+        dev_pairs = read_tsv_pairs(eval_corpus_path)
+        dev = NameDataset(dev_pairs, tokenizer, shape.block_size)
+        data.append(file_record(eval_corpus_path))
+
+        def evaluate(m: Transformer) -> dict[str, float]:
+            scores = evaluate_loss(m, dev, device=str(next(m.parameters()).device))
+            result = evaluate_birthplaces(m, tokenizer, dev_pairs, baseline_place=baseline)
+            return {"val_loss": scores["loss"], "val_perplexity": scores["perplexity"],
+                    "val_accuracy": result.accuracy, "val_baseline_accuracy": result.baseline_accuracy}
+
+    plan = CheckpointPlan(out, tokenizer, "birthplace", data=data, command=command,
+                          extra={"pretrained_from": Path(reading_params_path).name if reading_params_path
+                                 else "", "baseline_place": baseline})
+    return _run(Trainer(model, dataset, trainer, plan, evaluate), resume)
+
+
+def _split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
+    cut = int(len(text) * (1 - val_fraction))
+    return text[:cut], text[cut:]
+
+
+def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
+             level: str = "char", val_fraction: float = 0.1, resume: bool = False, force: bool = False,
+             command: str = "") -> Trainer:
+    """A language model over a plain text file; the last 10% of the text is the validation split."""
+    text = read_text(corpus_path)
+    check_no_reserved_characters(text, Path(corpus_path).name)
+    tokenizer = CharTokenizer.from_corpus(text) if level == "char" else WordTokenizer.from_corpus(text, 2)
+    train_text, val_text = _split_text(text, val_fraction)
+    dataset = LanguageModelDataset(train_text, tokenizer, shape.block_size)
+    val = LanguageModelDataset(val_text, tokenizer, shape.block_size)
+    out = Path(writing_params_path)
+    _prepare_output(out, resume, force)
+    model = _build(shape, tokenizer.vocab_size, trainer.seed)
+
+    def evaluate(m: Transformer) -> dict[str, float]:
+        scores = evaluate_loss(m, val, device=str(next(m.parameters()).device))
+        return {"val_loss": scores["loss"], "val_perplexity": scores["perplexity"]}
+
+    plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(corpus_path)], command=command,
+                          extra={"val_fraction": str(val_fraction), "level": level})
+    return _run(Trainer(model, dataset, trainer, plan, evaluate), resume)
+
+
+def pretrain_encoder(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
+                     resume: bool = False, force: bool = False, command: str = "") -> Trainer:
+    """A bidirectional encoder pretrained with masked language modelling on the corpus lines."""
+    text = read_text(corpus_path)
+    check_no_reserved_characters(text, Path(corpus_path).name)
+    tokenizer = CharTokenizer.from_corpus(text)
+    dataset = MaskedLMDataset(text.split("\n"), tokenizer, shape.block_size, tokenizer.mask_id,
+                              seed=trainer.seed)
+    out = Path(writing_params_path)
+    _prepare_output(out, resume, force)
+    model = _build(shape, tokenizer.vocab_size, trainer.seed, causal=False)
+    plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(corpus_path)], command=command,
+                          extra={"objective": "masked-lm"})
+    return _run(Trainer(model, dataset, trainer, plan), resume)
+
+
+def train_classifier(train_path: str, test_path: str, writing_params_path: str, shape: ModelShape,
+                     trainer: TrainerConfig, reading_params_path: str | None = None, level: str = "char",
+                     pooling: str = "mean", resume: bool = False, force: bool = False,
+                     command: str = "") -> Trainer:
+    """`LABEL<TAB>TEXT` classification with an encoder, from scratch or from a pretrained encoder
+    (whose tokenizer is then reused so the embeddings mean the same thing)."""
+    train_pairs = read_tsv_pairs(train_path)
+    test_pairs = read_tsv_pairs(test_path)
+    if reading_params_path:
+        tokenizer = ckpt.load(reading_params_path).tokenizer
+    elif level == "char":
+        tokenizer = CharTokenizer.from_corpus("".join(t for _, t in train_pairs))
+    else:
+        tokenizer = WordTokenizer.from_corpus("\n".join(t for _, t in train_pairs), min_freq=1)
+    labels = sorted({label for label, _ in train_pairs})
+    dataset = ClassificationDataset(train_pairs, tokenizer, shape.block_size, labels)
+    test = ClassificationDataset(test_pairs, tokenizer, shape.block_size, labels)
+    out = Path(writing_params_path)
+    _prepare_output(out, resume, force)
+    model = _build(shape, tokenizer.vocab_size, trainer.seed, causal=False, head="classifier",
+                   n_classes=len(labels), pooling=pooling)
+    _warm_start(model, reading_params_path, skip_prefix="head.")
+
+    def evaluate(m: Transformer) -> dict[str, float]:
+        device = str(next(m.parameters()).device)
+        scores = evaluate_loss(m, test, device=device, accuracy=True)
+        train_scores = evaluate_loss(m, dataset, device=device, accuracy=True)
+        return {"val_loss": scores["loss"], "val_accuracy": scores["accuracy"],
+                "train_accuracy": train_scores["accuracy"]}
+
+    plan = CheckpointPlan(out, tokenizer, "classify", labels=labels, command=command,
+                          data=[file_record(train_path), file_record(test_path)],
+                          extra={"pretrained_from": Path(reading_params_path).name if reading_params_path
+                                 else ""})
+    return _run(Trainer(model, dataset, trainer, plan, evaluate), resume)
+
+
+__all__ = ["ModelShape", "pretrain", "finetune", "train_lm", "pretrain_encoder", "train_classifier",
+           "parse_tsv_pairs"]
