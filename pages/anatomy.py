@@ -1,0 +1,103 @@
+"""Model anatomy: parameters per module with closed-form formulas, course presets, and masks.
+
+Storyboard: a model (the selected checkpoint, or a course preset built on the meta device) ->
+`core.anatomy.parameter_table` -> a table, totals and a bar chart; then a typed input ->
+`core.anatomy.mask_input` -> the causal and padding masks as matrices.
+"""
+
+import pandas as pd
+import streamlit as st
+
+from core import anatomy, viz
+from pages.common import checkpoint_picker, require_model, selected_info, show_figure
+
+checkpoint_picker()
+
+st.title("Model anatomy")
+st.write("Where a model's parameters are, with the formula you would write by hand next to each "
+         "count, for the selected checkpoint or the models the course material uses.")
+
+SELECTED = "selected checkpoint"
+
+
+@st.cache_data(show_spinner="Building the model on the meta device…")
+def preset_anatomy(name: str) -> tuple[list[anatomy.PartRow], anatomy.ParameterTotals]:
+    model = anatomy.build_preset(name)  # no memory: shapes only
+    return anatomy.parameter_table(model), anatomy.totals(model)
+
+
+info = selected_info()
+loaded = require_model() if info is not None else None
+sources = ([SELECTED] if loaded is not None else []) + list(anatomy.COURSE_PRESETS)
+source = st.selectbox(
+    "Model", sources, key="anatomy_source",
+    format_func=lambda s: f"Selected checkpoint: {info.name}" if s == SELECTED
+    else anatomy.COURSE_PRESETS[s].label)
+
+if source == SELECTED:
+    rows, totals = anatomy.parameter_table(loaded.model), anatomy.totals(loaded.model)
+    st.caption(f"Counted on the loaded model {info.name}.")
+    stated = None
+else:
+    preset = anatomy.COURSE_PRESETS[source]
+    rows, totals = preset_anatomy(source)
+    st.caption(preset.source + " Built as a real torch module on the meta device and counted.")
+    stated = preset.stated_parameters
+
+columns = st.columns(4)
+columns[0].metric("Parameters", f"{totals.total:,}")
+columns[1].metric("Trainable", f"{totals.trainable:,}")
+columns[2].metric("Non-trainable", f"{totals.non_trainable:,}")
+columns[3].metric("Buffer values (not parameters)", f"{totals.buffer_values:,}")
+if stated is not None:
+    verdict = "matches" if stated == totals.total else "does NOT match"
+    st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")
+
+table = pd.DataFrame([{
+    "module": r.module, "part": r.role, "formula": r.formula, "where": r.where,
+    "formula value": r.formula_value, "parameters": r.parameters,
+    "formula = count": "✓" if r.matches else "✗", "buffers": r.buffers, "note": r.note,
+} for r in rows])
+st.dataframe(table, hide_index=True, width="stretch",
+             column_config={"formula value": st.column_config.NumberColumn(format="localized"),
+                            "parameters": st.column_config.NumberColumn(format="localized")})
+counted = sum(r.parameters for r in rows)
+if counted == totals.total:
+    st.caption(f"The rows add up to the model's total, {counted:,}.")
+else:
+    st.warning(f"The rows add up to {counted:,}, not the model's {totals.total:,}: some parameters "
+               "sit in a module this page does not know.")
+st.caption("Symbols: " + "; ".join(f"{k} = {v}" for k, v in anatomy.SYMBOLS.items()) + ".")
+show_figure(viz.parameter_share_bars(anatomy.role_totals(rows), title="Parameters by part"),
+            "parameter-parts", key="anatomy_parts_fig")
+
+st.header("Masks")
+tokenizer = loaded.tokenizer if loaded is not None else None
+st.write("Tokens of the typed input, " + ("split by the selected checkpoint's tokenizer"
+         if tokenizer is not None else "split into characters (no checkpoint selected)")
+         + ", padded to the chosen length. Rows are queries, columns the keys they may attend to.")
+text = st.text_input("Input", "Where was Ada born?", max_chars=500, key="anatomy_text")
+length = st.slider("Pad to length", 1, 48, 24, key="anatomy_length")
+masked = anatomy.mask_input(text, tokenizer, length)
+if not text:
+    st.warning("The input is empty: every position is padding.")
+if masked.unknown:
+    st.warning(f"{len(masked.unknown)} distinct piece(s) are not in the vocabulary.")
+    st.text("Not in the vocabulary: " + " ".join(masked.unknown[:20]))
+if masked.read_as_padding:
+    st.caption(f"{masked.read_as_padding} input position(s) get the PAD id, so the padding mask hides "
+               "them exactly as the model does.")
+if masked.truncated:
+    st.caption(f"{masked.truncated} token(s) past length {length} are left out.")
+
+left, right = st.columns(2)
+with left:
+    show_figure(viz.mask_heatmap(anatomy.causal_mask(length), masked.tokens, title="Causal mask"),
+                "causal-mask", key="anatomy_causal_fig")
+    st.write("A language model predicts each next token from the ones before it, so position i may "
+             "only attend to positions ≤ i; otherwise it would read the very token it must predict.")
+with right:
+    show_figure(viz.mask_heatmap(anatomy.padding_mask(masked.is_real), masked.tokens,
+                                 title="Padding mask"), "padding-mask", key="anatomy_padding_fig")
+    st.write("A classifier reads the whole input at once, but a batch pads short inputs to one length, "
+             "so no position may attend to the padding, or the label would depend on how much there is.")

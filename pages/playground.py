@@ -1,0 +1,133 @@
+"""Attention playground: attention by hand (CS224N a5 written part), no checkpoint needed.
+
+Storyboard: a preset and sizes -> editable K, V, Q tables -> `core.playground.attend` -> tables and
+a heatmap; then one head versus two heads under noisy keys -> histograms.
+"""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core import playground as pg
+from core import viz
+from pages.common import checkpoint_picker, show_figure
+
+checkpoint_picker()
+
+st.title("Attention playground")
+st.write("Small attention calculations to do by hand before any training: choose a query so that "
+         "attention copies one value or averages two, then see why one head is fragile when a key's "
+         "norm varies and two heads are not. No checkpoint is needed.")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def noisy_experiment(n: int, d: int, alpha: float, beta: float, samples: int, seed: int):
+    return pg.noisy_keys_experiment(n, d, alpha, beta, samples, seed)
+
+
+def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.ndarray:
+    """An editable table; empty or non-numeric cells count as 0 (and we say so)."""
+    st.markdown(f"**{label}**")
+    edited = st.data_editor(pg.to_frame(matrix, row_name), key=key, num_rows="fixed", width="stretch")
+    values, missing = pg.from_frame(edited)
+    if missing:
+        st.warning(f"{missing} empty or non-numeric cell(s) in {label} count as 0.")
+    return values
+
+
+by_hand, two_heads = st.tabs(["Attention by hand", "One head vs two heads"])
+
+with by_hand:
+    controls = st.columns([3, 2, 2, 2, 2])
+    preset_name = controls[0].selectbox("Preset", list(pg.PRESETS), index=list(pg.PRESETS).index("select"),
+                                        format_func=lambda k: pg.PRESETS[k].label, key="pg_preset")
+    n_asked = controls[1].slider("keys n", 1, pg.MAX_SIZE, 3, key="pg_n")
+    d_asked = controls[2].slider("dimensions d", 1, pg.MAX_SIZE, 3, key="pg_d")
+    beta = controls[3].slider("β", 0.0, 50.0, 10.0, 0.5, key="pg_beta",
+                              help="How sharp the preset's query is: its target scores are β and 0.")
+    scaled = controls[4].toggle("Scale by 1/√d", False, key="pg_scaled",
+                                help="Off: plain dot products q·k_i, as in the course's hand calculations.")
+    preset = pg.PRESETS[preset_name]
+    st.info(preset.explanation)
+    n, d = pg.preset_sizes(preset_name, n_asked, d_asked)
+    if (n, d) != (n_asked, d_asked):
+        st.caption(f"This construction needs n ≥ {preset.min_keys} and d ≥ {preset.min_dims}; "
+                   f"showing n = {n}, d = {d}.")
+    setup = pg.build_setup(preset_name, n, d, beta, scaled)
+    if setup.note:
+        st.warning(setup.note)
+    st.caption("Scores are " + ("q·k_i / √d (scaled dot products)." if scaled else
+                                "plain dot products q·k_i, as in the course (no 1/√d scaling).")
+               + " Edit any cell: everything below updates. Changing the preset, sizes or β resets "
+                 "the tables.")
+
+    # One key per setting: a new preset or size gives fresh tables, edits persist otherwise.
+    version = f"{preset_name}-{n}-{d}-{beta}-{scaled}"
+    tables = st.columns([2, 2, 2])
+    with tables[0]:
+        K = edit_table("Keys K (one row per key)", setup.K, "k", f"pg_K_{version}")
+    with tables[1]:
+        V = edit_table("Values V (one row per value)", setup.V, "v", f"pg_V_{version}")
+    with tables[2]:
+        Q = edit_table("Queries Q (one row per query)", setup.Q, "q", f"pg_Q_{version}")
+
+    try:
+        result = pg.attend(Q, K, V, scaled)
+    except pg.PlaygroundError as exc:
+        st.error(str(exc))
+        result = None
+    if result is not None:
+        keys = [f"k_{i}" for i in range(n)]
+        queries = [f"q_{j}" for j in range(len(Q))]
+        left, right = st.columns([3, 2])
+        with left:
+            st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))
+            st.dataframe(pd.DataFrame(result.scores, index=queries, columns=keys), width="stretch")
+            st.markdown("**Weights** softmax over the keys (each row sums to 1)")
+            st.dataframe(pd.DataFrame(result.weights, index=queries, columns=keys).style.format("{:.4f}"),
+                         width="stretch")
+            st.markdown(f"**Output c** = Σ_i weight_i v_i, next to the preset's target {setup.target_label}")
+            outputs = pg.to_frame(result.output, "c")
+            target = setup.target if setup.target.shape == result.output.shape else None
+            if target is not None:
+                outputs["‖c − target‖"] = np.linalg.norm(result.output - target, axis=1)
+            st.dataframe(outputs, width="stretch")
+            if target is not None:
+                st.dataframe(pg.to_frame(target, "target"), width="stretch")
+        with right:
+            show_figure(viz.attention_weights_heatmap(result.weights, result.scores, keys, queries,
+                                                      title="Attention weights"),
+                        "playground-weights", key="pg_weights_fig")
+            st.markdown("**Least squares for your keys**: q = lstsq(K, t) with t = β at key i, 0 elsewhere")
+            index = st.selectbox("select v_i with i =", list(range(n)), key="pg_solve_index")
+            solved_q = pg.select_query(K, index, beta) / pg.score_scale(d, scaled)
+            solved = pg.attend(solved_q, K, V, scaled)
+            st.dataframe(pg.to_frame(solved_q[None, :], "q"), width="stretch")
+            st.caption(f"This q puts weight {solved.weights[0, index]:.4f} on v_{index} for the keys above "
+                       "(paste it into Q to try it).")
+
+with two_heads:
+    st.write("Keys are noisy: k_i ~ N(μ_i, αI) with orthonormal means μ_i = e_i (also the values, "
+             "v_i = μ_i), and key a = 0 has covariance αI + ½ μ_a μ_aᵀ, so its length swings from sample "
+             "to sample. One head uses q = β(μ_a + μ_b); two heads use q₁ = βμ_a and q₂ = βμ_b and "
+             "average their outputs. Both aim at c = (v_a + v_b)/2 with b = 1.")
+    cols = st.columns(6)
+    hn = cols[0].slider("keys n", 2, pg.MAX_SIZE, 4, key="heads_n")
+    hd = cols[1].slider("dimensions d", 2, pg.MAX_SIZE, 4, key="heads_d")
+    alpha = cols[2].slider("α (noise variance)", 0.0, 1.0, 0.01, 0.005, key="heads_alpha")
+    hbeta = cols[3].slider("β", 0.0, 50.0, 10.0, 0.5, key="heads_beta")
+    samples = cols[4].slider("samples", 10, 5000, 1000, 10, key="heads_samples")
+    seed = int(cols[5].number_input("seed", 0, 2**31 - 1, 0, key="heads_seed"))
+    if hn > hd:
+        st.warning(f"n = {hn} keys cannot have orthonormal means in d = {hd} dimensions; "
+                   "choose n ≤ d.")
+    else:
+        outcome = noisy_experiment(hn, hd, alpha, hbeta, samples, seed)
+        show_figure(viz.head_comparison_histograms(outcome.panels(), title=f"{samples} samples"),
+                    "one-vs-two-heads", key="heads_fig")
+        st.dataframe(pd.DataFrame(outcome.summary()).style.format(precision=4), hide_index=True,
+                     width="stretch")
+        st.write("One head: k_a = (1 + z/√2) μ_a + noise, so q·k_a = β(1 + z/√2) is above or below "
+                 "q·k_b = β from sample to sample and the output swings between v_a and v_b. Two heads: "
+                 "each head only compares its own key with near-zero scores, so head 1 returns v_a "
+                 "whenever 1 + z/√2 > 0 and c stays near (v_a + v_b)/2.")
