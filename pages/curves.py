@@ -1,0 +1,184 @@
+"""Training curves: overlay runs' histories (finished checkpoints and live training logs).
+
+Storyboard: pick runs (a ready-made comparison, bundled checkpoints, a folder, uploads) -> one tidy
+table (`core.history`) -> metric / x / smoothing / log-y -> figure (`core.viz`) + summary + CSV.
+Settings live in the URL; a live log refreshes the chart part only, keeping the zoom.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import streamlit as st
+
+from core import history as hist
+from core.checkpoint import checkpoint_dir
+from core.viz import training_curves_figure
+from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure
+
+MAX_UPLOAD_MB = 200
+REFRESH_SECONDS = 5
+CHOOSE_YOURSELF = "(choose runs yourself)"
+MAX_NOTES_SHOWN = 12
+
+checkpoint_picker()
+st.title("Training curves")
+st.write("Compare how runs trained: pick runs, a metric and an x axis. Solid lines are training, dashed "
+         "lines validation; a star marks each run's best validation value.")
+
+
+def show_notes(notes: list[str]) -> None:
+    if notes:
+        shown = [f"- {plain(n)}" for n in notes[:MAX_NOTES_SHOWN]]
+        if len(notes) > MAX_NOTES_SHOWN:
+            shown.append(f"- …and {len(notes) - MAX_NOTES_SHOWN} more.")
+        st.warning("\n".join(shown))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def checkpoint_history(path: str, signature: tuple[int, int], source: str) -> hist.LoadedHistory:
+    return hist.read_checkpoint_history(path, source)
+
+
+def uploaded_histories(files) -> dict[str, hist.LoadedHistory]:
+    """Parse each upload once per session (keyed by Streamlit's file id), named '<stem> (uploaded)'."""
+    parsed = st.session_state.setdefault("curves_parsed_uploads", {})
+    out: dict[str, hist.LoadedHistory] = {}
+    for file in files or []:
+        if file.file_id not in parsed:
+            source = f"{hist.log_stem(file.name)} (uploaded)"
+            loaded = hist.read_uploaded_history(file, source, MAX_UPLOAD_MB * 1_000_000)
+            parsed[file.file_id] = (source, loaded)
+        source, loaded = parsed[file.file_id]
+        name, n = source, 1
+        while name in out:
+            n += 1
+            name = f"{source} {n}"
+        out[name] = hist.LoadedHistory(hist.label_runs(loaded.frame, name), loaded.notes)
+    return out
+
+
+def load_runs(names: list[str], sources: dict[str, hist.RunSource],
+              uploads: dict[str, hist.LoadedHistory]) -> hist.LoadedHistory:
+    """The selected runs as one table: checkpoint headers (cached per file version), logs followed."""
+    followers = st.session_state.setdefault("curves_followers", {})
+    parts = []
+    for name in names:
+        if name in uploads:
+            parts.append(uploads[name])
+            continue
+        source = sources[name]
+        if source.kind == "checkpoint":
+            parts.append(checkpoint_history(str(source.path), hist.file_signature(source.path), name))
+        else:
+            key = (str(source.path), name)
+            if key not in followers:
+                followers[key] = hist.LogFollower(source.path, name)
+            parts.append(followers[key].poll())
+    return hist.combine(parts)
+
+
+# --- where runs come from -------------------------------------------------------------------
+with st.expander("More runs: a folder of checkpoints and training logs, or uploaded files"):
+    folder_text = st.text_input("Folder on this machine", key="curves_folder",
+                                help="Checkpoints (*.safetensors) and running jobs' *.log.jsonl files.")
+    files = st.file_uploader("Upload checkpoints or histories", type=["safetensors", "jsonl"],
+                             accept_multiple_files=True, max_upload_size=MAX_UPLOAD_MB, key="curves_files",
+                             help=f"Only the metadata is read, never the weights. Up to {MAX_UPLOAD_MB} MB.")
+extra_folder: Path | None = None
+if folder_text.strip():
+    candidate = Path(folder_text.strip()).expanduser()
+    if candidate.is_dir():
+        extra_folder = candidate
+    else:
+        st.warning("That folder does not exist on this machine; type the path of a folder.")
+
+checkpoints = [(i.name, i.path) for i in all_checkpoints() if not i.error]
+if extra_folder is not None:
+    checkpoints += [(i.name, i.path) for i in available_checkpoints(str(extra_folder)) if not i.error]
+sources = hist.catalog(checkpoints, [checkpoint_dir()] + ([extra_folder] if extra_folder else []))
+uploads = uploaded_histories(files)
+names = list(sources) + [n for n in uploads if n not in sources]
+if not names:
+    st.info("No runs to show yet: train a model, point the folder box at checkpoints, or upload files.")
+    st.stop()
+
+# --- settings: from the URL on first load, then from the widgets ---------------------------------
+if "curves_runs" not in st.session_state:
+    url, url_notes = hist.CurveSettings.from_query(st.query_params.to_dict(), names)
+    picked = st.session_state.get("checkpoint")  # the sidebar's model: the run you are looking at
+    default = [picked.name] if picked is not None and picked.name in sources else names[:1]
+    st.session_state.update(curves_runs=url.runs or default, curves_metric=url.metric, curves_x=url.x,
+                            curves_smoothing=url.smoothing, curves_logy=url.logy)
+    show_notes(url_notes)
+st.session_state["curves_runs"] = [n for n in st.session_state["curves_runs"] if n in names]
+
+
+def apply_comparison(available: list[str]) -> None:
+    preset = hist.COMPARISONS.get(st.session_state["curves_preset"])
+    matched = hist.preset_runs(preset, available) if preset else []
+    if matched:
+        st.session_state.update(curves_runs=matched, curves_metric=preset.metric)
+
+
+preset_name = st.selectbox("Ready-made comparison", [CHOOSE_YOURSELF, *hist.COMPARISONS],
+                           key="curves_preset", on_change=apply_comparison, args=(names,))
+if preset_name in hist.COMPARISONS:
+    preset = hist.COMPARISONS[preset_name]
+    if hist.preset_runs(preset, names):
+        st.caption(preset.story)
+    else:
+        st.info(f"None of the checkpoints for this comparison are here (it looks for "
+                f"{', '.join(preset.patterns)}). Run `make checkpoints` to train them.")
+selected = st.multiselect("Runs", names, key="curves_runs",
+                          help="Checkpoints, training logs (log) and uploads; one colour each.")
+if not selected:
+    st.info("Pick one or more runs to compare.")
+    st.stop()
+
+loaded = load_runs(selected, sources, uploads)
+metrics = hist.ordered_metrics(loaded.frame["metric"].unique()) or ["loss"]
+if st.session_state.get("curves_metric") not in metrics:
+    st.session_state["curves_metric"] = "loss" if "loss" in metrics else metrics[0]
+left, middle, right, far = st.columns([2, 2, 3, 2])
+metric = left.selectbox("Metric", metrics, key="curves_metric")
+x_axis = middle.selectbox("X axis", list(hist.X_AXES), format_func=hist.X_AXES.get, key="curves_x")
+smoothing = right.slider("Smoothing", 0.0, hist.MAX_SMOOTHING, step=0.001, format="%.3f",
+                         key="curves_smoothing",
+                         help="TensorBoard's debiased moving average, over points in x order. "
+                              "The raw curve stays faint underneath.")
+logy = far.checkbox("Log scale (y)", key="curves_logy")
+running = [n for n in selected
+           if n in sources and sources[n].kind == "log" and hist.is_running(sources[n].path)]
+live = bool(running) and far.toggle(
+    "Follow running jobs", value=True, key="curves_live",
+    help=f"Re-read logs written in the last {hist.LIVE_WINDOW_S // 60} minutes every {REFRESH_SECONDS} s; "
+         "your zoom is kept.")
+settings = hist.CurveSettings(runs=selected, metric=metric, x=x_axis, smoothing=smoothing, logy=logy)
+st.query_params.update(settings.to_query())
+
+
+def chart_part(settings: hist.CurveSettings, following: list[str]) -> None:
+    """Everything that changes when a log grows; a fragment, so a refresh redraws only this."""
+    if following and not any(hist.is_running(sources[n].path) for n in following):
+        st.rerun(scope="app")  # the jobs stopped writing: a full rerun turns the auto-refresh off
+    current = load_runs(settings.runs, sources, uploads)
+    plot = hist.build_curves(current.frame, settings.runs, settings.metric, settings.x, settings.smoothing,
+                             settings.logy)
+    fig = training_curves_figure(plot, title=f"{settings.metric} by {hist.X_AXES[settings.x].lower()}")
+    filename = "training-curves-" + re.sub(r"[^\w-]", "_", settings.metric)
+    show_figure(fig, filename=filename, key="curves_chart")
+    for line in plot.info:
+        st.caption(plain(line))
+    show_notes(current.notes + plot.notes)
+    st.subheader("Final and best values")
+    st.dataframe(hist.summarize_runs(current.frame, settings.runs, settings.metric), hide_index=True,
+                 width="stretch")
+    # A callable: the CSV (megabytes for long runs) is built only when someone clicks, not every refresh.
+    st.download_button("Download CSV (selected runs, every metric and point)",
+                       lambda frame=current.frame: hist.to_csv(frame), file_name="training-curves.csv",
+                       mime="text/csv", key="curves_csv", on_click="ignore")
+
+
+st.fragment(chart_part, run_every=REFRESH_SECONDS if live else None)(settings, running if live else [])

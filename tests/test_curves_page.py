@@ -1,0 +1,189 @@
+"""The Training curves page through Streamlit's AppTest, with tiny fixture checkpoints and live logs."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT, save_tiny_checkpoint
+
+APP = str(ROOT / "app.py")
+
+
+def open_page(monkeypatch, folder, query: dict[str, str] | None = None) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("pages/curves.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def array(value) -> np.ndarray:
+    """Plotly 7 ships numeric arrays as {'dtype', 'bdata'}; small ones may be plain lists."""
+    if isinstance(value, dict):
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+    return np.asarray(value, dtype=float)
+
+
+def chart(at: AppTest) -> dict:
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    return json.loads(charts[0].proto.spec)
+
+
+def traces(spec: dict, kind: str = "raw") -> dict[tuple[str, str], dict]:
+    return {(t["meta"]["run"], t["meta"]["split"]): t for t in spec["data"]
+            if t.get("meta", {}).get("kind") == kind}
+
+
+def warnings(at: AppTest) -> str:
+    return " ".join(w.value for w in at.warning).replace("\\", "")
+
+
+def log_line(step: int, value: float, metric: str = "loss", split: str = "train") -> str:
+    return json.dumps({"run": "job", "step": step, "epoch": step // 4, "tokens": 32 * step,
+                       "wall_time": 0.2 * step, "split": split, "metric": metric, "value": value}) + "\n"
+
+
+def test_page_draws_the_sidebar_model_with_train_val_summary_and_csv(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints)
+    picked = at.sidebar.selectbox(key="picker_model").value
+    assert at.multiselect(key="curves_runs").value == [picked]
+    spec = chart(at)
+    raw = traces(spec)
+    assert set(raw) == {(picked, "train"), (picked, "val")}
+    assert array(raw[(picked, "train")]["x"]).tolist() == [1, 2, 3, 4, 5]
+    np.testing.assert_allclose(array(raw[(picked, "train")]["y"]), [2.8, 2.6, 2.4, 2.2, 2.0])
+    assert raw[(picked, "val")]["line"]["dash"] == "dash"
+    best = [t for t in spec["data"] if t.get("meta", {}).get("kind") == "best"]
+    assert best and array(best[0]["y"]).tolist() == [2.5]
+    summary = at.dataframe[0].value.set_index("run")
+    assert summary.loc[picked, "best val"] == 2.5 and summary.loc[picked, "best at epoch"] == 2
+    assert at.query_params["runs"] in (picked, [picked])
+    assert len(at.get("download_button")) == 1
+
+
+def test_url_settings_choose_runs_axis_smoothing_and_log_scale(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints,
+                   {"runs": "tiny-lm,tiny-classifier", "x": "tokens", "smoothing": "0", "logy": "1"})
+    assert at.multiselect(key="curves_runs").value == ["tiny-lm", "tiny-classifier"]
+    spec = chart(at)
+    assert {run for run, _ in traces(spec)} == {"tiny-lm", "tiny-classifier"}
+    assert array(traces(spec)[("tiny-lm", "train")]["x"]).tolist() == [64, 128, 192, 256, 320]
+    assert spec["layout"]["yaxis"]["type"] == "log"
+    assert not traces(spec, "smoothed")  # smoothing 0: only raw lines
+    colours = {t["line"]["color"] for key, t in traces(spec).items() if key[1] == "train"}
+    assert len(colours) == 2
+    at.slider(key="curves_smoothing").set_value(0.9).run()
+    assert not at.exception
+    smoothed = traces(chart(at), "smoothed")
+    assert ("tiny-lm", "train") in smoothed
+    assert at.query_params["smoothing"] in ("0.9", ["0.9"])
+    assert chart(at)["layout"]["uirevision"] == spec["layout"]["uirevision"]  # zoom kept
+
+
+def test_bad_url_values_fall_back_with_a_sentence(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints, {"runs": "ghost", "x": "banana", "smoothing": "oops"})
+    assert "not available" in warnings(at) and "x axis" in warnings(at)
+    assert at.selectbox(key="curves_x").value == "step"
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_growing_log_shows_new_points_on_rerun(monkeypatch, tiny_checkpoints):
+    log = tiny_checkpoints / "tiny-lm.log.jsonl"
+    log.write_text(log_line(1, 3.0) + log_line(2, 2.5) + log_line(3, 2.0) + log_line(4, 1.8)[:25])
+    at = open_page(monkeypatch, tiny_checkpoints, {"runs": "tiny-lm (log)", "smoothing": "0"})
+    raw = traces(chart(at))
+    assert array(raw[("tiny-lm (log)", "train")]["x"]).tolist() == [1, 2, 3]
+    assert "still being written" in warnings(at)
+    assert at.toggle(key="curves_live").value is True
+    with open(log, "a") as fh:
+        fh.write(log_line(4, 1.8)[25:] + log_line(5, 1.7) + log_line(5, 2.1, split="val"))
+    at.run()
+    assert not at.exception
+    raw = traces(chart(at))
+    assert array(raw[("tiny-lm (log)", "train")]["x"]).tolist() == [1, 2, 3, 4, 5]
+    np.testing.assert_allclose(array(raw[("tiny-lm (log)", "train")]["y"]), [3.0, 2.5, 2.0, 1.8, 1.7])
+    assert ("tiny-lm (log)", "val") in raw
+    assert "still being written" not in warnings(at)
+
+
+def test_folder_with_odd_logs_gives_notes_not_errors(monkeypatch, tiny_checkpoints, tmp_path):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "odd.log.jsonl").write_text(
+        log_line(1, float("nan")) + log_line(2, float("inf")) + "junk\n"
+        + log_line(3, 0.7, metric="accuracy", split="val") + log_line(4, 2.0))
+    at = open_page(monkeypatch, tiny_checkpoints, {"runs": "tiny-lm"})
+    at.text_input(key="curves_folder").input(str(other)).run()
+    at.multiselect(key="curves_runs").select("odd (log)").run()
+    assert not at.exception
+    text = warnings(at)
+    assert "1 malformed" in text and "2 NaN/inf" in text
+    at.selectbox(key="curves_metric").select("accuracy").run()
+    assert not at.exception
+    assert "tiny-lm has no 'accuracy' records" in warnings(at)
+    at.text_input(key="curves_folder").input(str(tmp_path / "missing")).run()
+    assert not at.exception and "does not exist" in warnings(at)
+
+
+def test_comparison_presets_select_runs_or_say_they_are_missing(monkeypatch, tmp_path):
+    folder = tmp_path / "bundled"
+    save_tiny_checkpoint(folder / "lm-learned.safetensors", "lm")
+    save_tiny_checkpoint(folder / "lm-rope.safetensors", "lm", positional="rope")
+    at = open_page(monkeypatch, folder)
+    at.selectbox(key="curves_preset").select("positional encodings").run()
+    assert not at.exception
+    assert at.multiselect(key="curves_runs").value == ["lm-learned", "lm-rope"]
+    assert {run for run, _ in traces(chart(at))} == {"lm-learned", "lm-rope"}
+    at.selectbox(key="curves_preset").select("vanilla vs synthesizer").run()
+    assert not at.exception
+    assert any("None of the checkpoints" in i.value for i in at.info)
+
+
+def test_no_checkpoints_says_so(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path / "nothing")
+    assert any("No runs to show" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_uploaded_checkpoint_and_jsonl_join_the_runs(monkeypatch, tiny_checkpoints, tmp_path):
+    data = save_tiny_checkpoint(tmp_path / "mine.safetensors", "lm").read_bytes()
+    at = open_page(monkeypatch, tiny_checkpoints, {"runs": "tiny-lm", "smoothing": "0"})
+    uploader = at.get("file_uploader")[0]
+    uploader.set_value([("mine.safetensors", data, "application/octet-stream"),
+                        ("<b>notes&co.jsonl", (log_line(1, 4.0) + log_line(2, 3.0) + '{"cut').encode(),
+                         "application/json"),
+                        ("broken.safetensors", b"\x00" * 40, "application/octet-stream")]).run()
+    assert not at.exception
+    options = at.multiselect(key="curves_runs").options
+    assert {"mine (uploaded)", "<b>notes&co (uploaded)", "broken (uploaded)"} <= set(options)
+    at.multiselect(key="curves_runs").set_value(["mine (uploaded)", "<b>notes&co (uploaded)",
+                                                  "broken (uploaded)"]).run()
+    assert not at.exception
+    spec = chart(at)
+    raw = traces(spec)
+    assert array(raw[("<b>notes&co (uploaded)", "train")]["y"]).tolist() == [4.0, 3.0]
+    assert len(array(raw[("mine (uploaded)", "train")]["y"])) == 5
+    assert all("<b>" not in t.get("name", "") for t in spec["data"])  # escaped for plotly
+    text = warnings(at)
+    assert "cut off" in text and "broken (uploaded)" in text
+
+
+def test_a_finished_log_is_drawn_without_auto_refresh(monkeypatch, tiny_checkpoints):
+    import os
+
+    log = tiny_checkpoints / "tiny-lm.log.jsonl"
+    log.write_text(log_line(1, 3.0) + log_line(2, 2.0))
+    old = log.stat().st_mtime - 3600
+    os.utime(log, (old, old))
+    at = open_page(monkeypatch, tiny_checkpoints, {"runs": "tiny-lm (log)"})
+    assert not at.get("toggle")
+    assert ("tiny-lm (log)", "train") in traces(chart(at))

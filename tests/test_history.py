@@ -1,0 +1,378 @@
+"""core.history: smoothing, bucketing, reading histories (metadata only), summaries, URL settings."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core import history as hist
+from core.viz import SPLIT_DASH, training_curves_figure
+from tests.conftest import save_tiny_checkpoint
+
+
+def reference_ema(y, weight):
+    """TensorBoard's loop, verbatim."""
+    last, num_accum, out = 0.0, 0, []
+    for value in y:
+        if not math.isfinite(value):
+            out.append(math.nan)
+            continue
+        last = last * weight + (1 - weight) * value
+        num_accum += 1
+        out.append(last / (1 - weight ** num_accum))
+    return np.array(out)
+
+
+def record(step, value, split="train", metric="loss", run="r", **extra):
+    return {"run": run, "step": step, "epoch": step // 10, "tokens": 100 * step, "wall_time": 0.5 * step,
+            "split": split, "metric": metric, "value": value, **extra}
+
+
+def frame_of(records):
+    frame, malformed = hist.records_frame(records)
+    assert malformed == 0
+    return frame
+
+
+# --- smoothing -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.25, 0.6, 0.9, 0.999])
+def test_smoothing_matches_tensorboard_on_hand_made_series(weight):
+    y = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
+    np.testing.assert_allclose(hist.smooth_ema(y, weight), reference_ema(y, weight), rtol=1e-12)
+
+
+@pytest.mark.parametrize("weight", [0.01, 0.5, 0.95, 0.999])
+def test_smoothing_matches_reference_across_chunk_boundaries(weight):
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=9000) * 5 + 50
+    y[rng.integers(0, y.size, 40)] = np.nan
+    y[[7, 4100]] = [np.inf, -np.inf]
+    ours, ref = hist.smooth_ema(y, weight), reference_ema(y, weight)
+    assert np.array_equal(np.isnan(ours), np.isnan(ref))
+    np.testing.assert_allclose(ours[~np.isnan(ref)], ref[~np.isnan(ref)], rtol=1e-10)
+
+
+def test_constant_series_is_unchanged_and_first_point_is_unbiased():
+    np.testing.assert_allclose(hist.smooth_ema(np.full(50, 2.5), 0.99), 2.5, rtol=1e-12)
+    smoothed = hist.smooth_ema([10.0, 0.0, 0.0], 0.9)
+    assert smoothed[0] == pytest.approx(10.0)  # not pulled towards 0 as a plain EMA would be
+    assert smoothed[1] == pytest.approx(0.9 * 10 * 0.1 / (1 - 0.81))
+
+
+def test_nan_is_a_gap_that_does_not_disturb_later_points():
+    y = np.array([1.0, 2.0, np.nan, 3.0, np.inf, 4.0])
+    smoothed = hist.smooth_ema(y, 0.7)
+    assert np.isnan(smoothed[2]) and np.isnan(smoothed[4])
+    np.testing.assert_allclose(smoothed[[0, 1, 3, 5]], hist.smooth_ema([1.0, 2.0, 3.0, 4.0], 0.7))
+    assert np.isnan(hist.smooth_ema([np.nan, np.nan], 0.5)).all()
+    assert hist.smooth_ema([], 0.5).size == 0
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.0, float("nan")])
+def test_smoothing_weight_outside_range_is_refused(weight):
+    with pytest.raises(ValueError):
+        hist.smooth_ema([1.0, 2.0], weight)
+
+
+# --- bucketing -----------------------------------------------------------------------------------
+
+
+def test_bucketing_keeps_extremes_endpoints_and_is_bounded():
+    rng = np.random.default_rng(0)
+    n, buckets = 100_000, 300
+    x = rng.permutation(np.arange(n, dtype=float))  # unsorted input
+    y = np.sin(x / 500) + rng.normal(scale=0.01, size=n)
+    y[x == 31_337] = 40.0  # a spike that plain decimation would drop
+    y[x == 77_777] = -40.0
+    bx, by = hist.bucket_minmax(x, y, buckets)
+    assert bx.size <= 2 * buckets + 2
+    assert np.all(np.diff(bx) >= 0)
+    assert by.max() == 40.0 and by.min() == -40.0
+    assert bx[0] == 0 and bx[-1] == n - 1
+    assert by[0] == y[x == 0][0] and by[-1] == y[x == n - 1][0]
+    # every bucket's own min and max survive, not only the global ones
+    edges = np.minimum((np.sort(x) / (n - 1) * buckets).astype(int), buckets - 1)
+    ys = y[np.argsort(x)]
+    kept = set(zip(bx.tolist(), by.tolist(), strict=True))
+    for b in (0, 17, 150, buckets - 1):
+        in_bucket = np.flatnonzero(edges == b)
+        lo, hi = in_bucket[np.argmin(ys[in_bucket])], in_bucket[np.argmax(ys[in_bucket])]
+        assert (float(lo), ys[lo]) in kept and (float(hi), ys[hi]) in kept
+
+
+def test_bucketing_leaves_short_series_alone_but_sorted():
+    bx, by = hist.bucket_minmax([3.0, 1.0, 2.0], [30.0, 10.0, 20.0], 10)
+    assert bx.tolist() == [1.0, 2.0, 3.0] and by.tolist() == [10.0, 20.0, 30.0]
+
+
+def test_bucketing_keeps_gaps_and_drops_unplaceable_x():
+    x = np.arange(10_000, dtype=float)
+    y = np.ones_like(x)
+    y[5000:5010] = np.nan
+    x[9000] = np.nan
+    bx, by = hist.bucket_minmax(x, y, 100)
+    assert np.isnan(by).sum() == 1 and 5000 <= bx[np.isnan(by)][0] < 5010
+    assert not np.isnan(bx).any() and bx.size <= 2 * 100 + 2 + 1
+    same_x = hist.bucket_minmax(np.zeros(1000), np.arange(1000.0), 5)
+    assert same_x[1].min() == 0 and same_x[1].max() == 999
+
+
+# --- reading histories ---------------------------------------------------------------------------
+
+
+def test_checkpoint_history_reads_metadata_only(tmp_path, monkeypatch):
+    path = save_tiny_checkpoint(tmp_path / "tiny-lm.safetensors", "lm")
+    import core.checkpoint
+
+    def no_tensors(*args, **kwargs):
+        raise AssertionError("history reading must not open tensors")
+
+    monkeypatch.setattr(core.checkpoint, "safe_open", no_tensors)
+    monkeypatch.setattr(core.checkpoint, "load", no_tensors)
+    loaded = hist.read_checkpoint_history(path)
+    assert list(loaded.frame.columns) == hist.COLUMNS
+    assert set(loaded.frame["run"]) == {"tiny-lm"}
+    train = loaded.frame[loaded.frame["split"] == "train"]
+    assert train["value"].tolist() == pytest.approx([2.8, 2.6, 2.4, 2.2, 2.0])
+    assert loaded.notes == []
+
+
+def test_unreadable_checkpoint_is_a_note(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a checkpoint at all")
+    loaded = hist.read_checkpoint_history(bad)
+    assert loaded.frame.empty and len(loaded.notes) == 1 and "bad" in loaded.notes[0]
+
+
+def test_jsonl_skips_malformed_records_and_truncated_last_line():
+    lines = [json.dumps(record(1, 2.0)), "not json", json.dumps({"step": 2, "value": 1.0}),
+             json.dumps(record(3, "high")), "", json.dumps(record(4, 1.5)), '{"run": "r", "st']
+    loaded = hist.parse_jsonl("\n".join(lines).encode(), "upload")
+    assert loaded.frame["step"].tolist() == [1.0, 4.0]
+    assert set(loaded.frame["run"]) == {"upload"}
+    text = " ".join(loaded.notes)
+    assert "3 malformed" in text and "cut off" in text
+
+
+def test_jsonl_keeps_nan_values_and_a_complete_last_line_without_newline():
+    data = (json.dumps(record(1, float("nan"))) + "\n" + json.dumps(record(2, float("inf"))) + "\n"
+            + json.dumps(record(3, 1.0))).encode()
+    loaded = hist.parse_jsonl(data, "s")
+    assert loaded.notes == []
+    values = loaded.frame["value"].to_numpy()
+    assert np.isnan(values[0]) and np.isinf(values[1]) and values[2] == 1.0
+
+
+def test_jsonl_with_several_runs_keeps_them_apart():
+    data = "\n".join(json.dumps(record(1, 1.0, run=r)) for r in ("a", "b")).encode()
+    assert sorted(hist.parse_jsonl(data, "merged").frame["run"]) == ["merged: a", "merged: b"]
+
+
+def test_log_follower_reads_only_complete_lines_as_the_file_grows(tmp_path):
+    path = tmp_path / "job.log.jsonl"
+    first = json.dumps(record(1, 2.0)) + "\n"
+    second = json.dumps(record(2, 1.5))
+    path.write_text(first + second[:10])
+    follower = hist.LogFollower(path, "job (log)")
+    loaded = follower.poll()
+    assert loaded.frame["step"].tolist() == [1.0]
+    assert any("still being written" in n for n in loaded.notes)
+    with open(path, "a") as fh:
+        fh.write(second[10:] + "\n" + json.dumps(record(3, 1.2)) + "\ngarbage\n")
+    loaded = follower.poll()
+    assert loaded.frame["step"].tolist() == [1.0, 2.0, 3.0]
+    assert set(loaded.frame["run"]) == {"job (log)"}
+    assert any("1 malformed" in n for n in loaded.notes)
+    assert not any("still being written" in n for n in loaded.notes)
+    path.write_text(json.dumps(record(1, 9.0)) + "\n")  # a new job replaced the log
+    assert follower.poll().frame["value"].tolist() == [9.0]
+    path.unlink()
+    assert any("gone" in n for n in follower.poll().notes)
+
+
+class FakeUpload:
+    """What st.file_uploader hands over: name, size, getvalue()."""
+
+    def __init__(self, name: str, data: bytes, size: int | None = None) -> None:
+        self.name, self.data, self.size, self.reads = name, data, len(data) if size is None else size, 0
+
+    def getvalue(self) -> bytes:
+        self.reads += 1
+        return self.data
+
+
+def test_uploads_are_read_with_a_size_limit_and_never_loaded(tmp_path):
+    data = save_tiny_checkpoint(tmp_path / "x.safetensors", "lm").read_bytes()
+    loaded = hist.read_uploaded_history(FakeUpload("my run<b>.safetensors", data), "mine", max_bytes=10**8)
+    assert len(loaded.frame) == 6 and set(loaded.frame["run"]) == {"mine"} and loaded.notes == []
+    huge = FakeUpload("x.safetensors", b"", size=10**9)
+    too_big = hist.read_uploaded_history(huge, "big", max_bytes=10**8)
+    assert too_big.frame.empty and "over the 100 MB limit" in too_big.notes[0] and huge.reads == 0
+    assert "only .safetensors" in hist.read_uploaded_history(FakeUpload("x.txt", b"hi"), "t", 100).notes[0]
+    junk = hist.read_uploaded_history(FakeUpload("x.safetensors", b"\x00" * 64), "junk", 100)
+    assert junk.frame.empty and junk.notes[0].startswith("junk: ")
+    upload = FakeUpload("x.log.jsonl", json.dumps(record(1, 1.0)).encode())
+    jsonl = hist.read_uploaded_history(upload, "j", 10**4)
+    assert jsonl.frame["value"].tolist() == [1.0]
+
+
+def test_log_follower_starts_over_when_a_resumed_trainer_rewrites_the_log(tmp_path):
+    path = tmp_path / "job.log.jsonl"
+    path.write_text("".join(json.dumps(record(s, 5.0 - s)) + "\n" for s in (1, 2, 3)))
+    follower = hist.LogFollower(path, "job")
+    assert follower.poll().frame["step"].tolist() == [1.0, 2.0, 3.0]
+    # resume: rewrite in place (same file) with steps 1-2, then keep training past the old length
+    with open(path, "r+") as fh:
+        fh.truncate(0)
+        fh.write("".join(json.dumps(record(s, 5.0 - s)) + "\n" for s in (1, 2)))
+        fh.write("".join(json.dumps(record(s, 9.0 - s)) + "\n" for s in (3, 4, 5)))
+    loaded = follower.poll()
+    assert loaded.frame["step"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert loaded.frame["value"].tolist() == [4.0, 3.0, 6.0, 5.0, 4.0] and loaded.notes == []
+
+
+def test_catalog_names_logs_live_and_keeps_names_unique(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    (a / "lm-rope.log.jsonl").write_text("")
+    (b / "lm-rope.safetensors.log.jsonl").write_text("")
+    sources = hist.catalog([("lm-rope", a / "lm-rope.safetensors"), ("lm-rope", b / "lm-rope.safetensors")],
+                           [a, b, a])
+    assert list(sources) == ["lm-rope", "lm-rope (b)", "lm-rope (log)", "lm-rope (log) (b)"]
+    assert sources["lm-rope (log)"].kind == "log"
+
+
+# --- what the chart shows ------------------------------------------------------------------------
+
+
+def test_build_curves_with_one_point_nan_and_mismatched_metrics_gives_notes():
+    frame = frame_of([record(1, 2.0, run="one")]
+                     + [record(s, v, run="gappy") for s, v in [(1, 3.0), (2, float("nan")), (3, float("inf")),
+                                                               (4, 2.0)]]
+                     + [record(1, 0.5, metric="accuracy", run="acc-only")])
+    plot = hist.build_curves(frame, ["one", "gappy", "acc-only"], "loss", "step", smoothing=0.5)
+    notes = " ".join(plot.notes)
+    assert "gappy train: 2 NaN/inf" in notes and "acc-only has no 'loss'" in notes
+    assert any("single point" in i for i in plot.info)
+    gappy = next(c for c in plot.curves if c.run == "gappy")
+    assert np.isnan(gappy.y[1]) and np.isnan(gappy.y[2]) and np.isnan(gappy.smooth_y[2])
+    fig = training_curves_figure(plot)
+    one = [t for t in fig.data if t.meta and t.meta.get("run") == "one"]
+    assert one and all(t.mode == "lines+markers" for t in one)
+
+
+def test_build_curves_sorts_by_x_before_smoothing_and_marks_best_val():
+    frame = frame_of([record(3, 1.0), record(1, 3.0), record(2, 2.0),
+                      record(10, 0.9, split="val"), record(20, 0.4, split="val"),
+                      record(30, 0.6, split="val")])
+    plot = hist.build_curves(frame, ["r"], "loss", "step", smoothing=0.6)
+    train = next(c for c in plot.curves if c.split == "train")
+    assert train.x.tolist() == [1.0, 2.0, 3.0]
+    np.testing.assert_allclose(train.smooth_y, reference_ema([3.0, 2.0, 1.0], 0.6))
+    assert [(b.run, b.step, b.y, b.epoch) for b in plot.best] == [("r", 20.0, 0.4, 2.0)]
+    acc = frame_of([record(1, 0.2, "val", "accuracy"), record(2, 0.8, "val", "accuracy"),
+                    record(3, 0.5, "val", "accuracy")])
+    assert hist.build_curves(acc, ["r"], "accuracy").best[0].y == 0.8
+    lr = frame_of([record(1, 0.1, "val", "lr")])
+    assert hist.build_curves(lr, ["r"], "lr").best == []  # lr has no "best"
+
+
+def test_build_curves_buckets_long_series_and_switches_to_webgl():
+    n = 50_000
+    y = np.ones(n)
+    y[12_345] = 100.0
+    frame = pd.DataFrame({"run": "big", "step": np.arange(n, dtype=float), "epoch": 0.0, "tokens": 0.0,
+                          "wall_time": np.nan, "split": "train", "metric": "loss", "value": y})
+    plot = hist.build_curves(frame, ["big"], "loss", "step", smoothing=0.9, n_buckets=500)
+    curve = plot.curves[0]
+    assert curve.reduced and curve.n_points == n and curve.x.size <= 1002 and curve.y.max() == 100.0
+    assert plot.webgl and any("spike" in i for i in plot.info)
+    fig = training_curves_figure(plot)
+    assert {t.type for t in fig.data} == {"scattergl"}
+    by_wall = hist.build_curves(frame, ["big"], "loss", "wall_time")
+    assert by_wall.curves == [] or by_wall.curves[0].x.size == 0
+    assert any("wall time" in n for n in by_wall.notes)
+
+
+def test_figure_colours_runs_dashes_val_escapes_names_and_keeps_zoom_key():
+    frame = frame_of([record(1, 2.0, run="<b>bold</b>"), record(1, 2.5, split="val", run="<b>bold</b>"),
+                      record(1, 3.0, run="plain"), record(2, 2.0, run="plain")])
+    plot = hist.build_curves(frame, ["<b>bold</b>", "plain"], "loss", "step", smoothing=0.0, logy=True)
+    fig = training_curves_figure(plot, title="loss <i>")
+    lines = [t for t in fig.data if t.meta and t.meta.get("kind") == "raw"]
+    assert {t.line.color for t in lines if t.meta["run"] == "plain"} != \
+           {t.line.color for t in lines if t.meta["run"] == "<b>bold</b>"}
+    assert {t.meta["split"]: t.line.dash for t in lines if t.meta["run"] == "<b>bold</b>"} == SPLIT_DASH
+    assert all("<b>bold" not in (t.name or "") for t in fig.data)
+    assert "<i>" not in fig.layout.title.text and fig.layout.yaxis.type == "log"
+    smoother = training_curves_figure(hist.build_curves(frame, ["plain"], "loss", smoothing=0.9))
+    assert fig.layout.uirevision == smoother.layout.uirevision.replace("linear", "log")
+    raw = [t for t in smoother.data if t.meta and t.meta.get("kind") == "raw"]
+    assert raw[0].opacity < 1 and any(t.meta and t.meta.get("kind") == "smoothed" for t in smoother.data)
+
+
+def test_summary_has_final_best_epoch_and_gap():
+    frame = frame_of([record(10, 2.0), record(20, 1.0), record(30, float("nan")),
+                      record(10, 2.2, split="val"), record(20, 1.4, split="val"),
+                      record(30, 1.6, split="val"),
+                      record(20, 1.0, run="no-val")])
+    summary = hist.summarize_runs(frame, ["r", "no-val", "absent"], "loss").set_index("run")
+    row = summary.loc["r"]
+    assert row["final train"] == 1.0 and row["final val"] == 1.6  # last finite value
+    assert row["best val"] == 1.4 and row["best at epoch"] == 2.0 and row["best at step"] == 20.0
+    assert row["train - val gap"] == pytest.approx(1.0 - 1.6)
+    assert math.isnan(summary.loc["no-val", "best val"]) and summary.loc["absent", "points"] == 0
+
+
+def test_csv_has_the_tidy_columns(tmp_path):
+    frame = frame_of([record(1, 2.0), record(2, float("nan"))])
+    back = pd.read_csv(__import__("io").BytesIO(hist.to_csv(frame)))
+    assert list(back.columns) == hist.COLUMNS and len(back) == 2
+
+
+# --- comparisons and URL settings ---------------------------------------------------------------
+
+
+def test_comparisons_are_data_and_match_checkpoint_names():
+    required = {"pretrained vs from scratch", "positional encodings", "vanilla vs synthesizer"}
+    assert required <= set(hist.COMPARISONS)
+    names = ["lm-rope", "lm-learned", "names-scratch", "other"]
+    assert hist.preset_runs(hist.COMPARISONS["positional encodings"], names) == ["lm-learned", "lm-rope"]
+    assert hist.preset_runs(hist.COMPARISONS["vanilla vs synthesizer"], names) == []
+
+
+def test_settings_round_trip_through_the_url_and_survive_bad_values():
+    settings = hist.CurveSettings(runs=["a,b", "c"], metric="accuracy", x="tokens", smoothing=0.95, logy=True)
+    query = settings.to_query()
+    assert all(isinstance(v, str) for v in query.values())
+    back, notes = hist.CurveSettings.from_query(query, ["a,b", "c"])
+    assert back == settings and notes == []
+    bad, notes = hist.CurveSettings.from_query(
+        {"runs": "ghost,c", "x": "banana", "smoothing": "2", "logy": "maybe", "metric": "x" * 500}, ["c"])
+    assert bad == hist.CurveSettings(runs=["c"]) and len(notes) == 4
+    assert hist.CurveSettings.from_query({"smoothing": "nan"}, [])[0].smoothing == hist.DEFAULT_SMOOTHING
+
+
+def test_log_stem_handles_both_spellings():
+    assert hist.log_stem(Path("x/lm.log.jsonl")) == "lm"
+    assert hist.log_stem("lm.safetensors.log.jsonl") == "lm"
+    assert hist.log_stem("export.jsonl") == "export"
+
+
+def test_a_log_counts_as_running_only_while_it_is_being_written(tmp_path):
+    import os
+
+    path = tmp_path / "job.log.jsonl"
+    path.write_text("")
+    assert hist.is_running(path)
+    old = path.stat().st_mtime - hist.LIVE_WINDOW_S - 5
+    os.utime(path, (old, old))
+    assert not hist.is_running(path)
+    assert not hist.is_running(tmp_path / "missing.log.jsonl")
