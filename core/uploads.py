@@ -1,0 +1,205 @@
+"""Uploaded files -> checkpoints in a folder, with size limits and one-sentence refusals.
+
+Pure (no streamlit): the page hands over objects with `.name`, `.size` and `.getvalue()` (what
+`st.file_uploader` returns) and gets back a `CheckpointInfo` for the picker. Sizes are checked
+before the bytes are read. A file is validated completely (every tensor's name, shape and dtype)
+in a hidden folder next to its destination and only then given its final name, never over an
+existing file, so a refused upload leaves nothing behind. Uploads live in a private temporary
+folder per session unless the user names an existing folder; the bundled checkpoints/ folder is
+never written to.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from core import checkpoint
+from core.checkpoint import CheckpointError, CheckpointInfo
+from core.convert import (
+    DEFAULT_N_HEAD,
+    ConversionError,
+    convert_cs224n_bytes,
+    cs224n_command,
+    save_conversion,
+    sha256_bytes,
+)
+
+MB = 1024 * 1024
+CHECKPOINT_LIMIT_MB = 512
+PARAMS_LIMIT_MB = 512
+CORPUS_LIMIT_MB = 100
+KNOWN_SUFFIXES = (".safetensors", ".params", ".pt", ".pth", ".bin", ".ckpt")
+
+
+class UploadError(ValueError):
+    """An upload that was refused; str() is one sentence for the user."""
+
+
+class Upload(Protocol):
+    """What st.file_uploader returns (streamlit's UploadedFile), or any stand-in in tests."""
+
+    name: str
+    size: int
+
+    def getvalue(self) -> bytes: ...
+
+
+@dataclass
+class Added:
+    info: CheckpointInfo
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_upload(upload: Upload, limit_mb: int, what: str) -> bytes:
+    """The bytes, after checking the declared size against the limit (nothing read when too big)."""
+    name = Path(upload.name).name
+    if upload.size <= 0:
+        raise UploadError(f"{name} is empty; choose the {what} file again.")
+    if upload.size > limit_mb * MB:
+        raise UploadError(f"{name} is {upload.size / MB:.0f} MB, over the {limit_mb} MB limit for a {what}.")
+    data = upload.getvalue()
+    if len(data) != upload.size:
+        raise UploadError(f"{name} arrived incomplete ({len(data)} of {upload.size} bytes); upload it again.")
+    return data
+
+
+def new_session_folder() -> Path:
+    """A private folder (mode 0700) for one browser session's uploads."""
+    return Path(tempfile.mkdtemp(prefix="attention-lab-uploads-"))
+
+
+def destination_folder(requested: str | None, session_folder: Callable[[], Path]) -> Path:
+    """Where to save: an existing folder the user typed (never the bundled one), else the session's
+    private folder (`session_folder()` creates it on first use)."""
+    text = (requested or "").strip()
+    if not text:
+        return session_folder()
+    folder = Path(text).expanduser()
+    if not folder.is_absolute():
+        raise UploadError(f"Give the folder as an absolute path (like /home/you/models), not {text!r}.")
+    if not folder.is_dir():
+        raise UploadError(f"The folder {text} does not exist; create it first.")
+    resolved = folder.resolve()
+    # The picker lists these folders already (and a model there would show up twice); the bundled
+    # one belongs to the app.
+    for listed in {checkpoint.DEFAULT_DIR.resolve(), checkpoint.checkpoint_dir().resolve()}:
+        if resolved == listed or listed in resolved.parents:
+            raise UploadError("That is the app's bundled checkpoints folder, which uploads never write "
+                              "to; choose another folder.")
+    if not os.access(resolved, os.W_OK):
+        raise UploadError(f"The folder {text} is not writable.")
+    return resolved
+
+
+def checkpoint_filename(upload_name: str) -> str:
+    """`vanilla.finetune.params` -> `vanilla.finetune.safetensors` (no folders, no odd characters)."""
+    stem = Path(upload_name).name
+    for suffix in KNOWN_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip(".-")[:100] or "uploaded-model"
+    return f"{stem}.safetensors"
+
+
+def picker_name(stem: str, taken: Iterable[str]) -> str:
+    """A picker label no other checkpoint has (the picker selects by name)."""
+    taken = set(taken)
+    name, n = stem, 1
+    while name in taken:
+        n += 1
+        name = f"{stem} (upload {n})"
+    return name
+
+
+def _refuse_existing(final: Path) -> None:
+    if final.exists():
+        raise UploadError(f"{final.name} already exists in {final.parent}; rename the file or choose "
+                          "another folder.")
+
+
+def _place(staged: Path, final: Path) -> None:
+    """Give the validated file its final name without ever replacing an existing file."""
+    try:
+        os.link(staged, final)  # fails if final exists, atomically
+    except FileExistsError:
+        _refuse_existing(final)
+        raise
+    except OSError:  # a file system without hard links
+        _refuse_existing(final)
+        os.rename(staged, final)
+
+
+def _info(final: Path, taken: Iterable[str]) -> CheckpointInfo:
+    stat = final.stat()
+    return CheckpointInfo(path=final, name=picker_name(final.stem, taken), size_bytes=stat.st_size,
+                          modified=stat.st_mtime, metadata=checkpoint.read_metadata(final))
+
+
+class _Staging:
+    """A hidden folder beside the destination; the staged file carries the final name so that
+    refusals from core.checkpoint name the user's file, not a temporary one."""
+
+    def __init__(self, folder: Path, filename: str) -> None:
+        self.folder, self.filename = folder, filename
+
+    def __enter__(self) -> Path:
+        try:
+            self.dir = Path(tempfile.mkdtemp(prefix=".upload-", dir=self.folder))
+        except OSError as exc:
+            raise UploadError(f"Could not write to {self.folder} ({exc.strerror or type(exc).__name__}).") \
+                from None
+        return self.dir / self.filename
+
+    def __exit__(self, *exc_info) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def add_checkpoint(upload: Upload, folder: Path, taken_names: Iterable[str] = ()) -> Added:
+    """An Attention Lab .safetensors upload, fully validated, saved into `folder`."""
+    data = read_upload(upload, CHECKPOINT_LIMIT_MB, "checkpoint")
+    final = folder / checkpoint_filename(upload.name)
+    _refuse_existing(final)
+    with _Staging(folder, final.name) as staged:
+        try:
+            staged.write_bytes(data)
+            checkpoint.load(staged, max_bytes=CHECKPOINT_LIMIT_MB * MB)  # every tensor checked
+            _place(staged, final)
+        except CheckpointError as exc:
+            raise UploadError(str(exc)) from None
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise UploadError(f"Could not save {final.name} ({reason}).") from None
+    return Added(info=_info(final, taken_names))
+
+
+def add_cs224n(params: Upload, corpus: Upload, folder: Path, n_head: int = DEFAULT_N_HEAD,
+               taken_names: Iterable[str] = ()) -> Added:
+    """A CS224N minGPT params upload + its wiki.txt -> a converted checkpoint saved into `folder`."""
+    params_bytes = read_upload(params, PARAMS_LIMIT_MB, "params file")
+    corpus_bytes = read_upload(corpus, CORPUS_LIMIT_MB, "corpus")
+    params_name, corpus_name = Path(params.name).name, Path(corpus.name).name
+    final = folder / checkpoint_filename(params_name)
+    _refuse_existing(final)
+    try:
+        conversion = convert_cs224n_bytes(params_bytes, params_name, corpus_bytes, corpus_name, n_head)
+    except ConversionError as exc:
+        raise UploadError(str(exc)) from None
+    with _Staging(folder, final.name) as staged:
+        try:
+            save_conversion(conversion, staged, params_name=params_name,
+                            params_sha256=sha256_bytes(params_bytes), corpus_name=corpus_name,
+                            corpus_sha256=sha256_bytes(corpus_bytes),
+                            command=cs224n_command(params_name, corpus_name, n_head, final.name))
+            _place(staged, final)
+        except (CheckpointError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UploadError(f"Could not save {final.name} ({reason}).") from None
+    return Added(info=_info(final, taken_names), warnings=conversion.warnings)

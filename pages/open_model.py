@@ -1,0 +1,97 @@
+"""Open your model: a CS224N minGPT params file (+ its wiki.txt), or an Attention Lab checkpoint.
+
+Storyboard: where to keep it -> upload -> one core call (core.uploads) -> the model joins the
+sidebar picker (st.session_state["uploaded_checkpoints"], which pages.common reads) and is selected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+
+from core import uploads
+from pages.common import all_checkpoints, checkpoint_picker, plain, select_checkpoint
+
+checkpoint_picker()
+
+
+def session_folder() -> Path:
+    """This browser session's private upload folder, created on first use."""
+    folder = st.session_state.get("upload_dir")
+    if not folder or not Path(folder).is_dir():
+        folder = str(uploads.new_session_folder())
+        st.session_state["upload_dir"] = folder
+    return Path(folder)
+
+
+def add_to_picker(make: Callable[[Path, list[str]], uploads.Added]) -> None:
+    """Run one core call; on success remember the model, select it in the picker and rerun."""
+    try:
+        folder = uploads.destination_folder(st.session_state.get("open_model_folder"), session_folder)
+        added = make(folder, [info.name for info in all_checkpoints()])
+    except uploads.UploadError as exc:
+        st.error(plain(str(exc)))
+        return
+    st.session_state.setdefault("uploaded_checkpoints", []).append(added.info)
+    st.session_state["open_model_added"] = (added.info.name, str(added.info.path), added.warnings)
+    select_checkpoint(added.info.name)
+    st.rerun()
+
+
+st.title("Open your model")
+st.write("Bring a model you trained elsewhere. It joins the model picker in the sidebar, so every "
+         "page can look inside it.")
+
+if added := st.session_state.pop("open_model_added", None):
+    name, path, warnings = added
+    st.success(f"Added {plain(name)} to the model picker (selected now).")
+    for warning in warnings:
+        st.warning(plain(warning))
+
+st.text_input("Save to a folder (optional)", key="open_model_folder", placeholder="/home/you/models",
+              help="An existing folder on the machine running this app; no file there is ever overwritten. "
+                   "Leave empty to keep the model for this browser session only (a private temporary "
+                   "folder, gone when the tab is closed or reloaded).")
+
+mingpt_tab, ours_tab = st.tabs(["CS224N minGPT params", "Attention Lab checkpoint"])
+
+with mingpt_tab:
+    st.write("The assignment ends with files such as `vanilla.finetune.params` or "
+             "`synthesizer.finetune.params` (`torch.save` of the minGPT state dict). The character "
+             "vocabulary is rebuilt from the pretraining corpus, so upload the same `wiki.txt` too. "
+             "Layers, width, block size and attention variant are read from the file; files are opened "
+             "as tensors only, never run as code.")
+    params = st.file_uploader("Params file", key="upload_params",
+                              max_upload_size=uploads.PARAMS_LIMIT_MB,
+                              help=f"Up to {uploads.PARAMS_LIMIT_MB} MB. Prefixes from torch.compile "
+                                   "(_orig_mod.) or DataParallel (module.) are fine.")
+    corpus = st.file_uploader("Pretraining corpus (wiki.txt)", key="upload_corpus",
+                              max_upload_size=uploads.CORPUS_LIMIT_MB,
+                              help=f"UTF-8 text, up to {uploads.CORPUS_LIMIT_MB} MB.")
+    n_head = st.number_input("Attention heads", min_value=1, max_value=256, value=8, step=1,
+                             key="upload_n_head",
+                             help="Not stored in the file: 8 in the assignment. For the synthesizer the "
+                                  "file shows which value fits, and the error says so.")
+    if st.button("Convert and add to the picker", key="convert_params", type="primary",
+                 disabled=params is None or corpus is None):
+        add_to_picker(lambda folder, taken: uploads.add_cs224n(params, corpus, folder, int(n_head), taken))
+    st.caption("Hugging Face model folders are not supported yet.")
+
+with ours_tab:
+    st.write("A `.safetensors` checkpoint written by Attention Lab (`core.train`, `core.convert`, or "
+             "saved from this app). Every tensor is checked against its config before it is added.")
+    upload = st.file_uploader("Checkpoint", type=["safetensors"], key="upload_checkpoint",
+                              max_upload_size=uploads.CHECKPOINT_LIMIT_MB,
+                              help=f"Up to {uploads.CHECKPOINT_LIMIT_MB} MB.")
+    if st.button("Add to the picker", key="add_checkpoint", type="primary", disabled=upload is None):
+        add_to_picker(lambda folder, taken: uploads.add_checkpoint(upload, folder, taken))
+
+session_uploads = st.session_state.get("uploaded_checkpoints", [])
+if session_uploads:
+    st.subheader("Opened in this session")
+    st.dataframe([{"name": info.name, "task": info.task or "",
+                   "attention": info.config.get("attention", ""),
+                   "layers": info.config.get("n_layer"), "file": str(info.path)}
+                  for info in session_uploads], hide_index=True, width="stretch")
