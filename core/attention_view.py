@@ -1,0 +1,417 @@
+"""What the attention page shows, as plain data: pure functions, no streamlit.
+
+`run_attention(model, tokenizer, task, labels, text)` tokenises a sentence, cuts it to what the model
+can read, runs ONE forward pass with `return_attention=True` and returns an `AttentionRun` of numpy
+arrays and plain values (cacheable, picklable). Everything else here derives views from that run:
+combining heads, attention rollout (Abnar & Zuidema 2020), hiding tokens, differences between two
+models, sanity checks, the long-format CSV export, and the model's own output for the input.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.tokenizer import MASK_CHAR, Tokenizer
+
+MAX_TOKENS_PAST_BLOCK = 512  # no-hard-limit schemes: how far past block_size a user may run (memory)
+TOP_K = 5
+ANSWER_CHARS = 32  # CS224N evaluation: greedy decoding of 32 characters
+ANSWER_CHUNKS = (12, 20)  # generated in these steps, stopping early once the answer is complete
+ROW_SUM_TOLERANCE = 1e-6
+VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5"}  # ␣ ⏎ ⇥
+INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}  # control, format, spaces...
+COMBINING_CATEGORIES = {"Mn", "Mc", "Me"}
+
+# Sensible first sentences per task; the first one the tokenizer can read fully wins.
+DEFAULT_SENTENCES: dict[str, tuple[str, ...]] = {
+    "birthplace": tuple(f"Where was {name} born?{MASK_CHAR}"
+                        for name in ("Daniel Dunn", "Giulia Rossi", "Ada Lovelace", "Alan Turing")),
+    "lm": ("Daniel Dunn was an American actor, born in Baltimore.",
+           "Ada Lovelace was born in London.", "Alan Turing was born in Maida Vale."),
+    "classify": ("Giulia Rossi", "Helena Tavares", "Ada Lovelace", "Alan Turing"),
+}
+
+
+class AttentionInputError(ValueError):
+    """Text the page cannot show a map for; str() is one sentence for the user."""
+
+
+@dataclass
+class ModelOutput:
+    """What the model makes of the input: a table, an answer, or a note (whichever applies)."""
+
+    title: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    answer: str | None = None
+    completion: str | None = None
+    note: str | None = None
+
+
+@dataclass
+class AttentionRun:
+    ids: list[int]
+    tokens: list[str]  # display labels: spaces and invisible characters made visible
+    unknown: list[str]  # distinct input pieces the vocabulary lacks (among the tokens read)
+    fallback_token: str  # what unknown pieces were read as (PAD or <unk>)
+    attention: np.ndarray  # (n_layer, n_head, T, T) float32: exactly the model's probabilities
+    allowed: np.ndarray  # (T, T) bool: True where a query may attend a key
+    special: np.ndarray  # (T,) bool: PAD / MASK positions
+    causal: bool
+    block_size: int
+    max_length: int | None
+    n_input_tokens: int  # before any cut
+    notes: list[str]
+    output: ModelOutput
+
+    @property
+    def n_layer(self) -> int:
+        return self.attention.shape[0]
+
+    @property
+    def n_head(self) -> int:
+        return self.attention.shape[1]
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+
+# --- text and tokens ---------------------------------------------------------------------------
+
+
+def visible_token(token: str) -> str:
+    """A label a person can see: '␣' for a space, U+XXXX for control/format/invisible characters."""
+    out = []
+    for ch in token:
+        if ch in VISIBLE:
+            out.append(VISIBLE[ch])
+        elif unicodedata.category(ch) in INVISIBLE_CATEGORIES:
+            out.append(f"U+{ord(ch):04X}")
+        elif unicodedata.category(ch) in COMBINING_CATEGORIES:
+            out.append("\u25cc" + ch)  # a lone accent shown on a dotted circle, not on the chip's bracket
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def markdown_escape(text: str) -> str:
+    """Backslash-escape every ASCII punctuation character (CommonMark): no markup, links or HTML."""
+    return "".join("\\" + ch if ch.isascii() and not ch.isalnum() and ch.isprintable() and ch != " "
+                   else ch for ch in text)
+
+
+def describe_piece(piece: str) -> str:
+    """repr (Markdown-escaped) plus code point, so control characters and look-alikes are unambiguous."""
+    shown = markdown_escape(repr(piece))
+    return f"{shown} (U+{ord(piece):04X})" if len(piece) == 1 else shown
+
+
+def unknown_message(unknown: list[str], fallback_token: str, limit: int = 20) -> str:
+    """One warning sentence naming the unknown pieces; safe for st.warning (user text escaped)."""
+    shown = ", ".join(describe_piece(p) for p in unknown[:limit])
+    more = f" and {len(unknown) - limit} more" if len(unknown) > limit else ""
+    noun = "piece is" if len(unknown) == 1 else "pieces are"
+    return (f"{len(unknown)} {noun} not in this model's vocabulary and read as "
+            f"{markdown_escape(visible_token(fallback_token))}: {shown}{more}.")
+
+
+def token_chips(tokens: list[str]) -> str:
+    """Plain text, one bracketed chip per token, for st.code (never Markdown/HTML)."""
+    return " ".join(f"[{t}]" for t in tokens)
+
+
+def special_ids(tokenizer: Tokenizer) -> set[int]:
+    """PAD and (character tokenizers) MASK: the tokens 'hide special tokens' removes."""
+    ids = {tokenizer.pad_id}
+    mask_id = getattr(tokenizer, "mask_id", None)  # word tokenizers have no MASK
+    return ids if mask_id is None else ids | {mask_id}
+
+
+def default_sentence(task: str, tokenizer: Tokenizer) -> str:
+    candidates = DEFAULT_SENTENCES.get(task, DEFAULT_SENTENCES["lm"])
+    for sentence in candidates:
+        tokenized = tokenizer.tokenize(sentence)
+        if tokenized.ids and not tokenized.unknown:
+            return sentence
+    return candidates[0]
+
+
+def token_limit(max_length: int | None, block_size: int, run_past_block: bool) -> int:
+    """How many tokens to read: the hard limit, else block_size unless the user asks for more."""
+    if max_length is not None:
+        return max_length
+    return max(block_size, MAX_TOKENS_PAST_BLOCK) if run_past_block else block_size
+
+
+def cut_notes(n_tokens: int, limit: int, block_size: int, max_length: int | None) -> list[str]:
+    notes = []
+    if n_tokens > limit:
+        why = ("this model can read at most" if max_length is not None or limit > block_size
+               else "this model was trained on")
+        notes.append(f"The input has {n_tokens} tokens and {why} {limit}, so only the first {limit} "
+                     "are shown.")
+        if max_length is None and limit == block_size:
+            notes.append("Its positional scheme has no hard limit: tick 'Run past the block size' to "
+                         "read more.")
+    if min(n_tokens, limit) > block_size:
+        notes.append(f"Positions past {block_size} are beyond the length this model was trained on; "
+                     "its attention there is extrapolation.")
+    return notes
+
+
+# --- the forward pass --------------------------------------------------------------------------
+
+
+def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: list[str] | None = None,
+                  run_past_block: bool = False) -> AttentionRun:
+    """Tokenise, cut to what the model reads, one forward pass with attention, the model's output."""
+    if not text.strip():
+        raise AttentionInputError("Type a sentence to see its attention (the box is empty or only "
+                                  "whitespace).")
+    tokenized = tokenizer.tokenize(text)
+    if not tokenized.ids:
+        raise AttentionInputError("This model reads words and punctuation, and the text has none; "
+                                  "type a sentence with words.")
+    config = model.config
+    limit = token_limit(model.max_length, config.block_size, run_past_block)
+    ids, raw = tokenized.ids[:limit], tokenized.tokens[:limit]
+    kept = set(raw)
+    unknown = [p for p in tokenized.unknown if p in kept]
+    fallback = tokenizer.decode([ids[raw.index(unknown[0])]]) if unknown else ""
+    idx = torch.tensor([ids], dtype=torch.long)
+    try:
+        with torch.inference_mode():
+            logits, _, attention = model(idx, return_attention=True)
+    except ValueError as exc:  # a length the model refuses: already one sentence
+        raise AttentionInputError(str(exc)) from None
+    specials = special_ids(tokenizer)
+    output_fn = MODEL_OUTPUTS.get(task, lm_next_tokens)
+    return AttentionRun(
+        ids=ids,
+        tokens=[visible_token(t) for t in raw],
+        unknown=unknown,
+        fallback_token=fallback,
+        attention=attention[:, 0].float().numpy(),  # (L, H, T, T)
+        allowed=model.attention_mask(idx)[0, 0].numpy(),  # (T, T): exactly the model's mask
+        special=np.array([i in specials for i in ids], dtype=bool),
+        causal=bool(config.causal),
+        block_size=config.block_size,
+        max_length=model.max_length,
+        n_input_tokens=len(tokenized.ids),
+        notes=cut_notes(len(tokenized.ids), limit, config.block_size, model.max_length),
+        output=output_fn(model, tokenizer, idx, logits, labels or []),
+    )
+
+
+# --- what the model outputs, one function per task -----------------------------------------------
+
+
+def lm_next_tokens(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
+                   labels: list[str]) -> ModelOutput:
+    """Top-5 next tokens after every position (the model's prediction for position + 1)."""
+    probs = torch.softmax(logits[0].float(), dim=-1)  # (T, V)
+    top = torch.topk(probs, min(TOP_K, probs.size(-1)), dim=-1)
+    shown = {i: visible_token(tokenizer.decode([i])) for i in set(top.indices.flatten().tolist())}
+    ids = idx[0].tolist()
+    rows = []
+    for pos, (values, indices) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
+        row: dict[str, Any] = {"pos": pos, "token": visible_token(tokenizer.decode([ids[pos]]))}
+        for rank, (p, i) in enumerate(zip(values, indices), start=1):
+            row[f"next #{rank}"] = f"{shown[i]}  {p:.1%}"
+        rows.append(row)
+    unit = "character" if getattr(tokenizer, "kind", "") == "char" else "token"
+    return ModelOutput(title=f"Top-{TOP_K} next {unit} after each position", rows=rows)
+
+
+def answer_from_completion(completion: str) -> str | None:
+    """CS224N: the answer is the text between the first and second MASK of the completion."""
+    parts = completion.split(MASK_CHAR)
+    return parts[1] if len(parts) > 1 else None
+
+
+def birthplace_answer(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
+                      labels: list[str]) -> ModelOutput:
+    title = f"Generated answer (greedy, {ANSWER_CHARS} characters)"
+    if not model.config.causal or model.config.head != "lm":
+        return ModelOutput(title=title, note="This model cannot generate text.")
+    if getattr(tokenizer, "mask_id", None) not in idx[0].tolist():
+        return ModelOutput(title=title, note=f"A birthplace model answers after {MASK_CHAR} (MASK): end "
+                                             f"the question with it, e.g. 'Where was Ada Lovelace "
+                                             f"born?{MASK_CHAR}'.")
+    out = idx
+    with torch.inference_mode():
+        # Greedy decoding is deterministic, so stopping once the answer's closing MASK is out changes
+        # nothing but the time: a trained model answers in about ten characters, not 32.
+        for chunk in ANSWER_CHUNKS:
+            out = model.generate(out, chunk, do_sample=False)
+            if (out[0, idx.size(1):] == tokenizer.mask_id).any():
+                break
+    completion = tokenizer.decode(out[0].tolist())
+    return ModelOutput(title=title, answer=answer_from_completion(completion), completion=completion)
+
+
+def class_probabilities(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
+                        labels: list[str]) -> ModelOutput:
+    probs = torch.softmax(logits[0].float(), dim=-1).tolist()  # (n_classes,)
+    names = labels if len(labels) == len(probs) else [f"class {i}" for i in range(len(probs))]
+    rows = sorted(({"label": n, "probability": round(p, 6)} for n, p in zip(names, probs)),
+                  key=lambda r: -r["probability"])
+    return ModelOutput(title="Class probabilities", rows=rows)
+
+
+MODEL_OUTPUTS: dict[str, Callable[..., ModelOutput]] = {
+    "lm": lm_next_tokens,
+    "birthplace": birthplace_answer,
+    "classify": class_probabilities,
+}
+
+
+# --- combining heads and layers ----------------------------------------------------------------
+
+
+def attention_rollout(attention: np.ndarray) -> np.ndarray:
+    """Abnar & Zuidema (2020): per layer A = 0.5 * mean_heads(W) + 0.5 * I, rows renormalised;
+    rollout = A_L @ ... @ A_1.  attention (L, H, T, T) -> (T, T)."""
+    T = attention.shape[-1]
+    result = np.eye(T, dtype=np.float64)
+    for layer in attention.astype(np.float64):
+        a = 0.5 * layer.mean(axis=0) + 0.5 * np.eye(T)
+        a /= a.sum(axis=-1, keepdims=True)
+        result = a @ result
+    return result
+
+
+HEAD_COMBINERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "mean": lambda heads: heads.mean(axis=0),
+    "max": lambda heads: heads.max(axis=0),
+}
+COMBINE_TITLES = {"mean": "Mean over heads", "max": "Max over heads", "rollout": "Attention rollout"}
+
+
+def combined_attention(run: AttentionRun, method: str, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """(weights (T, T), allowed (T, T)) for 'mean'/'max' over one layer's heads or 'rollout'."""
+    if method == "rollout":
+        # The identity term keeps each token's own cell alive, even where the layer mask is 0.
+        return attention_rollout(run.attention), run.allowed | np.eye(run.n_tokens, dtype=bool)
+    return HEAD_COMBINERS[method](run.attention[layer]), run.allowed
+
+
+def hide_positions(weights: np.ndarray, allowed: np.ndarray, keep: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drop hidden tokens (rows and columns) and renormalise each row over the keys left.
+
+    Returns (weights (K, K), allowed (K, K), kept positions (K,)). A row whose whole weight was on
+    hidden keys has nothing left to show: it becomes masked (all False in `allowed`).
+    """
+    positions = np.flatnonzero(keep)
+    sub = weights[np.ix_(positions, positions)].astype(np.float64)
+    sub_allowed = allowed[np.ix_(positions, positions)].copy()
+    sums = np.where(sub_allowed, sub, 0.0).sum(axis=-1, keepdims=True)
+    empty = sums[:, 0] <= 0
+    sub = np.divide(sub, sums, out=np.zeros_like(sub), where=sums > 0)
+    sub_allowed[empty] = False
+    return sub, sub_allowed, positions
+
+
+def keep_mask(run: AttentionRun, hide_first: bool, hide_special: bool) -> np.ndarray:
+    keep = np.ones(run.n_tokens, dtype=bool)
+    if hide_first:
+        keep[0] = False
+    if hide_special:
+        keep &= ~run.special
+    return keep
+
+
+# --- comparing two models ----------------------------------------------------------------------
+
+
+def same_tokenisation(a: AttentionRun, b: AttentionRun) -> bool:
+    """A cell-by-cell difference only means something when both models read the same tokens."""
+    return a.ids == b.ids and a.tokens == b.tokens
+
+
+def attention_difference(a: np.ndarray, a_allowed: np.ndarray, b: np.ndarray, b_allowed: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """(a - b, allowed where both may attend)."""
+    return a.astype(np.float64) - b.astype(np.float64), a_allowed & b_allowed
+
+
+def clip_index(value: int | None, count: int, default: int = 0) -> int:
+    """A layer/head/position from a URL or another model, clipped into range(count).
+
+    `default` is used when value is None; -1 means the last one.
+    """
+    if count <= 0:
+        return 0
+    if value is None:
+        value = count - 1 if default < 0 else default
+    return min(max(int(value), 0), count - 1)
+
+
+# --- sanity checks -----------------------------------------------------------------------------
+
+
+@dataclass
+class SanityCheck:
+    name: str
+    passed: bool | None  # None: does not apply to this model
+    detail: str
+
+
+def sanity_checks(run: AttentionRun) -> list[SanityCheck]:
+    attention = run.attention
+    row_error = float(np.abs(attention.sum(axis=-1, dtype=np.float64) - 1.0).max())
+    checks = [SanityCheck("Rows sum to 1", row_error <= ROW_SUM_TOLERANCE,
+                          f"largest |row sum - 1| = {row_error:.2e} (tolerance {ROW_SUM_TOLERANCE:g})")]
+    if run.causal:
+        above = attention[..., ~np.tril(np.ones((run.n_tokens,) * 2, dtype=bool))]
+        leaked = float(np.abs(above).max()) if above.size else 0.0
+        checks.append(SanityCheck("Causal mask respected", leaked == 0.0,
+                                  f"largest weight above the diagonal = {leaked:g} (must be exactly 0)"))
+    else:
+        padded = attention[..., ~run.allowed]
+        leaked = float(np.abs(padded).max()) if padded.size else 0.0
+        checks.append(SanityCheck("Padding keys get no attention", leaked == 0.0 if padded.size else None,
+                                  f"largest weight on a PAD key = {leaked:g}" if padded.size
+                                  else "encoder: no PAD tokens in this input"))
+    T, block = run.n_tokens, run.block_size
+    cut = f" (cut from {run.n_input_tokens})" if run.n_input_tokens > T else ""
+    checks.append(SanityCheck("Length within block size", T <= block,
+                              f"{T} tokens read{cut}; block size {block}; hard limit "
+                              f"{run.max_length if run.max_length is not None else 'none'}"))
+    return checks
+
+
+# --- export ------------------------------------------------------------------------------------
+
+
+CSV_COLUMNS = ("layer", "head", "query_pos", "query_token", "key_pos", "key_token", "weight")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # spreadsheet formula injection (OWASP)
+
+
+def csv_safe(token: str) -> str:
+    return "'" + token if token.startswith(FORMULA_STARTS) else token
+
+
+def attention_csv(attention: np.ndarray, tokens: list[str]) -> str:
+    """Long format, one row per (layer, head, query, key): every weight the model computed."""
+    L, H, T, _ = attention.shape
+    labels = [csv_safe(t) for t in tokens]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for layer in range(L):
+        for head in range(H):
+            weights = attention[layer, head].tolist()
+            for q in range(T):
+                row = weights[q]
+                writer.writerows((layer, head, q, labels[q], k, labels[k], repr(row[k])) for k in range(T))
+    return buffer.getvalue()

@@ -1,0 +1,209 @@
+"""Attention: type a sentence, see what every head of the selected model attends to.
+
+Storyboard: widgets -> `core.attention_view.run_attention` (one forward pass, cached per checkpoint
+file, modification time, text and options) -> `core.viz` figures. The URL (`core.urlstate`) holds the
+sentence, layer, head, view and options, so a copied link reopens exactly this view. User text is
+only ever shown through st.text / st.code / dataframes / escaped plotly labels.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core import attention_view as av
+from core import urlstate, viz
+from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, require_model, show_figure
+
+VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "combine": "Combine",
+               "compare": "Compare"}
+WIDGET_KEYS = {"text": "attn_text", "layer": "attn_layer", "head": "attn_head", "view": "attn_view",
+               "token": "attn_token", "combine": "attn_combine", "compare": "attn_compare",
+               "past": "attn_past", "hide_first": "attn_hide_first", "hide_special": "attn_hide_special"}
+
+
+@st.cache_data(show_spinner=False, max_entries=24, ttl=3600)
+def analyse(path: str, modified: float, text: str, run_past_block: bool, _loaded) -> av.AttentionRun:
+    """One forward pass per (checkpoint file, modification time, text, option); `_loaded` is the model."""
+    return av.run_attention(_loaded.model, _loaded.tokenizer, _loaded.task, text, _loaded.labels,
+                            run_past_block)
+
+
+def analyse_checkpoint(loaded, text: str, past: bool) -> av.AttentionRun:
+    return analyse(str(loaded.path), Path(loaded.path).stat().st_mtime, text, past, loaded)
+
+
+def restore_widgets(loaded) -> None:
+    """Widget defaults: the URL on first render, else this session's last state (views come and go)."""
+    saved = st.session_state.get("attn_saved") or urlstate.decode(st.query_params.to_dict())
+    default = av.default_sentence(loaded.task, loaded.tokenizer)
+    previous_default = st.session_state.get("attn_default")
+    if previous_default is not None and st.session_state.get("attn_text", saved.text) == previous_default:
+        st.session_state["attn_text"] = default  # untouched default: follow the newly picked model
+    st.session_state["attn_default"] = default
+    saved = saved.replace(text=default if saved.text is None else saved.text)
+    for field, key in WIDGET_KEYS.items():
+        if key not in st.session_state:
+            st.session_state[key] = getattr(saved, field)
+
+
+def current_state() -> urlstate.AttentionPageState:
+    saved = st.session_state.get("attn_saved") or urlstate.AttentionPageState()
+    values = {field: st.session_state.get(key, getattr(saved, field)) for field, key in WIDGET_KEYS.items()}
+    return urlstate.AttentionPageState(**values)
+
+
+def index_select(label: str, key: str, count: int, default: int = 0, fmt=str) -> int:
+    st.session_state[key] = av.clip_index(st.session_state.get(key), count, default)
+    return st.selectbox(label, range(count), key=key, format_func=fmt)
+
+
+def show_single(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+    fig = viz.attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
+                                title=f"Layer {layer}, head {head}")
+    show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
+
+
+def focus_single() -> None:
+    st.session_state["attn_view"] = "single"
+
+
+def show_model(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+    st.caption("Every layer (rows) x head (columns), each scaled to its own maximum. Pick Layer and Head "
+               "above to move the frame; the button opens the framed head on its own.")
+    st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
+    show_figure(viz.attention_model_view(run.attention, run.allowed, (layer, head)), f"{name}-model-view",
+                key="attn_model_chart")
+
+
+def show_token(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+    query = index_select("Query token", "attn_token", run.n_tokens, -1, lambda i: f"{i}: {run.tokens[i]}")
+    fig = viz.token_attention_figure(run.attention[layer, :, query], run.tokens, query, run.allowed[query],
+                                     title=f"Layer {layer}: where query token {query} looks, per head")
+    show_figure(fig, f"{name}-token{query}-L{layer}", key="attn_token_chart")
+
+
+def show_combine(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+    method = st.radio("Combine", urlstate.COMBINE_METHODS, key="attn_combine", horizontal=True,
+                      format_func=av.COMBINE_TITLES.get)
+    hide_first = st.checkbox("Hide the first token", key="attn_hide_first")
+    hide_special = st.checkbox("Hide special tokens (PAD/MASK)", key="attn_hide_special")
+    weights, allowed = av.combined_attention(run, method, layer)
+    keep = av.keep_mask(run, hide_first, hide_special)
+    if not keep.any():
+        st.info("Every token is hidden; untick an option to see the map.")
+        return
+    weights, allowed, positions = av.hide_positions(weights, allowed, keep)
+    scope = "all layers" if method == "rollout" else f"layer {layer}"
+    fig = viz.attention_heatmap(weights, run.tokens, allowed, positions,
+                                title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
+    show_figure(fig, f"{name}-{method}", key="attn_combine_chart")
+
+
+def show_compare(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+    infos = [i for i in all_checkpoints() if not i.error]
+    names = [i.name for i in infos]
+    if st.session_state.get("attn_compare") not in names:
+        st.session_state["attn_compare"] = next((n for n in names if n != name), name)
+    other_name = st.selectbox("Compare with", names, key="attn_compare")
+    other_loaded = load_checkpoint(infos[names.index(other_name)])
+    if other_loaded is None:
+        return
+    try:
+        other = analyse_checkpoint(other_loaded, st.session_state["attn_text"], st.session_state["attn_past"])
+    except av.AttentionInputError as exc:
+        st.info(str(exc))
+        return
+    pair = [(name, run), (other_name, other)]
+    top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
+              for _, r in pair)
+    for side, column, (label, r) in zip(("left", "right"), st.columns(2), pair):
+        l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
+        with column:
+            st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
+            show_figure(viz.attention_heatmap(r.attention[l, h], r.tokens, r.allowed, zmax=top),
+                        f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
+    if not av.same_tokenisation(run, other):
+        st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
+        return
+    lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
+    diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
+                                            other.attention[lo, ho], other.allowed)
+    show_figure(viz.attention_heatmap(diff, run.tokens, allowed, diverging=True,
+                                      title="Difference (left minus right)"),
+                f"{name}-minus-{other_name}", key="attn_diff_chart")
+
+
+VIEWS = {"single": show_single, "model": show_model, "token": show_token, "combine": show_combine,
+         "compare": show_compare}
+
+
+def show_output(output: av.ModelOutput) -> None:
+    st.subheader(output.title)
+    if output.note:
+        st.info(output.note)
+    if output.completion is not None:
+        st.text("Answer: " + (output.answer if output.answer else "(empty)"))
+        st.code(output.completion, language=None)
+    if output.rows:
+        st.dataframe(pd.DataFrame(output.rows), hide_index=True)
+
+
+def show_sanity(run: av.AttentionRun) -> None:
+    checks = av.sanity_checks(run)
+    failed = [c.name for c in checks if c.passed is False]
+    if failed:
+        st.error("Sanity check failed: " + "; ".join(failed) + ".")
+    with st.expander("Sanity checks", expanded=bool(failed)):
+        st.dataframe(pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
+                                    "detail": c.detail} for c in checks]), hide_index=True)
+
+
+info = checkpoint_picker()
+loaded = require_model()
+st.title("Attention")
+if info is None or loaded is None:
+    st.stop()
+restore_widgets(loaded)
+text = st.text_area("Sentence", key="attn_text", height=80,
+                    help="Type or paste any text; it is cut to what the model can read.")
+controls = st.columns([3, 1, 1, 2])
+view = controls[0].radio("View", list(VIEW_TITLES), key="attn_view", format_func=VIEW_TITLES.get,
+                         horizontal=True)
+with controls[1]:
+    layer = index_select("Layer", "attn_layer", loaded.config.n_layer)
+with controls[2]:
+    head = index_select("Head", "attn_head", loaded.config.n_head)
+if loaded.model.max_length is None:
+    controls[3].checkbox("Run past the block size", key="attn_past",
+                         help=f"This model's positions have no hard limit; it was trained on "
+                              f"{loaded.config.block_size} tokens.")
+else:
+    st.session_state["attn_past"] = False
+state = current_state()
+params = urlstate.encode(state)
+for stale in set(urlstate.URL_KEYS.values()) - set(params):
+    st.query_params.pop(stale, None)
+st.query_params.update(params)
+st.session_state["attn_saved"] = state
+
+try:
+    run = analyse_checkpoint(loaded, text, state.past)
+except av.AttentionInputError as exc:
+    st.info(str(exc))
+    st.stop()
+for note in run.notes:
+    st.info(note)
+if run.unknown:
+    st.warning(av.unknown_message(run.unknown, run.fallback_token))
+st.caption(f"How the model reads it: {run.n_tokens} tokens")
+st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
+
+VIEWS[view](run, layer, head, info.name)
+show_output(run.output)
+show_sanity(run)
+st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),
+                   file_name=f"{info.name}-attention.csv", mime="text/csv",
+                   help="Long format: layer, head, query_pos, query_token, key_pos, key_token, weight.")

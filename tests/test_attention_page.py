@@ -1,0 +1,232 @@
+"""The Attention page under Streamlit's AppTest: every checkpoint kind, every view, the URL, bad input."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from core.checkpoint import load
+from tests.conftest import ROOT, save_tiny_checkpoint
+
+APP = str(ROOT / "app.py")
+PAGE = str(ROOT / "pages" / "attention.py")
+KINDS = ("tiny-lm", "tiny-birthplace", "tiny-classifier")
+VIEWS = ("single", "model", "token", "combine", "compare")
+
+
+def open_page(monkeypatch, folder, **params) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert_no_exception(at)
+    return at
+
+
+def assert_no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def array(value) -> np.ndarray:
+    """A plotly JSON array: a plain list, or {dtype, bdata (base64), shape} for numpy data."""
+    if isinstance(value, dict):
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        return data.reshape([int(n) for n in str(value.get("shape", len(data))).split(",")])
+    return np.array(value, dtype=float)  # JSON null (NaN) -> nan
+
+
+def model_attention(folder, name: str, text: str | None = None, ids: list[int] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """What the model itself says for this text (or these ids): attention and mask, batch dropped."""
+    loaded = load(folder / f"{name}.safetensors")
+    idx = torch.tensor([loaded.tokenizer.encode(text) if ids is None else ids])
+    with torch.no_grad():
+        _, _, attention = loaded.model(idx, return_attention=True)
+    return attention[:, 0].numpy(), loaded.model.attention_mask(idx)[0, 0].numpy()
+
+
+def messages(at: AppTest) -> str:
+    return " ".join(e.value for e in [*at.info, *at.warning, *at.error])
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_default_view_is_the_models_attention_for_each_kind(monkeypatch, tiny_checkpoints, name):
+    at = open_page(monkeypatch, tiny_checkpoints, model=name)
+    text = at.text_area(key="attn_text").value
+    assert text  # a default sentence for this kind of model
+    attention, allowed = model_attention(tiny_checkpoints, name, text)
+    for layer, head in ((0, 0), (1, 3)):
+        at.selectbox(key="attn_layer").select(layer)
+        at.selectbox(key="attn_head").select(head).run()
+        assert_no_exception(at)
+        (fig,) = charts(at)
+        z = array(fig["data"][0]["z"])
+        np.testing.assert_array_equal(z[allowed], attention[layer, head][allowed])
+        assert np.isnan(z[~allowed]).all()  # masked cells are not weight 0
+        assert fig["layout"]["title"]["text"] == f"Layer {layer}, head {head}"
+    assert at.query_params["head"] in ("3", ["3"])
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_every_view_renders_for_each_kind(monkeypatch, tiny_checkpoints, name):
+    at = open_page(monkeypatch, tiny_checkpoints, model=name)
+    for view in VIEWS:
+        at.radio(key="attn_view").set_value(view).run()
+        assert_no_exception(at)
+        assert charts(at), view
+        assert at.query_params["view"] in (view, [view])
+    tables = " ".join(str(list(d.value.columns)) for d in at.dataframe)
+    if name == "tiny-lm":
+        assert "next #1" in tables
+    elif name == "tiny-birthplace":
+        assert any(t.value.startswith("Answer: ") for t in at.text)
+    else:
+        labels = [d.value for d in at.dataframe if "label" in d.value.columns][0]["label"].tolist()
+        assert sorted(labels) == ["England", "France", "Italy"]
+
+
+def test_the_page_is_listed_in_the_app(monkeypatch, tiny_checkpoints):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/attention.py").run()
+    assert_no_exception(at)
+    assert at.title[0].value == "Attention" and charts(at)
+
+
+def test_a_shared_link_reopens_the_same_view(monkeypatch, tiny_checkpoints):
+    params = {"model": "tiny-lm", "text": "Ada was born in London.", "layer": "1", "head": "2",
+              "view": "token", "token": "4"}
+    at = open_page(monkeypatch, tiny_checkpoints, **params)
+    assert at.sidebar.selectbox(key="picker_model").value == "tiny-lm"
+    assert at.text_area(key="attn_text").value == params["text"]
+    assert (at.selectbox(key="attn_layer").value, at.selectbox(key="attn_head").value) == (1, 2)
+    assert at.radio(key="attn_view").value == "token"
+    assert at.selectbox(key="attn_token").value == 4
+    (fig,) = charts(at)
+    attention, _ = model_attention(tiny_checkpoints, "tiny-lm", params["text"])
+    np.testing.assert_allclose(array(fig["data"][2]["y"])[:5], attention[1, 2, 4, :5])
+    for key, value in params.items():  # and the page writes the same state back
+        assert at.query_params[key] in (value, [value])
+
+
+def test_bad_url_values_fall_back_to_defaults(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", layer="99", head="-3", view="bogus",
+                   token="x")
+    assert (at.selectbox(key="attn_layer").value, at.selectbox(key="attn_head").value) == (1, 0)
+    assert at.radio(key="attn_view").value == "single"
+
+
+def test_an_untouched_default_follows_the_picked_model(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm")
+    at.sidebar.selectbox(key="picker_model").select("tiny-classifier").run()
+    assert_no_exception(at)
+    assert at.text_area(key="attn_text").value == "Ada Lovelace"
+
+
+BAD_INPUTS = {
+    "empty": "",
+    "whitespace": "   \n\t ",
+    "huge": "Ada Lovelace was born in London. " * 300 + "x" * 100,
+    "unknown": "Ada Müller born in Zürich\x07",
+    "emoji": "Ada 😀👍🏽 born 🇬🇧",
+    "rtl": "שלום עולם مرحبا Ada \u202eborn",
+    "script": "<script>alert('x')</script> **bold** [link](http://x)",
+}
+
+
+@pytest.mark.parametrize("name", KINDS)
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_gives_a_message_or_a_correct_map(monkeypatch, tiny_checkpoints, name, case):
+    text = BAD_INPUTS[case]
+    at = open_page(monkeypatch, tiny_checkpoints, model=name)
+    at.text_area(key="attn_text").input(text).run()
+    assert_no_exception(at)
+    said = messages(at)
+    if case in ("empty", "whitespace"):
+        assert "Type a sentence" in said and not charts(at)
+        return
+    (fig,) = charts(at)
+    loaded = load(tiny_checkpoints / f"{name}.safetensors")
+    ids = loaded.tokenizer.encode(text)[: loaded.model.max_length]
+    attention, allowed = model_attention(tiny_checkpoints, name, ids=ids)
+    z = array(fig["data"][0]["z"])
+    assert z.shape == (len(ids), len(ids))
+    np.testing.assert_array_equal(z[allowed], attention[0, 0][allowed])
+    if case == "huge":
+        assert f"only the first {loaded.model.max_length}" in said
+    if case in ("unknown", "emoji", "rtl", "script") and loaded.tokenizer.kind == "char":
+        assert "not in this model's vocabulary" in said
+    if case == "unknown" and loaded.tokenizer.kind == "char":
+        assert "U+00FC" in said and "U+0007" in said
+    spec = json.dumps(fig)
+    assert "<script>" not in spec and "<b>" not in spec.replace("<br>", "")
+    rendered_markdown = " ".join(m.value for m in [*at.markdown, *at.warning, *at.info, *at.caption])
+    assert "<script>" not in rendered_markdown and "**bold**" not in rendered_markdown
+
+
+def test_long_input_on_a_model_without_a_hard_limit_can_run_past_the_block(monkeypatch, tmp_path):
+    folder = tmp_path / "ckpts"
+    save_tiny_checkpoint(folder / "sinusoidal.safetensors", "lm", positional="sinusoidal")
+    at = open_page(monkeypatch, folder, model="sinusoidal", text="Ada was born in London. " * 4)
+    assert "Run past the block size" in messages(at)
+    assert array(charts(at)[0]["data"][0]["z"]).shape == (32, 32)
+    at.checkbox(key="attn_past").check().run()
+    assert_no_exception(at)
+    assert array(charts(at)[0]["data"][0]["z"]).shape == (96, 96)
+    assert "beyond the length this model was trained on" in messages(at)
+    assert at.query_params["past"] in ("1", ["1"])
+
+
+def test_compare_shows_both_models_and_their_difference(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", view="compare", vs="tiny-birthplace",
+                   text="Ada was born.")
+    left, right, diff = charts(at)
+    a, allowed = model_attention(tiny_checkpoints, "tiny-lm", "Ada was born.")
+    b, _ = model_attention(tiny_checkpoints, "tiny-birthplace", "Ada was born.")
+    np.testing.assert_array_equal(array(left["data"][0]["z"])[allowed], a[0, 0][allowed])
+    np.testing.assert_array_equal(array(right["data"][0]["z"])[allowed], b[0, 0][allowed])
+    np.testing.assert_allclose(array(diff["data"][0]["z"])[allowed], (a[0, 0] - b[0, 0])[allowed], atol=1e-7)
+    at.selectbox(key="attn_compare").select("tiny-lm").run()  # itself: no clash, zero difference
+    assert_no_exception(at)
+    assert np.nanmax(np.abs(array(charts(at)[2]["data"][0]["z"]))) == 0
+    at.selectbox(key="attn_compare").select("tiny-classifier").run()  # a word model: no difference map
+    assert_no_exception(at)
+    assert len(charts(at)) == 2 and "different tokens" in messages(at)
+
+
+def test_model_view_focus_button_opens_the_single_head(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", view="model", layer="1", head="2")
+    (fig,) = charts(at)
+    assert len(fig["data"]) == 2 * 4 and fig["layout"]["shapes"][0]["xref"] == "x7 domain"
+    at.button[0].click().run()
+    assert at.radio(key="attn_view").value == "single"
+    assert charts(at)[0]["layout"]["title"]["text"] == "Layer 1, head 2"
+
+
+def test_combine_hides_the_first_token_and_renormalises(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", view="combine", text="Ada was born.",
+                   combine="rollout", hidefirst="1")
+    (fig,) = charts(at)
+    z = array(fig["data"][0]["z"])
+    assert z.shape == (12, 12) and array(fig["data"][0]["x"]).tolist() == list(range(1, 13))
+    np.testing.assert_allclose(np.nansum(z, axis=-1), 1.0, atol=1e-6)
+    assert "Attention rollout" in fig["layout"]["title"]["text"]
+
+
+def test_sanity_panel_and_csv_download_are_there(monkeypatch, tiny_checkpoints):
+    at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm")
+    sanity = [d.value for d in at.dataframe if "check" in d.value.columns][0]
+    assert sanity["result"].tolist() == ["pass", "pass", "pass"]
+    assert "Causal mask respected" in sanity["check"].tolist()
+    assert at.get("download_button")
