@@ -43,7 +43,7 @@ class Recipe:
     recipe: str  # a function of core.recipes
     description: str
     kwargs: dict[str, Any] = field(default_factory=dict)
-    shape: ModelShape = BIRTH
+    shape: ModelShape = field(default_factory=lambda: BIRTH)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     bundled: bool = True  # False: an intermediate file, deleted after use
 
@@ -101,6 +101,32 @@ def build(recipe: Recipe) -> dict[str, Any]:
     resume_path(Path(_path(recipe.name))).unlink(missing_ok=True)
     log_path(Path(_path(recipe.name))).unlink(missing_ok=True)
     return {"name": recipe.name, "seconds": seconds, "metrics": trainer.metrics}
+
+
+def reevaluate(name: str) -> dict[str, float]:
+    """Recompute a bundled checkpoint's stored final metrics from its file and data/world/."""
+    from core.data.datasets import ClassificationDataset, LanguageModelDataset, read_text, read_tsv_pairs
+    from core.evaluate import evaluate_birthplaces
+    from core.train import evaluate_loss
+
+    recipe = next(r for r in RECIPES if r.name == name)
+    loaded = ckpt.load(ROOT / _path(name))
+    args = {k: str(ROOT / v) if isinstance(v, str) and v.startswith(("data/", "checkpoints/")) else v
+            for k, v in recipe.kwargs.items()}
+    if recipe.recipe == "finetune":
+        result = evaluate_birthplaces(loaded.model, loaded.tokenizer, read_tsv_pairs(args["eval_corpus_path"]),
+                                      baseline_place=loaded.metadata.get("baseline_place"))
+        return {"val_accuracy": result.accuracy, "val_baseline_accuracy": result.baseline_accuracy}
+    if recipe.recipe == "train_lm":
+        text = read_text(args["corpus_path"])
+        val = LanguageModelDataset(text[int(len(text) * 0.9):], loaded.tokenizer, loaded.config.block_size)
+        scores = evaluate_loss(loaded.model, val)
+        return {"val_loss": scores["loss"], "val_perplexity": scores["perplexity"]}
+    if recipe.recipe == "train_classifier":
+        test = ClassificationDataset(read_tsv_pairs(args["test_path"]), loaded.tokenizer,
+                                     loaded.config.block_size, loaded.labels)
+        return {"val_accuracy": evaluate_loss(loaded.model, test, accuracy=True)["accuracy"]}
+    return {}
 
 
 def _fmt_metrics(metrics: dict[str, float]) -> str:

@@ -126,8 +126,10 @@ class Transformer(nn.Module):
     def num_parameters(self, trainable_only: bool = False) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
-    def _allowed(self, idx: torch.Tensor, start: int, t_key: int) -> torch.Tensor:
-        """Boolean (B|1, 1, Tq, Tk): causal for decoders, key padding for encoders."""
+    def attention_mask(self, idx: torch.Tensor, start: int = 0, t_key: int | None = None) -> torch.Tensor:
+        """Boolean (B|1, 1, Tq, Tk), True where a query may attend a key: causal for decoders,
+        key padding for encoders. Public so pages can draw exactly the mask the model uses."""
+        t_key = start + idx.size(1) if t_key is None else t_key
         T = idx.size(1)
         if self.config.causal:
             query_pos = torch.arange(start, start + T, device=idx.device).view(T, 1)
@@ -149,7 +151,7 @@ class Transformer(nn.Module):
         B, T = idx.shape
         self._check_length(start + T)
         x = self.drop(self.pos.embed(self.tok_emb(idx), start))  # (B, T, C)
-        allowed = self._allowed(idx, start, start + T)
+        allowed = self.attention_mask(idx, start, start + T)
         plain_causal = self.config.causal and start == 0
         weights = []
         for i, block in enumerate(self.blocks):

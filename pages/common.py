@@ -6,6 +6,7 @@ Not a page itself (app.py lists pages explicitly). The selected checkpoint lives
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import streamlit as st
@@ -38,6 +39,12 @@ def available_checkpoints(folder: str) -> list[CheckpointInfo]:
     return list_checkpoints(folder)
 
 
+@st.cache_data(show_spinner=False, max_entries=256)
+def cached_model_card(path: str, modified: float, _info: CheckpointInfo) -> dict[str, str]:
+    """The card builds a model on the meta device to count parameters: once per file version."""
+    return model_card(_info)
+
+
 def all_checkpoints() -> list[CheckpointInfo]:
     """Bundled (or ATTENTION_LAB_CHECKPOINTS) checkpoints, then this session's uploads."""
     infos = list(available_checkpoints(str(checkpoint_dir())))
@@ -62,16 +69,31 @@ def checkpoint_picker() -> CheckpointInfo | None:
         info = infos[names.index(name)]
         st.session_state["checkpoint"] = info
         with st.expander("Model card", expanded=False):
-            for label, value in model_card(info).items():
+            for label, value in cached_model_card(str(info.path), info.modified, info).items():
                 st.markdown(f"**{label}**")
                 st.text(value)
         st.radio("Chart download format", ["png", "svg"], key="image_format", horizontal=True,
                  help="What the camera button in each chart's toolbar saves.")
         broken = [i for i in all_checkpoints() if i.error]
         if broken:
-            st.caption(f"{len(broken)} file(s) in the folder could not be read: "
-                       + "; ".join(i.error for i in broken[:3]))
+            st.caption(plain(f"{len(broken)} file(s) in the folder could not be read: "
+                             + "; ".join(i.error for i in broken[:3])))
     return info
+
+
+def select_checkpoint(name: str) -> None:
+    """Make `name` the picker's choice on the next run (e.g. after an upload)."""
+    st.query_params["model"] = name
+    st.session_state.pop("picker_model", None)
+
+
+MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def plain(text: object) -> str:
+    """Escape Markdown (and LaTeX/HTML) so a file name or error text shows literally in
+    st.error / st.warning / st.info, which render Markdown."""
+    return MARKDOWN_SPECIALS.sub(r"\\\1", str(text))
 
 
 def selected_info() -> CheckpointInfo | None:
@@ -85,7 +107,7 @@ def load_checkpoint(info: CheckpointInfo | None) -> LoadedCheckpoint | None:
     try:
         return load_cached(str(info.path), Path(info.path).stat().st_mtime)
     except (CheckpointError, OSError) as exc:
-        st.error(f"Could not open {info.name}: {exc}")
+        st.error(plain(f"Could not open {info.name}: {exc}"))
         return None
 
 

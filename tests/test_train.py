@@ -9,7 +9,7 @@ import torch
 from core import checkpoint as ckpt
 from core.data.datasets import NameDataset
 from core.data.world import generate_world, write_world
-from core.recipes import ModelShape, finetune
+from core.recipes import ModelShape
 from core.tokenizer import CharTokenizer
 from core.train import CheckpointPlan, Trainer, TrainerConfig, log_path
 from tests.conftest import ROOT, tiny_model
