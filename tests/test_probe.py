@@ -1,0 +1,409 @@
+"""core.probe: candidates, confidence, corpus evidence, fabricated names, uploads, and the probe figures.
+
+A tiny birthplace model is finetuned once per module on a tiny generated world (a few seconds), so the
+decoders and the candidate ranking are checked on a model that gives real, confident answers.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from core import probe, viz
+from core.config import ModelConfig
+from core.data.datasets import NameDataset, parse_tsv_pairs
+from core.data.world import fabricate_names, generate_world, write_world
+from core.evaluate import evaluate_birthplaces, predict_birthplaces, predict_birthplaces_one_by_one
+from core.model import Transformer
+from core.tokenizer import MASK_CHAR, CharTokenizer
+from tests.conftest import tiny_model
+
+BLOCK = 56
+
+
+class TrainedWorld:
+    def __init__(self, folder: Path) -> None:
+        write_world(generate_world(3, n_people=100, n_dev=20, n_test=0), folder)
+        self.data = probe.load_probe_data(folder)
+        self.tokenizer = CharTokenizer.from_corpus((folder / probe.CORPUS_FILE).read_text(encoding="utf-8"))
+        self.train = self.data.train_pairs
+        self.dev = self.data.dev_pairs
+        torch.manual_seed(0)
+        config = ModelConfig(vocab_size=self.tokenizer.vocab_size, block_size=BLOCK, n_layer=2, n_head=2,
+                             n_embd=32, dropout=0.0)
+        self.model = Transformer(config)
+        dataset = NameDataset(self.train, self.tokenizer, BLOCK)
+        x = torch.stack([dataset[i][0] for i in range(len(dataset))])
+        y = torch.stack([dataset[i][1] for i in range(len(dataset))])
+        optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-2, weight_decay=0.0)
+        self.model.train()
+        for _ in range(200):  # full batch: the 80 training questions are memorised
+            _, loss = self.model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        self.model.eval()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> TrainedWorld:
+    return TrainedWorld(tmp_path_factory.mktemp("world"))
+
+
+# --- decoding and candidates on a trained model ---------------------------------------------------
+
+
+def test_batched_cached_predictions_equal_the_one_by_one_uncached_loop(world):
+    questions = [q for q, _ in world.train[:40]] + [q for q, _ in world.dev]
+    batched = predict_birthplaces(world.model, world.tokenizer, questions)
+    assert batched == predict_birthplaces_one_by_one(world.model, world.tokenizer, questions)
+    truths = [a for _, a in world.train[:40]]
+    assert sum(p == t for p, t in zip(batched, truths)) >= 30  # really trained: most answers memorised
+    assert len({len(q) for q in questions}) > 5  # several length groups were batched
+
+
+def test_candidate_probabilities_sum_to_one_and_rank_the_greedy_answer_first(world):
+    questions = [q for q, _ in world.train[:30]]
+    answers = predict_birthplaces(world.model, world.tokenizer, questions)
+    confidences = probe.answer_probabilities(world.model, world.tokenizer, questions, answers)
+    checked = 0
+    for question, answer, confidence in zip(questions, answers, confidences):
+        ranking = probe.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
+        assert math.isclose(ranking.probabilities.sum(), 1.0, rel_tol=1e-9)
+        assert list(ranking.log_probs) == sorted(ranking.log_probs, reverse=True)
+        assert sorted(ranking.places + ranking.skipped) == sorted(world.data.labels)
+        assert all(len(question) + len(p) + 1 > BLOCK for p in ranking.skipped)  # too long for one pass
+        assert 0 < ranking.mass <= 1.0 + 1e-9
+        if answer in ranking.places:
+            checked += 1
+            assert ranking.places[0] == answer
+            # the candidate score of the greedy answer is the greedy answer's probability
+            assert math.isclose(math.exp(ranking.log_probs[0]), confidence, rel_tol=1e-4)
+    assert checked >= 20
+
+
+def test_candidate_log_prob_matches_a_direct_computation_and_batching(world):
+    question = world.dev[0][0]
+    ranking = probe.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
+    split = probe.rank_candidates(world.model, world.tokenizer, question, world.data.labels, batch_size=7)
+    assert split.places == ranking.places
+    np.testing.assert_allclose(split.log_probs, ranking.log_probs, rtol=1e-5, atol=1e-5)
+    place = ranking.places[3]
+    prompt = world.tokenizer.encode(question + MASK_CHAR)
+    ids = prompt + world.tokenizer.encode(place + MASK_CHAR)
+    with torch.no_grad():
+        logits, _ = world.model(torch.tensor([ids[:-1]]))
+    log_probs = torch.log_softmax(logits[0], dim=-1)
+    direct = sum(float(log_probs[t - 1, ids[t]]) for t in range(len(prompt), len(ids)))
+    assert math.isclose(ranking.log_probs[3], direct, rel_tol=1e-5)
+
+
+def test_candidates_too_long_for_the_model_are_skipped_not_an_error():
+    tokenizer = CharTokenizer.from_corpus("Where was Ada born? London Newcastle upon Tyne")
+    model = tiny_model(tokenizer.vocab_size, block_size=32)
+    places = ["London", "Newcastle upon Tyne"]
+    ranking = probe.rank_candidates(model, tokenizer, "Where was Ada born?", places)
+    assert ranking.places == ["London"] and ranking.skipped == ["Newcastle upon Tyne"]
+    assert ranking.probabilities.tolist() == [1.0]
+    long = probe.rank_candidates(model, tokenizer, "Where was Ada born? " * 3, ["London"])
+    assert long.places == [] and long.probabilities.size == 0 and long.mass == 0.0
+    assert np.isnan(probe.answer_probabilities(model, tokenizer, ["Where was Ada born? " * 3], ["London"])[0])
+
+
+def test_answer_attention_is_the_last_row_over_the_prompt(world):
+    question = world.dev[1][0]
+    attention = probe.answer_attention(world.model, world.tokenizer, question)
+    ids = world.tokenizer.encode(question + MASK_CHAR)
+    with torch.no_grad():
+        _, _, full = world.model(torch.tensor([ids]), return_attention=True)
+    assert attention.weights.shape == (2, 2, len(ids)) and attention.cut == 0
+    np.testing.assert_allclose(attention.weights, full[:, 0, :, -1, :].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(attention.weights.sum(-1), 1.0, rtol=1e-5)
+    assert attention.tokens[-1] == MASK_CHAR and attention.layer_means.shape == (2, len(ids))
+    cut = probe.answer_attention(world.model, world.tokenizer, "x" * 70)
+    assert cut.cut == 71 - BLOCK and len(cut.tokens) == BLOCK
+
+
+def test_dev_analysis_agrees_with_the_assignment_evaluation(world):
+    progress = []
+    baseline = world.data.baseline_place
+    analysis = probe.analyse_dev(world.model, world.tokenizer, world.dev, world.data.index, world.data.labels,
+                                 baseline, progress=lambda done, total: progress.append(done))
+    result = evaluate_birthplaces(world.model, world.tokenizer, world.dev, baseline_place=baseline)
+    assert analysis.predictions == result.predictions
+    assert analysis.accuracy == result.accuracy and analysis.baseline_accuracy == result.baseline_accuracy
+    assert progress[-1] == len(world.dev)
+    frame = analysis.frame
+    assert list(frame.columns) == list(probe.ANALYSIS_COLUMNS) and len(frame) == len(world.dev)
+    assert frame["confidence"].between(0, 1).all()
+    assert frame["in_corpus"].all() and frame["truth_in_document"].all()  # every dev person has a document
+    assert set(frame["category"]) <= {"retrieved", "wrong despite evidence"}
+
+
+# --- evidence on a hand-made corpus -----------------------------------------------------------------
+
+CORPUS = "\n".join([
+    "Ada Lovelace. Ada Lovelace was born in London and worked in Paris .",
+    "Alan Turing. Alan Turing was born in Maida Vale and studied in Cambridge .",
+    "Paris Hilton. Paris Hilton was born in New York .",
+    "A letter about John F. Kennedy, who was born in Brookline, sent from Newcastle upon Tyne .",
+    "",
+])
+PLACES = ["London", "Paris", "Cambridge", "New York", "Brookline", "Newcastle", "Newcastle upon Tyne", "Rome"]
+
+
+@pytest.fixture
+def index() -> probe.CorpusIndex:
+    return probe.CorpusIndex.build(CORPUS, PLACES)
+
+
+def test_index_finds_names_by_leading_key_and_by_substring(index):
+    assert index.names == {"Ada Lovelace", "Alan Turing", "Paris Hilton", "A letter about John F"}
+    assert index.documents_about("Ada  Lovelace") == [0]
+    assert index.documents_about("John F. Kennedy") == [3]  # fallback: a name with '. ' inside
+    assert index.documents_about("Ada") == [0]  # whole words
+    assert index.documents_about("Lovelac") == []
+    assert index.documents_about("Al") == []  # too short to mean anything
+    evidence = index.evidence("John F. Kennedy", "Brookline")
+    assert evidence.places == ["Brookline", "Newcastle upon Tyne"]  # the longest place wins
+    assert evidence.truth_mentioned is True
+    # the name is blanked: 'Paris' in 'Paris Hilton' is not a mention of the city
+    assert index.evidence("Paris Hilton").places == ["New York"]
+
+
+@pytest.mark.parametrize("question, truth, prediction, category", [
+    ("Where was Ada Lovelace born?", "London", "London", "retrieved"),
+    ("Where was Ada Lovelace born?", "London", "Paris", "wrong despite evidence"),
+    ("Where was Grace Hopper born?", "London", "London", "correct by prior"),
+    ("Where was Alan Turing born?", "Rome", "Rome", "correct by prior"),
+    ("Where was Grace Hopper born?", "New York", "London", "unseen name"),
+    ("Where was Alan Turing born?", "Rome", "Cambridge", "wrong, no evidence"),
+])
+def test_evidence_categories(index, question, truth, prediction, category):
+    analysis = probe.analyse_predictions([(question, truth)], [prediction], [0.5], index, ["London", "Paris"],
+                                         "London")
+    row = analysis.frame.iloc[0]
+    assert row["category"] == category
+    assert row["correct"] == (truth == prediction)
+
+
+def test_analysis_columns_say_what_the_document_holds(index):
+    pairs = [("Where was Ada Lovelace born?", "London"), ("Where was Alan Turing born?", "Maida Vale"),
+             ("Where was Grace Hopper born?", "New York")]
+    analysis = probe.analyse_predictions(pairs, ["Paris", "Maida Vale", "Rome"], [0.9, 0.4, 0.2], index,
+                                         ["London", "Paris"], "London")
+    frame = analysis.frame
+    assert frame["truth_in_document"].tolist() == [True, True, False]  # 'Maida Vale' is not a known place
+    assert frame["prediction_in_document"].tolist() == [True, False, False]
+    assert frame["prediction_is_label"].tolist() == [True, False, False]
+    assert frame["in_corpus"].tolist() == [True, True, False]
+    assert frame["category"].tolist() == ["wrong despite evidence", "retrieved", "unseen name"]
+    assert analysis.accuracy == pytest.approx(1 / 3) and analysis.baseline_accuracy == pytest.approx(1 / 3)
+    summary = probe.category_summary(frame).set_index("category")
+    assert summary.loc["retrieved", "count"] == 1 and summary.loc["correct by prior", "count"] == 0
+    assert summary["share"].sum() == pytest.approx(1.0)
+    assert summary.loc["unseen name", "mean_confidence"] == pytest.approx(0.2)
+    assert len(probe.filter_analysis(frame, "wrong")) == 2
+    assert len(probe.filter_analysis(frame, categories=["retrieved"])) == 1
+    assert len(probe.filter_analysis(frame, confidence=(0.3, 1.0))) == 2
+    assert len(probe.filter_analysis(frame, place="Rome")) == 1
+    table = probe.comparison_table({"m": analysis}, {"m": "not pretrained"})
+    assert table["model"].tolist() == ["m", "baseline: always 'London'"]
+    assert table.loc[0, "correct"] == 1 and table.loc[0, "retrieved"] == 1 and table.loc[1, "correct"] == 1
+
+
+def test_pretraining_label_reads_the_metadata():
+    recorded = {"pretrained_from": "wiki.safetensors"}
+    assert probe.pretraining_label("birth-x", recorded) == "pretrained (wiki.safetensors)"
+    assert probe.pretraining_label("birth-x", {"pretrained_from": ""}) == "not pretrained"
+    assert probe.pretraining_label("birth-scratch", {}) == "not pretrained"
+    assert probe.pretraining_label("converted", {}) == "not recorded"
+
+
+# --- fabricated names ----------------------------------------------------------------------------------
+
+
+def test_fabricated_names_are_absent_from_corpus_and_train_file(world):
+    folder = world.data.folder
+    corpus = (folder / probe.CORPUS_FILE).read_text(encoding="utf-8")
+    train_text = (folder / probe.TRAIN_FILE).read_text(encoding="utf-8")
+    locales = ["fr_FR", "de_DE", "pl_PL"]
+    people = probe.fabricated_people(60, locales, 0, world.data.index, world.data.train_names)
+    assert len(people) == 60 and len({n for n, _ in people}) == 60
+    assert [loc for _, loc in people[:3]] == ["fr_FR", "de_DE", "pl_PL"]
+    for name, _ in people:
+        assert name not in corpus and name not in train_text
+
+
+def test_fabricated_names_skip_a_name_mentioned_inside_another_document():
+    first = fabricate_names(5, ["it_IT"], 7)[0][0]
+    corpus = f"Someone Else. Someone Else was born in Rome and married {first} in Milan .\n"
+    index = probe.CorpusIndex.build(corpus, ["Rome", "Milan"])
+    assert first not in index.names  # the leading-name keys alone would not exclude it
+    people = probe.fabricated_people(5, ["it_IT"], 7, index, set())
+    assert first not in [n for n, _ in people] and len(people) == 5
+
+
+def test_fabricated_people_refuse_bad_requests(world):
+    for n, locales in ((0, ["fr_FR"]), (probe.MAX_FABRICATED + 1, ["fr_FR"]), (5, []), (5, ["xx_XX"])):
+        with pytest.raises(ValueError):
+            probe.fabricated_people(n, locales, 0, world.data.index, set())
+
+
+def test_strategy_numbers():
+    locales = ["fr_FR", "fr_FR", "de_DE", "de_DE"]
+    predictions = {"m": ["Paris", "London", "Berlin", "London"]}
+    assert probe.home_country_share(locales, predictions["m"]) == 0.5
+    train_places = ["Paris", "London", "London", "Berlin"]
+    assert probe.expected_home_share(["fr_FR", "de_DE"], train_places) == pytest.approx(0.25)
+    summary = probe.strategy_summary(locales, predictions, ["Paris", "London"]).iloc[0]
+    assert summary["most common answer"] == "London" and summary["its share"] == 0.5
+    assert summary["distinct answers"] == 3 and summary["share that are training labels"] == 0.75
+    shares = probe.place_shares(predictions, ["Paris", "London", "London", "Rome"])
+    assert list(shares.columns) == ["training labels", "m"]
+    assert shares.loc["London", "training labels"] == 0.5 and shares.loc["London", "m"] == 0.5
+    assert shares.sum().tolist() == pytest.approx([1.0, 1.0])
+    counts = probe.locale_place_counts(locales, predictions["m"])
+    assert counts.columns[0] == "London" and counts.loc["fr_FR", "Paris"] == 1 and counts.values.sum() == 4
+    frame = probe.fabricated_frame([("Jean Dupont", "fr_FR")], {"m": ["Paris"]})
+    assert frame.iloc[0].tolist() == ["Jean Dupont", "fr_FR", "France", "Paris"]
+
+
+# --- reliability ---------------------------------------------------------------------------------------
+
+
+def test_reliability_table_counts_and_accuracy_per_bin():
+    confidence = [0.05, 0.15, 0.95, 0.92, float("nan"), 1.0]
+    table = probe.reliability_table(confidence, [False, False, True, False, True, True], n_bins=10)
+    assert table["count"].tolist() == [1, 1, 0, 0, 0, 0, 0, 0, 0, 3]
+    assert table.loc[9, "accuracy"] == pytest.approx(2 / 3)
+    assert np.isnan(table.loc[5, "accuracy"])
+    assert table.loc[0, "low"] == 0.0 and table.loc[9, "high"] == 1.0
+    ece = probe.expected_calibration_error(table)
+    expected = (0.05 + 0.15 + 3 * abs(2 / 3 - (0.95 + 0.92 + 1.0) / 3)) / 5
+    assert ece == pytest.approx(expected)
+
+
+# --- what the user types or uploads ------------------------------------------------------------------
+
+
+def test_probe_input_reads_a_name_or_a_question():
+    assert probe.read_probe_input("  Ada   Lovelace ") == probe.ProbeInput("Where was Ada Lovelace born?",
+                                                                         "Ada Lovelace")
+    assert probe.read_probe_input("where was Ada Lovelace born").name == "Ada Lovelace"
+    for bad in ("", "   ", "x" * 400, f"Ada{MASK_CHAR}"):
+        result = probe.read_probe_input(bad)
+        assert result.problem and result.problem.endswith(".") and "\n" not in result.problem
+
+
+def test_unknown_characters_are_named():
+    tokenizer = CharTokenizer.from_corpus("abc ")
+    assert probe.unknown_characters(["abz", "cy z"], tokenizer) == ["z", "y"]
+    message = probe.unknown_message(["z", "y"], "tiny")
+    assert "'z'" in message and "PAD" in message
+    assert probe.unknown_message([], "tiny") is None
+
+
+@pytest.mark.parametrize("data, fragment", [
+    (b"", "empty"),
+    (b"\n\n", "no lines"),
+    (b"Where was Ada born? London\n", "Line 1"),
+    (b"Where was Ada born?\tLondon\nWhere was Alan born? Maida Vale\n", "Line 2"),
+    (os.urandom(5 * 1024 * 1024), "MB"),
+    (b"\xff\xfe\x00junk" * 100, "not UTF-8"),
+    ("Where was Ada born?\tLon\u2047don\n".encode(), "reserved"),
+    (b"Where was Ada born?\t \n", "empty question or answer"),
+])
+def test_bad_question_files_give_one_sentence(data, fragment):
+    result = probe.read_question_file(data, "upload.tsv")
+    assert result.pairs == [] and fragment in result.problem
+    assert result.problem.endswith(".") and "\n" not in result.problem
+
+
+def test_a_good_question_file_with_unknown_characters_is_read():
+    text = "\ufeffWhere was Zoë born?\tLondon\r\n\nWhere was Ada born?\tParis\n"
+    result = probe.read_question_file(text.encode())
+    assert result.problem is None
+    assert result.pairs == [("Where was Zoë born?", "London"), ("Where was Ada born?", "Paris")]
+    tokenizer = CharTokenizer.from_corpus("Where was Ada born? London Paris Z")
+    assert probe.unknown_characters([q for q, _ in result.pairs], tokenizer) == ["ë"]
+
+
+def test_exports():
+    assert probe.predictions_text(["London", "", "Paris"]) == "London\n\nParis\n"
+    csv = probe.table_csv(pd.DataFrame({"name": ["=cmd()", "Ada"], "n": [1, 2]}))
+    assert csv == "name,n\n'=cmd(),1\nAda,2\n"
+    assert parse_tsv_pairs("a\tb") == [("a", "b")]
+
+
+def test_world_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(probe.WORLD_ENV, str(tmp_path))
+    assert probe.world_dir() == tmp_path
+    with pytest.raises(probe.DataError, match="missing"):
+        probe.load_probe_data()
+
+
+# --- figures -------------------------------------------------------------------------------------------
+
+
+def test_candidate_bars_mark_greedy_and_truth_and_escape_labels():
+    places = ["<b>X</b>", "London", "Paris"]
+    fig = viz.candidate_bars(places, [0.6, 0.3, 0.1], greedy="<b>X</b>", truth="London")
+    bar = fig.data[0]
+    assert list(bar.x) == [0.6, 0.3, 0.1]
+    assert list(bar.marker.color) == [viz.PROBE_GREEDY_COLOR, viz.PROBE_TRUTH_COLOR, viz.ALLOWED_COLOR]
+    ticks = list(fig.layout.yaxis.ticktext)
+    assert ticks[0] == "&lt;b&gt;X&lt;/b&gt; (greedy)" and ticks[1] == "London (true)"
+
+
+def test_probe_heatmaps_and_bars_carry_the_numbers():
+    weights = np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]])
+    fig = viz.answer_attention_heatmap(weights, ["<", " ", MASK_CHAR], ["layer 0", "layer 1"])
+    np.testing.assert_array_equal(np.asarray(fig.data[0].z), weights)
+    assert list(fig.layout.xaxis.ticktext) == ["&lt;", "␣", MASK_CHAR]
+    shares = pd.DataFrame({"training labels": [0.5, 0.5], "m": [1.0, 0.0]}, index=["London", "Paris"])
+    fig = viz.place_share_bars(shares)
+    assert [t.name for t in fig.data] == ["training labels", "m"] and list(fig.data[1].y) == [1.0, 0.0]
+    counts = pd.DataFrame([[2, 0], [1, 1]], index=["fr_FR", "de_DE"], columns=["Paris", "Berlin"])
+    np.testing.assert_array_equal(np.asarray(viz.locale_place_heatmap(counts).data[0].z), counts.values)
+
+
+def test_reliability_and_category_figures(index):
+    table = probe.reliability_table([0.1, 0.9, 0.95], [False, True, False], n_bins=2)
+    fig = viz.reliability_figure({"a": table, "b": table})
+    assert [t.type for t in fig.data] == ["bar", "bar", "scatter"]
+    assert list(fig.data[0].y) == [0.0, 0.5] and list(fig.data[0].text) == ["n=1", "n=2"]
+    analysis = probe.analyse_predictions([("Where was Ada Lovelace born?", "London"),
+                                          ("Where was Grace Hopper born?", "Rome")], ["London", "London"],
+                                         [0.9, 0.3], index, ["London"], "London")
+    summaries = {"a": probe.category_summary(analysis.frame)}
+    fig = viz.category_share_bars(summaries)
+    assert [t.meta["category"] for t in fig.data] == list(probe.CATEGORIES)
+    assert sum(t.x[0] for t in fig.data) == pytest.approx(1.0)
+    fig = viz.confidence_by_category(analysis.frame)
+    assert {t.meta["category"]: list(t.y) for t in fig.data} == {"retrieved": [0.9], "unseen name": [0.3]}
+
+
+def test_answers_frame_ranks_the_truth():
+    ranking = probe.CandidateRanking("q", ["London", "Paris"], np.log([0.3, 0.1]))
+    frame = probe.answers_frame({"m": probe.ProbeAnswer("q", "Lond", 0.2, ranking)}, truth="Paris")
+    row = frame.iloc[0]
+    assert row["greedy answer"] == "Lond" and not row["correct"] and not row["answer is a training label"]
+    assert row["rank of the truth"] == 2 and row["probability on the candidate list"] == pytest.approx(0.4)
+    no_truth = probe.answers_frame({"m": probe.ProbeAnswer("q", "Paris", 0.2, ranking)})
+    assert no_truth.iloc[0]["correct"] is None
+
+
+def test_continuation_log_probs_edge_cases():
+    tokenizer = CharTokenizer.from_corpus("Where was Ada born? London")
+    model = tiny_model(tokenizer.vocab_size, block_size=32)
+    scores = probe.continuation_log_probs(model, tokenizer, ["Ada", "", "Ada"], ["", "London", "London"])
+    assert scores[0] == 0.0 and np.isnan(scores[1]) and scores[2] < 0
+    with pytest.raises(ValueError, match="causal"):
+        probe.continuation_log_probs(tiny_model(tokenizer.vocab_size, causal=False), tokenizer, ["a"], ["b"])

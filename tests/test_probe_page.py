@@ -1,0 +1,225 @@
+"""The Birthplace probe page through Streamlit's AppTest: every tab, bad input, uploads, no models."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core import probe
+from core.checkpoint import list_checkpoints
+from core.data.world import generate_world, write_world
+from core.tokenizer import MASK_CHAR
+from tests.conftest import ROOT, save_tiny_checkpoint
+
+APP = str(ROOT / "app.py")
+BUNDLED = ROOT / "checkpoints"
+TWO_MODELS = ["tiny-birthplace", "tiny-birthplace-synth"]
+
+
+@pytest.fixture(scope="module")
+def small_world(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("probe_world")
+    write_world(generate_world(5, n_people=60, n_dev=12, n_test=0), folder)
+    return folder
+
+
+@pytest.fixture
+def models(tiny_checkpoints: Path) -> Path:
+    """The tiny fixtures plus a second birthplace model (synthesizer), so the page compares two."""
+    # block 64: long enough to score every candidate place
+    save_tiny_checkpoint(tiny_checkpoints / "tiny-birthplace-synth.safetensors", "birthplace",
+                         attention="synthesizer", block_size=64)
+    return tiny_checkpoints
+
+
+def open_page(monkeypatch, checkpoints: Path, world: Path | None, tab: str = "Ask") -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(checkpoints))
+    if world is not None:
+        monkeypatch.setenv(probe.WORLD_ENV, str(world))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/probe.py")
+    at.session_state["probe_tab"] = tab
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> list[str]:
+    return [t.value for t in at.text]
+
+
+def messages(elements) -> list[str]:
+    """st.error / st.warning text as shown: `plain()` escaped Markdown with backslashes."""
+    return [e.value.replace("\\", "") for e in elements]
+
+
+def frames(at: AppTest) -> list:
+    return [d.value for d in at.dataframe]
+
+
+def test_ask_shows_every_model_answer_truth_and_evidence(monkeypatch, models, small_world):
+    at = open_page(monkeypatch, models, small_world)
+    assert sorted(at.multiselect(key="probe_models").value) == TWO_MODELS
+    data = probe.load_probe_data(small_world)
+    question, truth = data.dev_pairs[0]
+    shown = texts(at)
+    assert f"Question: {question}" in shown
+    assert f"True birthplace (birth_dev.tsv): {truth}" in shown
+    assert "The true place is among them." in shown
+    answers = frames(at)[0]
+    assert sorted(answers["model"]) == TWO_MODELS
+    assert len(at.get("plotly_chart")) >= 1  # the attention heatmap (candidates may not fit a block of 32)
+    assert any(code.value.startswith(probe.name_from_question(question)) for code in at.code)
+    link = at.get("page_link")[0].proto
+    focus = at.selectbox(key="probe_focus").value
+    assert link.page == "attention"
+    assert parse_qs(link.query_string) == {"model": [focus], "text": [question + MASK_CHAR]}
+
+
+def test_ask_shows_the_candidates_of_the_focus_model(monkeypatch, models, small_world):
+    at = open_page(monkeypatch, models, small_world)
+    at.selectbox(key="probe_focus").set_value("tiny-birthplace-synth").run()
+    assert not at.exception
+    at.slider(key="probe_ask_k").set_value(5).run()
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    bars = [s for s in specs if s["data"][0]["type"] == "bar"]
+    assert len(bars) == 1 and "tiny-birthplace-synth: top 5 of" in bars[0]["layout"]["title"]["text"]
+    probabilities = bars[0]["data"][0]["x"]
+    assert len(probabilities) == 5 and probabilities == sorted(probabilities, reverse=True)
+
+
+def test_ask_about_an_unseen_name_and_bad_input(monkeypatch, models, small_world):
+    at = open_page(monkeypatch, models, small_world)
+    at.text_input(key="probe_ask").set_value("Where was <b>Nobody</b> Known born?").run()
+    assert not at.exception
+    shown = texts(at)
+    assert "Question: Where was <b>Nobody</b> Known born?" in shown
+    assert any(s.startswith("No document of wiki.txt mentions this name") for s in shown)
+    assert "True birthplace: unknown (not a question of the train or dev file)." in shown
+    at.radio(key="probe_ask_view").set_value("heads").run()
+    assert not at.exception and at.selectbox(key="probe_ask_layer").value == 0
+    for bad, fragment in (("", "Type a name"), (f"Ada{MASK_CHAR}", "reserved"), ("x" * 500, "at most")):
+        at.text_input(key="probe_ask").set_value(bad).run()
+        assert not at.exception
+        assert any(fragment in m for m in messages(at.warning)), messages(at.warning)
+
+
+def test_fabricate_compares_models_side_by_side(monkeypatch, models, small_world):
+    at = open_page(monkeypatch, models, small_world, "Fabricate")
+    at.number_input(key="probe_n").set_value(12).run()
+    assert not at.exception
+    summary, table = frames(at)[:2]
+    assert sorted(summary["model"]) == TWO_MODELS
+    assert list(table.columns[:3]) == ["name", "locale", "country"]
+    assert sorted(table.columns[3:]) == TWO_MODELS
+    assert len(table) == 12
+    corpus = (small_world / probe.CORPUS_FILE).read_text(encoding="utf-8")
+    assert not any(name in corpus for name in table["name"])
+    assert any(t.startswith("Ignoring the name and drawing from the training labels") for t in texts(at))
+    assert len(at.get("plotly_chart")) == 2
+    at.multiselect(key="probe_locales").set_value([]).run()
+    assert not at.exception and any("at least one locale" in m for m in messages(at.warning))
+
+
+def test_dev_set_analysis_table_filters_and_example(monkeypatch, models, small_world):
+    evaluated = []
+    analyse = probe.analyse_dev
+    monkeypatch.setattr(probe, "analyse_dev", lambda *a, **k: evaluated.append(1) or analyse(*a, **k))
+    at = open_page(monkeypatch, models, small_world, "Dev set")
+    assert len(evaluated) == 2  # one evaluation per model, then cached
+    comparison = frames(at)[0]
+    assert sorted(comparison["model"][:2]) == TWO_MODELS
+    assert comparison["model"][2] == f"baseline: always '{probe.load_probe_data(small_world).baseline_place}'"
+    assert comparison["questions"].tolist() == [12, 12, 12]
+    assert any(t.startswith("Expected calibration error") for t in texts(at))
+    table = next(f for f in frames(at) if "category" in getattr(f, "columns", []) and "truth" in f.columns)
+    assert len(table) == 12
+    data = probe.load_probe_data(small_world)
+    at.selectbox(key="probe_dev_example").set_value(3).run()
+    assert not at.exception
+    assert f"Question: {data.dev_pairs[3][0]}" in texts(at)
+    at.radio(key="probe_dev_outcome").set_value("wrong").run()
+    assert not at.exception
+    filtered = next(f for f in frames(at) if "category" in getattr(f, "columns", []) and "truth" in f.columns)
+    focus = at.selectbox(key="probe_focus").value
+    correct = int(comparison.set_index("model").loc[focus, "correct"])
+    assert len(filtered) == 12 - correct and not filtered["correct"].any()
+    assert len(at.get("download_button")) == 2
+    at.radio(key="probe_dev_outcome").set_value("correct").run()
+    assert not at.exception
+    if correct == 0:
+        assert any(i.value == "No question matches these filters." for i in at.info)
+    assert len(evaluated) == 2  # filters and example choices reuse the cached evaluation
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"", "empty"),
+    (b"Where was Ada born? London\n", "no tab"),
+    (os.urandom(5 * 1024 * 1024), "MB"),
+    (bytes(range(128, 256)) * 40, "not UTF-8"),
+])
+def test_bad_uploads_give_one_sentence(monkeypatch, models, small_world, content, fragment):
+    at = open_page(monkeypatch, models, small_world, "Dev set")
+    at.radio(key="probe_dev_source").set_value("upload").run()
+    assert any("Upload a file" in i.value for i in at.info)
+    at.file_uploader(key="probe_upload").upload("questions.tsv", content, "text/tab-separated-values").run()
+    assert not at.exception
+    assert any(fragment in m for m in messages(at.error)), messages(at.error)
+
+
+def test_an_upload_with_unknown_characters_is_evaluated_with_a_warning(monkeypatch, models, small_world):
+    at = open_page(monkeypatch, models, small_world, "Dev set")
+    at.radio(key="probe_dev_source").set_value("upload").run()
+    content = "Where was Zoë Ωmega born?\tLondon\nWhere was Ada Lovelace born?\tParis\n".encode()
+    at.file_uploader(key="probe_upload").upload("mine.tsv", content).run()
+    assert not at.exception and not at.error
+    assert any("never seen" in m and "Ω" in m for m in messages(at.warning))
+    assert frames(at)[0]["questions"].tolist()[0] == 2
+
+
+def test_no_birthplace_checkpoint_is_one_sentence(monkeypatch, tmp_path, small_world):
+    folder = tmp_path / "only-lm"
+    save_tiny_checkpoint(folder / "tiny-lm.safetensors", "lm")
+    at = open_page(monkeypatch, folder, small_world)
+    assert [i.value for i in at.info][-1].startswith("There is no birthplace checkpoint yet")
+    assert not at.error and not at.get("plotly_chart")
+
+
+def test_missing_world_files_are_a_warning(monkeypatch, models, tmp_path):
+    at = open_page(monkeypatch, models, tmp_path)
+    assert any("missing" in m for m in messages(at.warning))
+
+
+def test_page_file_runs_on_its_own(monkeypatch, models, small_world):
+    """Without app.py's navigation the attention link falls back to a plain URL."""
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(models))
+    monkeypatch.setenv(probe.WORLD_ENV, str(small_world))
+    at = AppTest.from_file(str(ROOT / "pages" / "probe.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    focus = at.selectbox(key="probe_focus").value
+    link = next(t for t in texts(at) if t.startswith("Attention page: "))
+    assert link.startswith(f"Attention page: attention?model={focus}&text=Where%20was%20")
+    assert link.endswith("%20born%3F%E2%81%87")  # the question and its ⁇, URL-encoded
+
+
+def bundled_birthplace() -> bool:
+    if not BUNDLED.is_dir():
+        return False
+    return any(i.task == "birthplace" and not i.error for i in list_checkpoints(BUNDLED))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not bundled_birthplace(), reason="no bundled birthplace checkpoint in checkpoints/")
+@pytest.mark.parametrize("tab", ["Ask", "Fabricate", "Dev set"])
+def test_bundled_checkpoints_render_every_tab(monkeypatch, tab):
+    monkeypatch.delenv(probe.WORLD_ENV, raising=False)
+    at = open_page(monkeypatch, BUNDLED, None, tab)
+    assert not at.error
+    assert len(at.get("plotly_chart")) >= 1
