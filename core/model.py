@@ -176,17 +176,21 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, do_sample: bool = False,
                  temperature: float = 1.0, top_k: int | None = None,
-                 generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+                 generator: torch.Generator | None = None, use_cache: bool = True,
+                 stop_id: int | None = None) -> torch.Tensor:
         """Extend a batch of equal-length prompts (B, T) by max_new_tokens -> (B, T + new).
 
         With the cache each step costs one token's work. When the sequence reaches the model's
         context (block_size), it continues as minGPT does, on the last block_size tokens, uncached.
+        With `stop_id`, generation ends early once every row has produced that token (the rows'
+        text up to it is exactly what the full run would give; the output is then shorter).
         """
         if not self.config.causal or self.config.head != "lm":
             raise ValueError("Only causal language models can generate text.")
         context = self.config.block_size if self.max_length is None else self.max_length
         caches = [KVCache() for _ in self.blocks] if use_cache else None
         fed = 0  # tokens of idx already in the cache
+        stopped = None
         for _ in range(max_new_tokens):
             if caches is not None and idx.size(1) <= context:
                 h, _ = self.hidden_states(idx[:, fed:], start=fed, caches=caches)
@@ -202,4 +206,8 @@ class Transformer(nn.Module):
             else:
                 next_id = logits.argmax(dim=-1, keepdim=True)
             idx = torch.cat((idx, next_id), dim=1)
+            if stop_id is not None:
+                stopped = next_id[:, 0] == stop_id if stopped is None else stopped | (next_id[:, 0] == stop_id)
+                if bool(stopped.all()):
+                    break
         return idx

@@ -238,7 +238,7 @@ def token_axis(labels: list[str], positions) -> dict[str, Any]:
 
 
 def attention_height(n_tokens: int) -> int:
-    return int(min(860, max(320, 140 + 6 * n_tokens)))
+    return int(min(900, max(360, 160 + 11 * n_tokens)))  # ~11 px a row keeps labels legible
 
 
 def attention_layout(title: str | None, height: int, **extra: Any) -> dict[str, Any]:
@@ -658,7 +658,8 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
     fig = go.Figure(go.Bar(
         x=probabilities, y=list(range(len(places))), orientation="h", marker_color=colors,
         text=[f"{100 * p:.1f}%" for p in probabilities], textposition="auto",
-        customdata=[html.escape(label) for label in labels], hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
+        customdata=[html.escape(label) for label in labels],
+        hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", **_index_axis(labels))  # _index_axis escapes
     fig.update_xaxes(title="probability among the candidates", range=[0, 1], tickformat=".0%")
     return base_layout(fig, html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
@@ -675,12 +676,13 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
     weights = np.asarray(weights, dtype=float)
     labels = [html.escape(_probe_visible(t)) for t in tokens]
     rows = [html.escape(r) for r in row_labels]
-    text = [[f"{rows[i]}: key {j} '{labels[j]}'" for j in range(weights.shape[1])] for i in range(weights.shape[0])]
+    text = [[f"{row}: key {j} '{label}'" for j, label in enumerate(labels)] for row in rows]
     fig = go.Figure(go.Heatmap(
         z=weights, x=list(range(weights.shape[1])), y=list(range(weights.shape[0])), colorscale=SEQUENTIAL,
         zmin=0.0, zmax=max(float(weights.max()) if weights.size else 1.0, 1e-9), text=text,
         hovertemplate="%{text}<br>weight %{z:.4f}<extra></extra>", colorbar=dict(thickness=12)))
-    fig.update_xaxes(title="prompt character (key)", tickangle=0, **token_axis(labels, list(range(len(labels)))))
+    fig.update_xaxes(title="prompt character (key)", tickangle=0,
+                     **token_axis(labels, list(range(len(labels)))))
     fig.update_yaxes(autorange="reversed", **_index_axis(row_labels))
     return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 1))
 

@@ -156,3 +156,21 @@ def test_cs224n_preset_parameter_count():
 
     with torch.device("meta"):
         assert Transformer(ModelConfig(**PRESETS["cs224n-mingpt"])).num_parameters() == 3_323_392
+
+
+def test_sinusoidal_scheme_scales_embeddings_by_sqrt_d_as_vaswani():
+    model = tiny_model(positional="sinusoidal")
+    x = torch.randn(1, 5, 32)
+    expected = x * math.sqrt(32) + sinusoidal_table(5, 32)
+    assert torch.allclose(model.pos.embed(x), expected, atol=1e-6)
+
+
+def test_generation_stops_once_every_row_produced_the_stop_token():
+    model = tiny_model()
+    prompts = torch.randint(2, 30, (3, 4))
+    full = model.generate(prompts, 25)
+    stop = int(full[0, 6])  # a token row 0 is known to produce
+    early = model.generate(prompts, 25, stop_id=stop)
+    assert torch.equal(early, full[:, : early.size(1)])
+    for row in early[:, 4:]:
+        assert stop in row.tolist() or early.size(1) == full.size(1)
