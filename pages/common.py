@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from core.checkpoint import (
     CheckpointError,
@@ -52,7 +53,18 @@ def all_checkpoints() -> list[CheckpointInfo]:
     return infos
 
 
+def leave_legacy_multipage_mode() -> None:
+    """Streamlit treats a `pages/` folder beside the entry point as a v1 multipage app until some
+    run calls st.navigation. A server whose first visitor opens a page URL directly (a shared
+    link) would run that page alone and stay in v1 for everyone, listing every file in pages/.
+    Flip the flag and rerun, so app.py's st.navigation takes over (checked in a real browser)."""
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def checkpoint_picker() -> CheckpointInfo | None:
+    leave_legacy_multipage_mode()
     infos = [i for i in all_checkpoints() if not i.error]
     with st.sidebar:
         st.header("Model")
