@@ -6,11 +6,24 @@ would vanish from page tests after the first run.
 """
 
 import streamlit as st
+import torch
+
+# One intra-op thread per forward pass: the server runs many small passes for concurrent
+# sessions, and two threads per pass on a 2-core machine made a tiny model ~100x slower
+# under load (measured by bench/attention_page.py while other jobs ran).
+torch.set_num_threads(1)
 
 st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
 
 PAGES = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:"),
+    st.Page("pages/positional.py", title="Positional encodings", icon=":material/linear_scale:"),
+    st.Page("pages/curves.py", title="Training curves", icon=":material/show_chart:"),
+    st.Page("pages/probe.py", title="Birthplace probe", icon=":material/travel_explore:"),
+    st.Page("pages/playground.py", title="Attention playground", icon=":material/calculate:"),
+    st.Page("pages/anatomy.py", title="Model anatomy", icon=":material/account_tree:"),
+    st.Page("pages/open_model.py", title="Open your model", icon=":material/upload_file:"),
 ]
 
 st.navigation(PAGES).run()

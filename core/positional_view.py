@@ -1,0 +1,464 @@
+"""What the positional-encodings page shows, as plain data: pure functions, no streamlit.
+
+Four parts, in the page's order:
+- the encodings themselves: the sinusoidal table (Vaswani et al. 2017), a learned table read from a
+  checkpoint, cosine similarity between position vectors, ALiBi's per-head biases (Press et al. 2022),
+  and RoPE's query-key score as a function of relative distance (Su et al. 2021);
+- which checkpoints differ only in their positional scheme (found by comparing configs, not names),
+  and one sentence through each of them: attention maps and mean attention by query-key distance;
+- their training histories (from checkpoint metadata only);
+- length extrapolation is computed by `core.evaluate` (score_length / evaluate_extrapolation); this
+  module only plans the work and puts the pieces back together.
+
+Every figure's numbers come from the functions that the model itself uses (`core.positional`), so
+what the page draws is what the models compute.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from core.checkpoint import CheckpointInfo
+from core.evaluate import (
+    POSITIONAL_LABELS,
+    DevText,
+    ExtrapolationError,
+    LengthScore,
+    VariantExtrapolation,
+    dev_text_from_metadata,
+    recorded_val_loss,
+    reproduction_note,
+    window_length,
+)
+from core.history import empty_frame, history_from_metadata
+from core.positional import alibi_bias, alibi_slopes, rope_angles, rope_rotate, sinusoidal_table
+
+# --------------------------------------------------------------------------- the encodings themselves
+
+
+def sinusoidal_values(length: int, dim: int, base: float = 10000.0) -> np.ndarray:
+    """(length, dim): PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d))."""
+    return sinusoidal_table(length, dim, base).numpy()
+
+
+def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
+    """(P, D) -> (P, P) cosine similarity between every pair of rows; a zero row gives NaN."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1)
+    safe = np.where(norms > 0, norms, np.nan)
+    unit = vectors / safe[:, None]
+    return unit @ unit.T
+
+
+def learned_table(model) -> np.ndarray | None:
+    """The learned position table `model.pos.table` (block_size, n_embd), or None for other schemes."""
+    table = getattr(model.pos, "table", None)
+    if table is None:
+        return None
+    return table.detach().cpu().double().numpy()
+
+
+@dataclass
+class AlibiView:
+    slopes: list[float]  # one per head, Press et al.'s official sequence
+    bias: np.ndarray  # (n_head, T, T): -slope * (i - j), what is added to the scaled scores
+
+    def slope_rows(self) -> list[dict[str, Any]]:
+        return [{"head": h, "slope": s, "as a power of 2": power_of_two_text(s),
+                 "bias at distance 10": -10 * s} for h, s in enumerate(self.slopes)]
+
+
+def power_of_two_text(value: float) -> str:
+    exponent = math.log2(value)
+    return f"2^{exponent:g}" if abs(exponent - round(exponent)) > 1e-9 else f"2^{round(exponent)}"
+
+
+def alibi_view(n_head: int, length: int, causal: bool = True) -> AlibiView:
+    """Slopes and the bias matrices exactly as `core.positional.ALiBi` adds them (not scaled by 1/sqrt(d))."""
+    return AlibiView(alibi_slopes(n_head), alibi_bias(n_head, length, length, 0, causal).double().numpy())
+
+
+def fixed_random_vector(head_size: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(head_size, generator=generator, dtype=torch.float64)
+
+
+def rope_query_key_scores(q: torch.Tensor, k: torch.Tensor, query_positions: torch.Tensor,
+                          key_positions: torch.Tensor, base: float = 10000.0) -> np.ndarray:
+    """(Tq, Tk) dot products of q rotated to each query position with k rotated to each key position,
+    with the model's own `rope_angles`/`rope_rotate`."""
+    hs = q.numel()
+    rq = rope_rotate(q.double().expand(len(query_positions), hs), rope_angles(query_positions, hs, base))
+    rk = rope_rotate(k.double().expand(len(key_positions), hs), rope_angles(key_positions, hs, base))
+    return (rq @ rk.T).numpy()
+
+
+def rope_distance_scores(head_size: int, max_distance: int, vector: str = "ones", base: float = 10000.0,
+                         seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(distances 0..max_distance, q.k after rotation) for q = k = all-ones or a fixed random vector,
+    the query at position m = distance and the key at position n = 0 (the score depends on m - n only)."""
+    ones = torch.ones(head_size, dtype=torch.float64)
+    q = ones if vector == "ones" else fixed_random_vector(head_size, seed)
+    distances = torch.arange(max_distance + 1)
+    scores = rope_query_key_scores(q, q, distances, torch.zeros(1, dtype=torch.long), base)[:, 0]
+    return distances.numpy(), scores
+
+
+def rope_decay_bound(head_size: int, max_distance: int, base: float = 10000.0
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Su et al. (2021), section 3.4.3 and figure 2: the long-term decay of RoPE.
+
+    With S_j = sum_{k<j} exp(i (m-n) theta_k), |q.k| <= max_i |h_{i+1} - h_i| * sum_j |S_j|; the figure
+    plots the relative upper bound (1 / (d/2)) * sum_{j=1}^{d/2} |S_j| against m - n.
+    """
+    distances = np.arange(max_distance + 1, dtype=np.float64)
+    theta = base ** (-np.arange(0, head_size, 2, dtype=np.float64) / head_size)  # (d/2,)
+    partial = np.cumsum(np.exp(1j * distances[:, None] * theta[None, :]), axis=1)  # S_1..S_{d/2}
+    return distances.astype(int), np.abs(partial).sum(axis=1) / (head_size // 2)
+
+
+def rope_relative_matrix(length: int, head_size: int, base: float = 10000.0) -> np.ndarray:
+    """(T, T): q.k for all-ones q = k rotated to positions m (rows) and n (columns).
+
+    In closed form: sum_i 2 cos((m - n) theta_i), a function of m - n alone."""
+    q = torch.ones(head_size, dtype=torch.float64)
+    positions = torch.arange(length)
+    return rope_query_key_scores(q, q, positions, positions, base)
+
+
+NO_VECTOR_NOTE = {
+    "alibi": "ALiBi has no per-position vector: it adds -slope x (i - j) to the score of query i and key j, "
+             "so what it knows about position is this bias matrix (one per head; head 0 shown).",
+    "rope": "RoPE has no per-position vector either: it rotates queries and keys, so a score depends on "
+            "the distance m - n alone; shown is q.k for all-ones q = k rotated to positions m and n.",
+}
+
+
+@dataclass
+class SimilarityPanel:
+    key: str
+    title: str
+    matrix: np.ndarray | None  # None: nothing to show (no learned table loaded)
+    value: str  # what the colour means
+    zmin: float | None = None
+    zmax: float | None = None
+    note: str | None = None
+
+
+def similarity_panels(sinusoid: np.ndarray, learned: np.ndarray | None, learned_name: str | None,
+                      alibi: AlibiView, length: int, dim: int) -> list[SimilarityPanel]:
+    """What "how similar are two positions" means for each scheme: cosine similarity of the vectors for
+    the additive schemes, and for ALiBi / RoPE (no vectors) the position-pair term they add or compute."""
+    return [
+        SimilarityPanel("sin", "Sinusoidal: cosine similarity", cosine_similarity(sinusoid),
+                        "cosine similarity", -1.0, 1.0),
+        SimilarityPanel("learned", f"Learned ({learned_name}): cosine similarity",
+                        cosine_similarity(learned) if learned is not None else None, "cosine similarity",
+                        -1.0, 1.0),
+        SimilarityPanel("alibi", f"ALiBi: bias of head 0 (slope {alibi.slopes[0]:.4g})", alibi.bias[0],
+                        "bias", note=NO_VECTOR_NOTE["alibi"]),
+        SimilarityPanel("rope", "RoPE: q·k, all-ones q = k", rope_relative_matrix(length, dim), "q·k",
+                        note=NO_VECTOR_NOTE["rope"]),
+    ]
+
+
+def rope_curves(head_size: int, max_distance: int) -> tuple[np.ndarray, ...]:
+    """(distances, all-ones scores, random scores, bound distances, Su et al.'s bound) for the figure."""
+    distances, ones = rope_distance_scores(head_size, max_distance)
+    _, random = rope_distance_scores(head_size, max_distance, vector="random")
+    return (distances, ones, random, *rope_decay_bound(head_size, max_distance))
+
+
+# --------------------------------------------------------------------------- same config, other positions
+
+
+@dataclass
+class PositionalFamily:
+    """Checkpoints whose configs are identical except `positional` (and whose task is the same)."""
+
+    members: list[CheckpointInfo]
+    task: str
+    shared: dict[str, Any]  # the config fields they share
+
+    @property
+    def positionals(self) -> list[str]:
+        return [m.config.get("positional", "") for m in self.members]
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.members]
+
+    def describe(self) -> str:
+        c = self.shared
+        return (f"{len(self.members)} {self.task} checkpoints identical except positional encoding "
+                f"({', '.join(scheme_label(p) for p in dict.fromkeys(self.positionals))}): "
+                f"{c.get('n_layer')} layers, {c.get('n_head')} heads, {c.get('n_embd')} dimensions, "
+                f"block size {c.get('block_size')}, {c.get('attention')} attention")
+
+
+def scheme_label(positional: str) -> str:
+    return POSITIONAL_LABELS.get(positional, positional)
+
+
+SCHEME_ORDER = ("sinusoidal", "learned", "alibi", "rope", "none")
+
+
+def positional_families(infos: Iterable[CheckpointInfo]) -> list[PositionalFamily]:
+    """Group readable checkpoints by (task, config without `positional`); keep groups with at least two
+    different schemes. Largest family first; members in the order sinusoidal, learned, ALiBi, RoPE."""
+    groups: dict[str, list[CheckpointInfo]] = {}
+    for info in infos:
+        if info.error or not info.config:
+            continue
+        rest = {k: v for k, v in info.config.items() if k != "positional"}
+        key = json.dumps([info.task, rest], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(info)
+    families = []
+    for key, members in groups.items():
+        if len({m.config.get("positional") for m in members}) < 2:
+            continue
+        order = {p: i for i, p in enumerate(SCHEME_ORDER)}
+        members = sorted(members, key=lambda m: (order.get(m.config.get("positional"), 99), m.name))
+        task, shared = json.loads(key)
+        families.append(PositionalFamily(members, task, shared))
+    return sorted(families, key=lambda f: (-len(f.members), f.names))
+
+
+def family_for(families: Sequence[PositionalFamily], name: str | None) -> int:
+    """Index of the family that holds checkpoint `name` (the picker's), else 0."""
+    for i, family in enumerate(families):
+        if name in family.names:
+            return i
+    return 0
+
+
+def is_causal_lm(info: CheckpointInfo) -> bool:
+    return info.config.get("head", "lm") == "lm" and bool(info.config.get("causal", True))
+
+
+# --------------------------------------------------------------------------- one sentence, several models
+
+
+class SentenceError(ValueError):
+    """A sentence the page cannot run; str() is one sentence for the user."""
+
+
+@dataclass
+class SentenceAttention:
+    tokens: list[str]
+    attention: np.ndarray  # (n_layer, n_head, T, T): the model's own probabilities
+    allowed: np.ndarray  # (T, T) bool
+    unknown: list[str] = field(default_factory=list)
+    cut: int = 0  # tokens left out past the limit
+
+
+@torch.no_grad()
+def sentence_attention(model, tokenizer, text: str, max_tokens: int) -> SentenceAttention:
+    """Tokenise, keep at most max_tokens (and never more than the model can encode), one forward pass."""
+    tokenized = tokenizer.tokenize(text)
+    if not tokenized.ids:
+        raise SentenceError("The sentence is empty; type a few words.")
+    limit = max_tokens if model.max_length is None else min(max_tokens, model.max_length)
+    ids = tokenized.ids[:limit]
+    idx = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)
+    _, _, attention = model(idx, return_attention=True)  # (L, 1, H, T, T)
+    T = len(ids)
+    if model.config.causal:
+        allowed = np.tril(np.ones((T, T), dtype=bool))
+    else:
+        real = np.array([i != model.config.pad_id for i in ids])
+        real = real if real.any() else np.ones(T, dtype=bool)  # as the model: all-PAD input sees all
+        allowed = np.broadcast_to(real[None, :], (T, T)).copy()
+    return SentenceAttention(tokens=[visible(t) for t in tokenized.tokens[:limit]],
+                             attention=attention[:, 0].cpu().double().numpy(), allowed=allowed,
+                             unknown=tokenized.unknown, cut=len(tokenized.ids) - T)
+
+
+def visible(token: str) -> str:
+    return {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5"}.get(token, token)
+
+
+def attention_by_distance(attention: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean attention weight at each query-key distance d = i - j, per layer and head.
+
+    attention (L, H, T, T), allowed (T, T) -> (distances, (L, H, D)): the mean over the allowed (i, j)
+    with i - j = d, i.e. over the query positions that have a key at that distance. Distances run from
+    the most negative allowed one (0 for causal models) to T - 1; NaN where no pair exists.
+    """
+    attention = np.asarray(attention, dtype=np.float64)
+    T = attention.shape[-1]
+    i, j = np.nonzero(allowed)
+    d = i - j
+    distances = np.arange(d.min() if d.size else 0, T)
+    sums = np.zeros(attention.shape[:2] + (len(distances),))
+    np.add.at(sums, (slice(None), slice(None), d - distances[0]), attention[:, :, i, j])
+    counts = np.bincount(d - distances[0], minlength=len(distances)).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / np.where(counts > 0, counts, np.nan)
+    return distances, means
+
+
+# --------------------------------------------------------------------------- training histories
+
+
+def training_frame(infos: Sequence[CheckpointInfo]) -> tuple[pd.DataFrame, list[str]]:
+    """Every member's history rows (run = checkpoint name), plus train perplexity = exp(train loss)
+    where the trainer logged only the loss (it logs perplexity on the dev split only)."""
+    frames, notes = [], []
+    for info in infos:
+        loaded = history_from_metadata(info.metadata, info.name)
+        notes += loaded.notes
+        frame = loaded.frame
+        has_train_ppl = ((frame["split"] == "train") & (frame["metric"] == "perplexity")).any()
+        if not has_train_ppl:
+            train_loss = frame[(frame["split"] == "train") & (frame["metric"] == "loss")].copy()
+            train_loss["metric"] = "perplexity"
+            train_loss["value"] = np.exp(np.minimum(train_loss["value"].to_numpy(float), 50.0))
+            frame = pd.concat([frame, train_loss], ignore_index=True)
+        frames.append(frame)
+    frames = [f for f in frames if not f.empty]
+    return (pd.concat(frames, ignore_index=True) if frames else empty_frame()), notes
+
+
+def _last(frame: pd.DataFrame, run: str, split: str, metric: str) -> float:
+    rows = frame[(frame["run"] == run) & (frame["split"] == split) & (frame["metric"] == metric)]
+    rows = rows.sort_values("step", kind="stable")
+    values = rows["value"].to_numpy(float)
+    values = values[np.isfinite(values)]
+    return float(values[-1]) if values.size else math.nan
+
+
+def training_table(frame: pd.DataFrame, infos: Sequence[CheckpointInfo]) -> pd.DataFrame:
+    """Final train loss (the last logged batch), final dev loss and their perplexities, per checkpoint."""
+    rows = []
+    for info in infos:
+        train, dev = _last(frame, info.name, "train", "loss"), _last(frame, info.name, "val", "loss")
+        dev_ppl = _last(frame, info.name, "val", "perplexity")
+        rows.append({"checkpoint": info.name, "positional": scheme_label(info.config.get("positional", "")),
+                     "final train loss": train, "final dev loss": dev,
+                     "train perplexity": math.exp(min(train, 50)) if math.isfinite(train) else math.nan,
+                     "dev perplexity": dev_ppl if math.isfinite(dev_ppl) else
+                     (math.exp(min(dev, 50)) if math.isfinite(dev) else math.nan)})
+    return pd.DataFrame(rows, columns=["checkpoint", "positional", "final train loss", "final dev loss",
+                                       "train perplexity", "dev perplexity"])
+
+
+# --------------------------------------------------------------------------- extrapolation: plan, assemble
+
+
+@dataclass(frozen=True)
+class ExtrapolationUnit:
+    protocol: str
+    factor: float
+    length: int
+
+
+def extrapolation_plan(block_size: int, factors: Sequence[float], protocols: Sequence[str]
+                       ) -> list[ExtrapolationUnit]:
+    return [ExtrapolationUnit(p, f, window_length(block_size, f)) for p in protocols for f in sorted(factors)]
+
+
+def work_estimate(n_predictions: int, unit: ExtrapolationUnit, max_length: int | None) -> int:
+    """Tokens the forward passes of one unit read (0 when not applicable): what the run will cost."""
+    if max_length is not None and unit.length > max_length:
+        return 0
+    if unit.protocol == "windows":
+        return (n_predictions // unit.length) * unit.length
+    return unit.length + max(0, n_predictions - unit.length) * unit.length
+
+
+def planned_work(block_size: int, factors: Sequence[float], protocols: Sequence[str],
+                 limits: dict[str, int | None], n_text_tokens: int, max_length: int | None = None) -> int:
+    """Token positions one model reads for these settings (what the Run button will cost)."""
+    return sum(work_estimate(min(limits.get(u.protocol) or n_text_tokens, n_text_tokens), u, max_length)
+               for u in extrapolation_plan(block_size, factors, protocols))
+
+
+def assemble(name: str, positional: str, block_size: int, max_length: int | None,
+             scores: Sequence[LengthScore], text_source: str, stream_tokens: int,
+             notes: Sequence[str] = ()) -> VariantExtrapolation:
+    return VariantExtrapolation(name, positional, block_size, max_length, list(scores), text_source,
+                                stream_tokens, list(notes))
+
+
+def family_dev_text(members: Sequence[CheckpointInfo]) -> DevText:
+    """The dev split of the first member's recorded corpus; a note when members recorded other corpora."""
+    if not members:
+        raise ExtrapolationError("No checkpoints to evaluate.")
+    text = dev_text_from_metadata(members[0].metadata, members[0].name)
+    first = _corpus_hashes(members[0])
+    others = [m.name for m in members[1:] if _corpus_hashes(m) != first]
+    if others:
+        text.notes.append(f"{', '.join(others)} recorded a different training corpus than {members[0].name}; "
+                          f"all are evaluated on {members[0].name}'s dev split.")
+    return text
+
+
+def _corpus_hashes(info: CheckpointInfo) -> list[Any]:
+    data = info.metadata.get("data") or []
+    return [(d.get("sha256"), d.get("path")) if isinstance(d, dict) else d for d in data]
+
+
+def markdown_escape(text: str) -> str:
+    """Backslash-escape every ASCII punctuation character (CommonMark), so names and paths from checkpoint
+    metadata render literally in st.caption / st.warning: no emphasis, links, :shortcodes: or $math$."""
+    return "".join("\\" + c if c in _MARKDOWN_PUNCTUATION else c for c in str(text))
+
+
+_MARKDOWN_PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+@dataclass
+class ExtrapolationRun:
+    variants: list[VariantExtrapolation]
+    problems: list[str]  # models whose weights do not give back the dev loss training recorded
+    checked: bool  # whether that check ran (only on the recorded dev split)
+    work: int  # token positions read through the models, planned
+
+
+def run_extrapolation(models: Sequence[tuple[CheckpointInfo, Any]], n_text_tokens: int,
+                      factors: Sequence[float], protocols: Sequence[str], limits: dict[str, int | None],
+                      check: bool,
+                      score: Callable[[CheckpointInfo, Any, int | None, ExtrapolationUnit], LengthScore],
+                      progress: Callable[[float, str], None] | None = None) -> ExtrapolationRun:
+    """Every (model, protocol, length) through `score` (the page passes its cached `score_length`), and,
+    on the recorded dev split, the windows protocol at 1x over the whole split, which must give back the
+    dev loss training recorded (the same computation) -- if not, the numbers are not the trained model's.
+
+    `models`: (CheckpointInfo, LoadedCheckpoint) pairs; `limits`: max predictions per protocol;
+    progress(fraction done, what runs now) is weighted by the token positions each unit reads.
+    """
+    jobs = []
+    for info, loaded in models:
+        block, max_length = loaded.config.block_size, loaded.model.max_length
+        for unit in extrapolation_plan(block, factors, protocols):
+            cap = limits.get(unit.protocol)
+            work = work_estimate(min(cap or n_text_tokens, n_text_tokens), unit, max_length)
+            jobs.append((info, loaded, unit, cap, work, False))
+        if check:  # the whole split (cap None), at the training length
+            jobs.append((info, loaded, ExtrapolationUnit("windows", 1.0, block), None, n_text_tokens, True))
+    total, done = max(sum(j[4] for j in jobs), 1), 0
+    scores: dict[str, list[LengthScore]] = {info.name: [] for info, _ in models}
+    problems = []
+    for info, loaded, unit, cap, work, is_check in jobs:
+        if progress:
+            progress(min(done / total, 1.0), f"{info.name}: {unit.protocol}, {unit.length} tokens")
+        if is_check:
+            measured = score(info, loaded, cap, unit)
+            problems.append(reproduction_note(info.name, recorded_val_loss(info.metadata), measured.loss))
+        else:
+            scores[info.name].append(score(info, loaded, cap, unit))
+        done += work
+    if progress:
+        progress(1.0, "done")
+    variants = [assemble(info.name, loaded.config.positional, loaded.config.block_size,
+                         loaded.model.max_length, scores[info.name], "", 0) for info, loaded in models]
+    return ExtrapolationRun(variants, [p for p in problems if p], check, total)

@@ -1,0 +1,138 @@
+"""The positional encodings page renders with a tiny family, with unrelated checkpoints, with none, and
+with the bundled LM set when it exists; the extrapolation runs behind its button."""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core import checkpoint
+from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
+
+PAGE = str(ROOT / "pages" / "positional.py")
+SCHEMES = ("learned", "sinusoidal", "alibi", "rope")
+BUNDLED = [ROOT / "checkpoints" / f"lm-{p}.safetensors" for p in SCHEMES]
+
+
+def page(folder: Path, monkeypatch) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def run_extrapolation(at: AppTest, max_tokens: int = 48, max_sliding: int | None = None) -> AppTest:
+    at.number_input(key="pos_max_windows").set_value(max_tokens)
+    at.number_input(key="pos_max_sliding").set_value(max_sliding or max_tokens)
+    at.button[0].click().run()  # the form's submit button
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(at: AppTest) -> str:
+    elements = [*at.markdown, *at.caption, *at.info, *at.warning]
+    return "\n".join(e.value for e in elements)
+
+
+@pytest.fixture
+def tiny_family(tmp_path: Path) -> Path:
+    """Four tiny LMs differing only in positional encoding, trained on a corpus file they record."""
+    from core.tokenizer import CharTokenizer
+
+    folder = tmp_path / "family"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TINY_CORPUS * 20, encoding="utf-8")
+    tokenizer = CharTokenizer.from_corpus(TINY_CORPUS)
+    data = [{"path": str(corpus), "sha256": hashlib.sha256(corpus.read_bytes()).hexdigest()}]
+    for name, positional in [("one", "learned"), ("two", "sinusoidal"), ("three", "alibi"), ("four", "rope")]:
+        model = tiny_model(tokenizer.vocab_size, positional=positional, block_size=16)
+        checkpoint.save(folder / f"{name}.safetensors", model, tokenizer, "lm", data=data,
+                        extra={"val_fraction": "0.1", "level": "char"},
+                        history=[{"run": name, "step": 5, "epoch": 1, "tokens": 10, "wall_time": 1.0,
+                                  "split": "val", "metric": "loss", "value": 2.0}])
+    save_tiny_checkpoint(folder / "classifier.safetensors", "classify")
+    return folder
+
+
+def test_page_shows_the_family_and_runs_the_extrapolation(tiny_family, monkeypatch):
+    at = page(tiny_family, monkeypatch)
+    shown = texts(at)
+    assert "4 lm checkpoints identical except positional encoding" in shown.replace("\\", "")
+    assert "the validation split of training" in shown.replace("\\", "")
+    assert at.selectbox(key="pos_learned_source").value == "one"
+    assert len(at.get("plotly_chart")) >= 9  # tables, 4 similarities, ALiBi, RoPE, 4 maps, by distance...
+    at = run_extrapolation(at, max_tokens=80)  # 4x the block size (64) fits in one window
+    plain = [m.value.replace("\\", "") for m in at.markdown]
+    summary = [m for m in plain if "training length (" in m]
+    assert summary and "dev perplexity" in summary[0]
+    assert any("no number for learned at 1.5x, 2x, 3x, 4x (no positions past 16"
+               in m.value.replace("\\", "") for m in at.markdown)
+    table = at.dataframe[-1].value
+    assert len(table) == 4 * 6 * 2  # one row per (variant, length, protocol)
+    learned = table[table["variant"] == "learned"]
+    assert learned[learned["length"] > 16]["perplexity"].isna().all()
+    assert learned[learned["length"] <= 16]["perplexity"].notna().all()
+    assert table[table["variant"] != "learned"]["perplexity"].notna().all()
+    at.selectbox(key="pos_position_length").set_value(16).run()
+    assert not at.exception
+
+
+def test_page_controls_rerun_without_errors(tiny_family, monkeypatch):
+    at = page(tiny_family, monkeypatch)
+    at.slider(key="pos_length").set_value(24)
+    at.slider(key="pos_dim").set_value(16)
+    at.number_input(key="pos_heads").set_value(6)
+    at.text_input(key="pos_text").input("Ada <b>was</b> born in Zürich ☃")
+    at.selectbox(key="pos_layer").set_value(1)
+    at.radio(key="pos_metric").set_value("perplexity")
+    at.checkbox(key="pos_train").check()
+    at.run()
+    assert not at.exception, at.exception
+    assert any("not in the vocabulary" in w.value for w in at.warning)
+    at.text_input(key="pos_text").input("").run()
+    assert not at.exception and any("empty" in w.value for w in at.warning)
+
+
+def test_page_with_unrelated_checkpoints_explains_and_evaluates_the_selected_model(tiny_checkpoints,
+                                                                                  monkeypatch):
+    at = page(tiny_checkpoints, monkeypatch)
+    assert any("No checkpoints differ only in their positional encoding" in i.value for i in at.info)
+    assert any("records no training corpus" in i.value.replace("\\", "") for i in at.info)
+    at.text_area(key="pos_dev_text").input("Ada Lovelace was born in London . " * 3).run()
+    at = run_extrapolation(at, max_tokens=40)
+    assert any("training length (" in m.value.replace("\\", "") for m in at.markdown)
+    at.text_area(key="pos_dev_text").input("").run()
+    assert not at.exception and any("no text to evaluate" in w.value for w in at.warning)
+
+
+def test_page_without_checkpoints_still_draws_the_encodings(tmp_path, monkeypatch):
+    at = page(tmp_path / "empty", monkeypatch)
+    assert any("No checkpoint with learned positions" in i.value for i in at.info)
+    assert any("need causal language models" in i.value for i in at.info)
+    assert len(at.get("plotly_chart")) >= 6
+
+
+def test_page_is_reachable_from_the_app(tiny_family, monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_family))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("pages/positional.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Positional encodings"
+
+
+@pytest.mark.skipif(not all(p.exists() for p in BUNDLED), reason="the bundled LM set is not trained yet")
+def test_page_with_the_bundled_lm_set(monkeypatch):
+    at = page(ROOT / "checkpoints", monkeypatch)
+    shown = texts(at).replace("\\", "")
+    assert "4 lm checkpoints identical except positional encoding" in shown
+    at.multiselect(key="pos_factors").set_value([1.0, 4.0])
+    at = run_extrapolation(at, max_tokens=300, max_sliding=64)  # 300 > one window of 4x64 + 1
+    table = at.dataframe[-1].value
+    assert len(table) == 4 * 2 * 2
+    learned = table[table["variant"] == "learned"]
+    assert learned[learned["factor"] == 4.0]["perplexity"].isna().all()
+    assert table[table["variant"] != "learned"]["perplexity"].notna().all()
