@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.text import markdown_escape
 from core.tokenizer import MASK_CHAR, Tokenizer
 
 MAX_TOKENS_PAST_BLOCK = 512  # no-hard-limit schemes: how far past block_size a user may run (memory)
@@ -100,12 +101,6 @@ def visible_token(token: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
-
-
-def markdown_escape(text: str) -> str:
-    """Backslash-escape every ASCII punctuation character (CommonMark): no markup, links or HTML."""
-    return "".join("\\" + ch if ch.isascii() and not ch.isalnum() and ch.isprintable() and ch != " "
-                   else ch for ch in text)
 
 
 def describe_piece(piece: str) -> str:

@@ -407,13 +407,6 @@ def _corpus_hashes(info: CheckpointInfo) -> list[Any]:
     return [(d.get("sha256"), d.get("path")) if isinstance(d, dict) else d for d in data]
 
 
-def markdown_escape(text: str) -> str:
-    """Backslash-escape every ASCII punctuation character (CommonMark), so names and paths from checkpoint
-    metadata render literally in st.caption / st.warning: no emphasis, links, :shortcodes: or $math$."""
-    return "".join("\\" + c if c in _MARKDOWN_PUNCTUATION else c for c in str(text))
-
-
-_MARKDOWN_PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
 @dataclass

@@ -6,10 +6,10 @@ Not a page itself (app.py lists pages explicitly). The selected checkpoint lives
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import streamlit as st
+from streamlit import config as st_config
 from streamlit.runtime.pages_manager import PagesManager
 
 from core.checkpoint import (
@@ -21,6 +21,7 @@ from core.checkpoint import (
     load,
 )
 from core.describe import model_card
+from core.text import markdown_escape
 
 NO_CHECKPOINTS = (
     "No checkpoints found in `{folder}`. Run `make checkpoints` to train the bundled models "
@@ -57,8 +58,9 @@ def leave_legacy_multipage_mode() -> None:
     """Streamlit treats a `pages/` folder beside the entry point as a v1 multipage app until some
     run calls st.navigation. A server whose first visitor opens a page URL directly (a shared
     link) would run that page alone and stay in v1 for everyone, listing every file in pages/.
-    Flip the flag and rerun, so app.py's st.navigation takes over (checked in a real browser)."""
-    if PagesManager.uses_pages_directory:
+    Flip the flag and rerun, so app.py's st.navigation takes over (checked in a real browser).
+    AppTest resets this flag before every run and already runs app.py: nothing to do there."""
+    if PagesManager.uses_pages_directory and not st_config.get_option("global.appTest"):
         PagesManager.uses_pages_directory = False
         st.rerun()
 
@@ -99,13 +101,9 @@ def select_checkpoint(name: str) -> None:
     st.session_state.pop("picker_model", None)
 
 
-MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
 def plain(text: object) -> str:
-    """Escape Markdown (and LaTeX/HTML) so a file name or error text shows literally in
-    st.error / st.warning / st.info, which render Markdown."""
-    return MARKDOWN_SPECIALS.sub(r"\\\1", str(text))
+    """A file name or error text shown literally in st.error / st.warning / st.info (Markdown)."""
+    return markdown_escape(text)
 
 
 def selected_info() -> CheckpointInfo | None:

@@ -17,6 +17,7 @@ import streamlit as st
 from core import evaluate as ev
 from core import positional_view as pv
 from core import viz
+from core.text import markdown_escape
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, selected_info, show_figure
 
 checkpoint_picker()
@@ -55,7 +56,7 @@ if families:
                                    format_func=lambda i: families[i].describe()) if len(families) > 1
                       else 0]
     members = family.members
-    st.caption(pv.markdown_escape(family.describe() + "."))
+    st.caption(markdown_escape(family.describe() + "."))
 elif info is not None and pv.is_causal_lm(info):
     members = [info]
     st.info("No checkpoints differ only in their positional encoding; sections 2-4 show the selected model "
@@ -173,7 +174,7 @@ if runs:
 st.header("3. Their training")
 frame, notes = pv.training_frame([m for m, _ in loaded])
 for note in notes:
-    st.caption(pv.markdown_escape(note))
+    st.caption(markdown_escape(note))
 c1, c2 = st.columns(2)
 metric = c1.radio("Metric", ["loss", "perplexity"], horizontal=True, key="pos_metric")
 splits = ("val", "train") if c2.checkbox("Also the training curve (per batch)", key="pos_train") else ("val",)
@@ -193,12 +194,12 @@ for protocol, description in ev.PROTOCOL_DESCRIPTIONS.items():
     st.markdown(f"- **{protocol}**: {description}")
 try:
     dev = pv.family_dev_text([m for m, _ in loaded])
-    st.caption(pv.markdown_escape(f"Text: {dev.source}."))
+    st.caption(markdown_escape(f"Text: {dev.source}."))
     for note in dev.notes:
-        st.warning(pv.markdown_escape(note))
+        st.warning(markdown_escape(note))
     dev_text, recorded_split = dev.text, True
 except ev.ExtrapolationError as exc:
-    st.info(pv.markdown_escape(f"{exc} Paste one below."))
+    st.info(markdown_escape(f"{exc} Paste one below."))
     dev_text = st.text_area("Text to evaluate on", max_chars=200_000, key="pos_dev_text")
     recorded_split = False
 with st.form("pos_extrapolation"):
@@ -234,13 +235,13 @@ elif settings:
                                    {"windows": max_windows, "sliding": max_sliding}, recorded_split, score,
                                    lambda fraction, what: bar.progress(fraction, text=what))
     except ev.ExtrapolationError as exc:
-        st.error(pv.markdown_escape(str(exc)))
+        st.error(markdown_escape(str(exc)))
         st.stop()
     bar.empty()
     st.caption(f"This run read about {run.work:,} token positions through the models (sliding: one forward "
                "pass of L tokens per prediction); each (model, protocol, length) is cached once computed.")
     for problem in run.problems:
-        st.warning(pv.markdown_escape(problem))
+        st.warning(markdown_escape(problem))
     if run.checked and not run.problems:
         st.caption("Checked: at 1x over the whole dev split, every model gives back the dev loss its "
                    "training recorded.")
@@ -249,7 +250,7 @@ elif settings:
     show_figure(viz.extrapolation_figure(variants, labels, list(protocols), title="Dev perplexity by length"),
                 "extrapolation", key="pos_extrapolation_fig")
     for sentence in ev.extrapolation_summary(variants):
-        st.markdown(pv.markdown_escape(sentence))
+        st.markdown(markdown_escape(sentence))
     table = pd.DataFrame(ev.extrapolation_rows(variants))
     st.dataframe(table.drop(columns=["checkpoint", "positional"]), hide_index=True)
     st.download_button("Download CSV", table.to_csv(index=False).encode(), "extrapolation.csv", "text/csv")
@@ -263,7 +264,7 @@ elif settings:
         missing = [label for label, v in zip(labels, variants)
                    if not any(s.applicable and s.length == chosen_length for s in v.scores)]
         if missing:
-            st.caption(pv.markdown_escape(f"Not drawn (cannot read {chosen_length} tokens): "
+            st.caption(markdown_escape(f"Not drawn (cannot read {chosen_length} tokens): "
                                           f"{', '.join(missing)}."))
 st.caption("The whole dev text: `python -m core.evaluate extrapolation checkpoints/lm-*.safetensors` "
            "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")

@@ -9,6 +9,7 @@ import torch
 from core import checkpoint, viz
 from core import positional_view as pv
 from core.evaluate import LengthScore, VariantExtrapolation
+from core.text import markdown_escape
 from tests.conftest import save_tiny_checkpoint, tiny_model
 
 # --------------------------------------------------------------------------- sinusoidal (Vaswani et al.)
@@ -277,7 +278,7 @@ def test_position_loss_figure_leaves_out_what_was_not_measured():
 
 
 def test_markdown_escape_leaves_nothing_to_interpret():
-    assert pv.markdown_escape("a_b *c* [x](y) :smile: $1$") == \
+    assert markdown_escape("a_b *c* [x](y) :smile: $1$") == \
         "a\\_b \\*c\\* \\[x\\]\\(y\\) \\:smile\\: \\$1\\$"
 
 
