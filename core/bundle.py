@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORLD = "data/world"
 WIKI = f"{WORLD}/wiki.txt"
 
-BIRTH = ModelShape(n_layer=4, n_head=4, n_embd=128, block_size=128, dropout=0.1)
+BIRTH = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=128, dropout=0.1)
 LM = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=64, dropout=0.1)
 ENCODER = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=32, dropout=0.1)
 
@@ -48,8 +48,11 @@ class Recipe:
     bundled: bool = True  # False: an intermediate file, deleted after use
 
 
-PRETRAIN = TrainerConfig(max_epochs=18, batch_size=64, learning_rate=4e-3, warmup_tokens=512 * 20, seed=0)
-FINETUNE = TrainerConfig(max_epochs=10, batch_size=64, learning_rate=6e-4, warmup_tokens=512 * 20, seed=0)
+# Pretraining memorises facts, so no dropout there; the CPU budget affords ~10 epochs, where the
+# assignment runs 650 on a GPU (see checkpoints/README.md for what that costs in accuracy).
+PRETRAIN = TrainerConfig(max_epochs=10, batch_size=64, learning_rate=4e-3, warmup_tokens=512 * 20, seed=0)
+SYNTH_PRETRAIN = TrainerConfig(max_epochs=8, batch_size=64, learning_rate=4e-3, warmup_tokens=512 * 20, seed=0)
+FINETUNE = TrainerConfig(max_epochs=8, batch_size=64, learning_rate=1e-3, warmup_tokens=512 * 20, seed=0)
 LM_TRAIN = TrainerConfig(max_epochs=4, batch_size=32, learning_rate=2e-3, warmup_tokens=64 * 32 * 20, seed=0)
 MLM = TrainerConfig(max_epochs=12, batch_size=64, learning_rate=2e-3, seed=0)
 CLASSIFY = TrainerConfig(max_epochs=6, batch_size=32, learning_rate=1e-3, seed=0)
@@ -61,7 +64,7 @@ def _path(name: str) -> str:
 
 RECIPES: list[Recipe] = [
     Recipe("wiki-vanilla-pretrained", "pretrain", "span-corruption pretraining on wiki.txt (CS224N)",
-           dict(corpus_path=WIKI), BIRTH, PRETRAIN),
+           dict(corpus_path=WIKI), shape(BIRTH, dropout=0.0), PRETRAIN),
     Recipe("birth-vanilla-pretrained", "finetune", "the pretrained model finetuned on birth_places_train.tsv",
            dict(corpus_path=WIKI, finetune_corpus_path=f"{WORLD}/birth_places_train.tsv",
                 reading_params_path=_path("wiki-vanilla-pretrained"), eval_corpus_path=f"{WORLD}/birth_dev.tsv"),
@@ -70,7 +73,7 @@ RECIPES: list[Recipe] = [
            dict(corpus_path=WIKI, finetune_corpus_path=f"{WORLD}/birth_places_train.tsv",
                 eval_corpus_path=f"{WORLD}/birth_dev.tsv"), BIRTH, FINETUNE),
     Recipe("wiki-synthesizer-pretrained", "pretrain", "span-corruption pretraining, synthesizer attention",
-           dict(corpus_path=WIKI), shape(BIRTH, attention="synthesizer"), PRETRAIN),
+           dict(corpus_path=WIKI), shape(BIRTH, attention="synthesizer", dropout=0.0), SYNTH_PRETRAIN),
     Recipe("birth-synthesizer-pretrained", "finetune", "the synthesizer pretrained model, finetuned",
            dict(corpus_path=WIKI, finetune_corpus_path=f"{WORLD}/birth_places_train.tsv",
                 reading_params_path=_path("wiki-synthesizer-pretrained"),
@@ -172,10 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.readme_only:
         for recipe in chosen:
             result = build(recipe)
+            # re-read: two `--only` groups may run side by side
+            timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
             timings[recipe.name] = round(result["seconds"], 1)
             timings_file.write_text(json.dumps(timings, indent=1, sort_keys=True) + "\n")
             print(f"{recipe.name}: {result['seconds'] / 60:.1f} min, {_fmt_metrics(result['metrics'])}", flush=True)
-        for recipe in RECIPES:
+        for recipe in chosen:
             if not recipe.bundled:
                 Path(_path(recipe.name)).unlink(missing_ok=True)
     total = sum(timings.values())
