@@ -206,11 +206,38 @@ def read_metadata(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[
     return _decode_metadata(header.get("__metadata__"), path.name)
 
 
+def _check_config_against_header(config: ModelConfig, header: dict[str, Any], name: str) -> None:
+    """Compare what the config implies with the tensors the file declares, before building anything:
+    a small file whose config claims a huge model must be refused, not allocated."""
+    shapes = {key: entry.get("shape") for key, entry in header.items() if key != "__metadata__"}
+    blocks = {key.split(".")[1] for key in shapes if key.startswith("blocks.")}
+    if len(blocks) != config.n_layer:
+        raise CheckpointError(f"{name}: the config has {config.n_layer} layers but the file has tensors for "
+                              f"{len(blocks)}.")
+    embedding = shapes.get("tok_emb.weight")
+    if embedding != [config.vocab_size, config.n_embd]:
+        raise CheckpointError(f"{name}: tensor 'tok_emb.weight' has shape {tuple(embedding or ())} but the "
+                              f"config implies {(config.vocab_size, config.n_embd)}.")
+    with torch.device("meta"):  # shapes only, no memory
+        expected = Transformer(config).state_dict()
+    missing = sorted(set(expected) - set(shapes))
+    unexpected = sorted(set(shapes) - set(expected))
+    if missing:
+        raise CheckpointError(f"{name} lacks tensor {missing[0]!r} that the config requires.")
+    if unexpected:
+        raise CheckpointError(f"{name} has tensor {unexpected[0]!r} that the config does not use.")
+    for key, tensor in expected.items():
+        if list(tensor.shape) != shapes[key]:
+            raise CheckpointError(f"{name}: tensor {key!r} has shape {tuple(shapes[key] or ())} but the "
+                                  f"config implies {tuple(tensor.shape)}.")
+
+
 def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu") -> LoadedCheckpoint:
     """Rebuild (model in eval mode, tokenizer, metadata) from a file, or raise CheckpointError."""
     path = Path(path)
     name = path.name
-    meta = read_metadata(path, max_bytes)
+    header, _ = _read_header(path, max_bytes)
+    meta = _decode_metadata(header.get("__metadata__"), name)
     try:
         config = ModelConfig.from_dict(meta.get("config"))
     except ConfigError as exc:
@@ -225,6 +252,7 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cp
     if config.head == "classifier" and len(meta.get("labels") or []) != config.n_classes:
         raise CheckpointError(f"{name}: the classifier has {config.n_classes} classes but "
                               f"{len(meta.get('labels') or [])} labels.")
+    _check_config_against_header(config, header, name)
     model = Transformer(config)
     expected = model.state_dict()
     try:

@@ -44,6 +44,18 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}.")
+        for name in ("dropout", "rope_base"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ConfigError(f"{name} must be a number, got {value!r}.")
+        for name in ("n_classes", "pad_id"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}.")
+        if not isinstance(self.causal, bool):
+            raise ConfigError(f"causal must be true or false, got {self.causal!r}.")
+        if not self.rope_base > 1:
+            raise ConfigError(f"rope_base must be greater than 1, got {self.rope_base!r}.")
         _check_choice("positional", self.positional, POSITIONAL)
         _check_choice("attention", self.attention, ATTENTION)
         _check_choice("head", self.head, HEADS)
@@ -87,8 +99,8 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _check_choice(field: str, value: str, registry: dict) -> None:
-    if value not in registry:
+def _check_choice(field: str, value: str, registry) -> None:
+    if not isinstance(value, str) or value not in registry:
         raise ConfigError(f"Unknown {field} {value!r}; choose one of: {', '.join(registry)}.")
 
 

@@ -198,7 +198,7 @@ def infer_config(state: dict[str, torch.Tensor], n_head: int = DEFAULT_N_HEAD,
         raise ConversionError(f"{name} has no transformer blocks (no 'blocks.0.' tensors).")
     n_layer = max(layers) + 1
     if len(layers) != n_layer:  # checked before building: a stray "blocks.99999." must not allocate
-        gap = min(set(range(n_layer)) - layers)
+        gap = next(i for i, layer in enumerate(sorted(layers)) if i != layer)  # no range(n_layer): n may be 1e9
         raise ConversionError(f"{name} has tensors for block {n_layer - 1} but none for block {gap}.")
     attention = _attention_variant(state, name)
     if not isinstance(n_head, int) or n_head < 1:

@@ -30,6 +30,7 @@ from core.convert import (
     save_conversion,
     sha256_bytes,
 )
+from core.text import existing_folder
 
 MB = 1024 * 1024
 CHECKPOINT_LIMIT_MB = 512
@@ -81,11 +82,11 @@ def destination_folder(requested: str | None, session_folder: Callable[[], Path]
     text = (requested or "").strip()
     if not text:
         return session_folder()
-    folder = Path(text).expanduser()
-    if not folder.is_absolute():
-        raise UploadError(f"Give the folder as an absolute path (like /home/you/models), not {text!r}.")
-    if not folder.is_dir():
-        raise UploadError(f"The folder {text} does not exist; create it first.")
+    if not (text.startswith("/") or text.startswith("~")):
+        raise UploadError(f"Give the folder as an absolute path (like /home/you/models), not {text[:200]!r}.")
+    folder = existing_folder(text)
+    if folder is None:
+        raise UploadError(f"The folder {text[:200]!r} does not exist; create it first.")
     resolved = folder.resolve()
     # The picker lists these folders already (and a model there would show up twice); the bundled
     # one belongs to the app.

@@ -14,6 +14,7 @@ import streamlit as st
 
 from core import history as hist
 from core.checkpoint import checkpoint_dir
+from core.text import existing_folder
 from core.viz import training_curves_figure
 from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure
 
@@ -88,10 +89,8 @@ with st.expander("More runs: a folder of checkpoints and training logs, or uploa
                              help=f"Only the metadata is read, never the weights. Up to {MAX_UPLOAD_MB} MB.")
 extra_folder: Path | None = None
 if folder_text.strip():
-    candidate = Path(folder_text.strip()).expanduser()
-    if candidate.is_dir():
-        extra_folder = candidate
-    else:
+    extra_folder = existing_folder(folder_text)
+    if extra_folder is None:
         st.warning("That folder does not exist on this machine; type the path of a folder.")
 
 checkpoints = [(i.name, i.path) for i in all_checkpoints() if not i.error]
