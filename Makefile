@@ -31,3 +31,8 @@ clean-venv:
 # Retrain every bundled checkpoint from data/world/ (about 30-45 minutes on a 2-core CPU).
 checkpoints: $(STAMP)
 	$(PY) -m core.bundle
+
+# Benchmarks against baselines measured in the same run (minutes; not part of `make test`).
+# One summary table; exits non-zero if a target is missed. See bench/README.md.
+bench: $(STAMP)
+	$(PY) -m bench.run_all

@@ -13,19 +13,19 @@ PAGE_GUIDE = {
     "Home": "this page: what each page is for and which models are loaded.",
     "Attention": "type a sentence, see every head's attention (one head, all heads, one token, mean/max/"
                  "rollout), compare two models, export PNG/SVG/CSV, share the link.",
-    "Open your model": "bring a CS224N minGPT .params file (with its wiki.txt) or a checkpoint of ours; "
-                       "it joins the model picker.",
+    "Positional encodings": "sinusoidal, learned, ALiBi and RoPE side by side: the encodings, one sentence "
+                            "through models that differ only in them, their training, and train short / "
+                            "test long perplexity.",
     "Training curves": "overlay runs' loss, accuracy, perplexity or lr (finished or live), smoothed, "
                        "with best values, CSV export and a shareable link.",
+    "Birthplace probe": "what a birthplace model retrieves vs. makes up: answer, candidate places, corpus "
+                        "evidence and attention for a name; fabricated names; dev-set errors by evidence.",
     "Attention playground": "attention by hand, no checkpoint needed: edit keys, values and queries, "
                             "course presets (copy, average), one head vs two heads under noisy keys.",
     "Model anatomy": "parameters per module with the formula next to each count (checkpoint or course "
                      "models), and the causal and padding masks of a typed input.",
-    "Birthplace probe": "what a birthplace model retrieves vs. makes up: answer, candidate places, corpus "
-                        "evidence and attention for a name; fabricated names; dev-set errors by evidence.",
-    "Positional encodings": "sinusoidal, learned, ALiBi and RoPE side by side: the encodings, one sentence "
-                            "through models that differ only in them, their training, and train short / "
-                            "test long perplexity.",
+    "Open your model": "bring a CS224N minGPT .params file (with its wiki.txt) or a checkpoint of ours; "
+                       "it joins the model picker.",
 }
 for page, purpose in PAGE_GUIDE.items():
     st.markdown(f"- **{page}**: {purpose}")
