@@ -82,7 +82,8 @@ with by_hand:
         left, right = st.columns([3, 2])
         with left:
             st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))
-            st.dataframe(pd.DataFrame(result.scores, index=queries, columns=keys), width="stretch")
+            st.dataframe(pd.DataFrame(result.scores, index=queries, columns=keys).style.format(precision=4),
+                         width="stretch")
             st.markdown("**Weights** softmax over the keys (each row sums to 1)")
             st.dataframe(pd.DataFrame(result.weights, index=queries, columns=keys).style.format("{:.4f}"),
                          width="stretch")
@@ -91,9 +92,10 @@ with by_hand:
             target = setup.target if setup.target.shape == result.output.shape else None
             if target is not None:
                 outputs["‖c − target‖"] = np.linalg.norm(result.output - target, axis=1)
-            st.dataframe(outputs, width="stretch")
+            # 4 decimals: float noise such as 5e-17 is not a result worth showing a class
+            st.dataframe(outputs.style.format(precision=4), width="stretch")
             if target is not None:
-                st.dataframe(pg.to_frame(target, "target"), width="stretch")
+                st.dataframe(pg.to_frame(target, "target").style.format(precision=4), width="stretch")
         with right:
             show_figure(viz.attention_weights_heatmap(result.weights, result.scores, keys, queries,
                                                       title="Attention weights"),
@@ -102,7 +104,7 @@ with by_hand:
             index = st.selectbox("select v_i with i =", list(range(n)), key="pg_solve_index")
             solved_q = pg.select_query(K, index, beta) / pg.score_scale(d, scaled)
             solved = pg.attend(solved_q, K, V, scaled)
-            st.dataframe(pg.to_frame(solved_q[None, :], "q"), width="stretch")
+            st.dataframe(pg.to_frame(solved_q[None, :], "q").style.format(precision=4), width="stretch")
             st.caption(f"This q puts weight {solved.weights[0, index]:.4f} on v_{index} for the keys above "
                        "(paste it into Q to try it).")
 
