@@ -14,6 +14,8 @@ IMAGE_FORMATS = ("png", "svg")
 SEQUENTIAL = "Blues"  # attention weights and other [0, 1] quantities
 DIVERGING = "RdBu"  # differences and signed values, centred on 0
 MASKED_COLOR = "rgba(200, 200, 200, 0.35)"  # masked cells: visibly not the same as weight 0
+# Horizontal legends go under the plot: above it they collide with the figure's title.
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.18, x=0)
 
 
 def chart_config(filename: str, image_format: str = "png") -> dict[str, Any]:
@@ -97,7 +99,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480) ->
     base_layout(fig, title=html.escape(title) if title else None, height=height)
     fig.update_layout(
         uirevision=plot.uirevision, hovermode="closest",
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+        legend=LEGEND_BELOW,
         xaxis_title=X_AXES.get(plot.x, plot.x), yaxis_title=metric,
         yaxis_type="log" if plot.logy else "linear")
     return fig
@@ -156,7 +158,7 @@ def head_comparison_histograms(panels, title: str | None = None, height: int = 3
                 xbins=dict(start=low - size / 2, end=high + size / 2, size=size),
             ), row=1, col=col)
         fig.update_yaxes(title="samples" if col == 1 else None, row=1, col=col)
-    fig.update_layout(barmode="overlay", legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0))
+    fig.update_layout(barmode="overlay", legend=LEGEND_BELOW)
     base_layout(fig, title, height)
     fig.update_layout(margin=dict(t=80))
     return fig
@@ -359,7 +361,7 @@ def token_attention_figure(weights, tokens: list[str], query: int, allowed_row=N
                for h in range(H)]
     layout = attention_layout(
         title, 420, plot_bgcolor="white", hovermode="closest",
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+        legend=LEGEND_BELOW,
         shapes=[dict(type="line", xref="x", yref="paper", x0=int(query), x1=int(query), y0=0, y1=1,
                      line=dict(color="crimson", dash="dot", width=1))],
         xaxis=dict(title=dict(text="key"), tickangle=-90, **token_axis(labels, positions)),
@@ -480,7 +482,7 @@ def rope_distance_figure(distances, ones_scores, random_scores, bound_distances,
     fig.update_yaxes(title="q·k", row=1, col=1)
     fig.update_yaxes(title="relative upper bound", row=1, col=2)
     base_layout(fig, html.escape(title) if title else None, 380)
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0), margin=dict(t=90))
+    fig.update_layout(legend=LEGEND_BELOW, margin=dict(t=90))
     return fig
 
 
@@ -508,7 +510,7 @@ def attention_distance_figure(series, title: str | None = None) -> go.Figure:
     fig.update_xaxes(title="distance i - j (query - key)")
     fig.update_yaxes(title="mean attention weight", row=1, col=1, rangemode="tozero")
     base_layout(fig, html.escape(title) if title else None, 360)
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0), margin=dict(t=80))
+    fig.update_layout(legend=LEGEND_BELOW, margin=dict(t=80))
     fig.update_annotations(font_size=11)
     return fig
 
@@ -540,7 +542,7 @@ def positional_training_figure(frame, runs: list[str], positionals: list[str], m
     base_layout(fig, html.escape(title) if title else None, 400)
     fig.update_xaxes(title=x)
     fig.update_yaxes(title=metric)
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    fig.update_layout(legend=LEGEND_BELOW)
     return fig
 
 
@@ -597,7 +599,7 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
     fig.update_xaxes(title="window length (tokens); dotted: training length")
     fig.update_yaxes(title=f"dev {metric}", row=1, col=1)
     base_layout(fig, html.escape(title) if title else None, 420)
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0), margin=dict(t=90))
+    fig.update_layout(legend=LEGEND_BELOW, margin=dict(t=90))
     return fig
 
 
@@ -624,7 +626,7 @@ def position_loss_figure(variants, labels: list[str], length: int, title: str | 
     base_layout(fig, html.escape(title) if title else None, 380)
     fig.update_xaxes(title=f"position in a window of {length} tokens; dotted: training length")
     fig.update_yaxes(title="mean loss (nats)")
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    fig.update_layout(legend=LEGEND_BELOW)
     return fig
 
 
@@ -703,7 +705,7 @@ def place_share_bars(shares, title: str | None = None) -> go.Figure:
     fig.update_xaxes(tickangle=-45, **_index_axis(list(shares.index)))
     fig.update_yaxes(title="share of answers", tickformat=".0%")
     base_layout(fig, html.escape(title) if title else None, 420)
-    fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    fig.update_layout(barmode="group", legend=LEGEND_BELOW)
     return fig
 
 
@@ -745,7 +747,7 @@ def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.F
     base_layout(fig, html.escape(title) if title else None, 420)
     fig.update_xaxes(title="confidence (probability of the greedy answer)", range=[0, 1])
     fig.update_yaxes(title="accuracy", range=[0, 1.1], tickformat=".0%")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    fig.update_layout(barmode="group", legend=LEGEND_BELOW)
     return fig
 
 
@@ -769,7 +771,7 @@ def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> 
     fig.update_yaxes(autorange="reversed", **_index_axis(models))
     fig.update_xaxes(title="share of questions", range=[0, 1], tickformat=".0%")
     base_layout(fig, html.escape(title) if title else None, 140 + 40 * max(len(models), 1))
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    fig.update_layout(barmode="stack", legend=LEGEND_BELOW)
     return fig
 
 
