@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import sys
 import time
@@ -138,7 +137,7 @@ def _fmt_metrics(metrics: dict[str, float]) -> str:
                      for k, v in shown.items()) or "(pretraining: see its loss curve)"
 
 
-def write_readme(timings: dict[str, float], device: str) -> str:
+def write_readme(timings: dict[str, float]) -> str:
     rows = []
     for recipe in RECIPES:
         if not recipe.bundled or not Path(_path(recipe.name)).exists():
@@ -184,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
             if not recipe.bundled:
                 Path(_path(recipe.name)).unlink(missing_ok=True)
     total = sum(timings.values())
-    table = write_readme(timings, device)
+    table = write_readme(timings)
     readme = ROOT / "checkpoints" / "README.md"
-    header = (ROOT / "checkpoints" / "README.header.md").read_text() if (ROOT / "checkpoints" /
-                                                                          "README.header.md").exists() else ""
+    header_file = ROOT / "checkpoints" / "README.header.md"
+    header = header_file.read_text() if header_file.exists() else "{TABLE}\n"
     readme.write_text(
         header.replace("{TABLE}", table).replace("{TOTAL}", f"{total / 60:.1f}")
         .replace("{DEVICE}", f"{device}, {platform.machine()}"))
@@ -198,5 +197,3 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     raise SystemExit(main())
 
-
-__all__ = ["RECIPES", "main", "math"]

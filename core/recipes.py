@@ -22,7 +22,6 @@ from core.data.datasets import (
     MaskedLMDataset,
     NameDataset,
     check_no_reserved_characters,
-    parse_tsv_pairs,
     read_text,
     read_tsv_pairs,
 )
@@ -223,6 +222,3 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
                                  else ""})
     return _run(Trainer(model, dataset, trainer, plan, evaluate), resume)
 
-
-__all__ = ["ModelShape", "pretrain", "finetune", "train_lm", "pretrain_encoder", "train_classifier",
-           "parse_tsv_pairs"]
