@@ -7,7 +7,8 @@ can read one function and see the whole experiment.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -26,8 +27,10 @@ from core.data.datasets import (
     read_tsv_pairs,
 )
 from core.evaluate import evaluate_birthplaces, most_frequent_place
+from core.lm_eval import score_text, split_names, unknown_share
 from core.model import Transformer
-from core.tokenizer import CharTokenizer, WordTokenizer
+from core.progress import EpochReport
+from core.tokenizer import CharTokenizer, VocabularyChoice
 from core.train import CheckpointPlan, Trainer, TrainerConfig, evaluate_loss, log_path, resume_path
 
 
@@ -143,35 +146,77 @@ def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: s
 
 
 def _split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
+    """(train, validation): the last `val_fraction` of the text (by characters) is held out; 0 holds none."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise DataError(f"--val-fraction must be at least 0 and below 1, not {val_fraction:g}.")
     cut = int(len(text) * (1 - val_fraction))
     return text[:cut], text[cut:]
 
 
+def bounded(config: TrainerConfig, dataset) -> TrainerConfig:
+    """Run only the epochs max_steps needs, and end the cosine schedule at the last step, counted in
+    what the trainer counts (target positions: tokens for LMs, one per sentence for classifiers)."""
+    steps_per_epoch = math.ceil(len(dataset) / config.batch_size)
+    epochs = config.max_epochs
+    steps = epochs * steps_per_epoch
+    if config.max_steps:
+        epochs = min(epochs, math.ceil(config.max_steps / steps_per_epoch))
+        steps = min(config.max_steps, epochs * steps_per_epoch)
+    _, y = dataset[0]
+    # at least one train-loss record per epoch (a short last one included), for the progress line
+    last_epoch_steps = steps - (epochs - 1) * steps_per_epoch
+    log_every = max(1, min(config.log_every, steps_per_epoch, last_epoch_steps))
+    return replace(config, max_epochs=epochs, log_every=log_every,
+                   final_tokens=config.final_tokens or config.batch_size * y.numel() * steps)
+
+
+def _reporting(trainer: Trainer, report: EpochReport | None) -> Trainer:
+    if report is not None:
+        report.attach(trainer)
+        trainer.evaluate = report.wrap(trainer.evaluate)
+    return trainer
+
+
 def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
              level: str = "char", val_fraction: float = 0.1, resume: bool = False, force: bool = False,
-             command: str = "") -> Trainer:
-    """A language model over a plain text file; the last 10% of the text is the validation split."""
+             command: str = "", eval_paths: tuple[str, ...] | list[str] = (),
+             vocabulary: VocabularyChoice | None = None, report: EpochReport | None = None) -> Trainer:
+    """A language model over a plain text file. The last `val_fraction` of it is the 'val' split; every
+    file in `eval_paths` is measured too, as a split named after the file, after every epoch."""
     text = read_text(corpus_path)
     check_no_reserved_characters(text, Path(corpus_path).name)
-    tokenizer = CharTokenizer.from_corpus(text) if level == "char" else WordTokenizer.from_corpus(text, 2)
+    vocabulary = vocabulary or VocabularyChoice(level=level)
+    tokenizer = vocabulary.build(text)
     train_text, val_text = _split_text(text, val_fraction)
     dataset = LanguageModelDataset(train_text, tokenizer, shape.block_size)
-    val = LanguageModelDataset(val_text, tokenizer, shape.block_size)
+    val = LanguageModelDataset(val_text, tokenizer, shape.block_size) if val_fraction > 0 else None
+    evals = {name: read_text(path) for name, path in zip(split_names(list(eval_paths)), eval_paths)}
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
     model = _build(shape, tokenizer.vocab_size, trainer.seed)
 
     def evaluate(m: Transformer) -> dict[str, float]:
-        scores = evaluate_loss(m, val, device=str(next(m.parameters()).device))
-        return {"val_loss": scores["loss"], "val_perplexity": scores["perplexity"]}
+        scores = {}
+        if val is not None:
+            result = evaluate_loss(m, val, device=str(next(m.parameters()).device))
+            scores = {"val_loss": result["loss"], "val_perplexity": result["perplexity"]}
+        for name, eval_text in evals.items():
+            score = score_text(m, tokenizer, eval_text, name)
+            scores.update({f"{name}_loss": score.loss, f"{name}_perplexity": score.perplexity})
+        return scores
 
-    plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(corpus_path)], command=command,
-                          extra={"val_fraction": str(val_fraction), "level": level})
-    return _run(Trainer(model, dataset, trainer, plan, evaluate), resume)
+    shares = {name: unknown_share(tokenizer, t) for name, t in (("val", val_text if val else ""), *evals.items()) if t}
+    plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(p) for p in (corpus_path, *eval_paths)],
+                          command=command, extra={"val_fraction": str(val_fraction), "level": vocabulary.level,
+                                                  "vocabulary": {**vocabulary.to_dict(), "unknown_share": shares},
+                                                  "eval_splits": list(evals)})
+    config = bounded(trainer, dataset)
+    return _run(_reporting(Trainer(model, dataset, config, plan, evaluate), report), resume)
 
 
 def pretrain_encoder(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
-                     resume: bool = False, force: bool = False, command: str = "") -> Trainer:
+                     resume: bool = False, force: bool = False, command: str = "",
+                     report: EpochReport | None = None) -> Trainer:
     """A bidirectional encoder pretrained with masked language modelling on the corpus lines."""
     text = read_text(corpus_path)
     check_no_reserved_characters(text, Path(corpus_path).name)
@@ -183,23 +228,24 @@ def pretrain_encoder(corpus_path: str, writing_params_path: str, shape: ModelSha
     model = _build(shape, tokenizer.vocab_size, trainer.seed, causal=False)
     plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(corpus_path)], command=command,
                           extra={"objective": "masked-lm"})
-    return _run(Trainer(model, dataset, trainer, plan), resume)
+    return _run(_reporting(Trainer(model, dataset, bounded(trainer, dataset), plan), report), resume)
 
 
 def train_classifier(train_path: str, test_path: str, writing_params_path: str, shape: ModelShape,
                      trainer: TrainerConfig, reading_params_path: str | None = None, level: str = "char",
                      pooling: str = "mean", resume: bool = False, force: bool = False,
-                     command: str = "") -> Trainer:
+                     command: str = "", vocabulary: VocabularyChoice | None = None,
+                     report: EpochReport | None = None) -> Trainer:
     """`LABEL<TAB>TEXT` classification with an encoder, from scratch or from a pretrained encoder
     (whose tokenizer is then reused so the embeddings mean the same thing)."""
     train_pairs = read_tsv_pairs(train_path)
     test_pairs = read_tsv_pairs(test_path)
+    vocabulary = vocabulary or VocabularyChoice(level=level)
     if reading_params_path:
         tokenizer = ckpt.load(reading_params_path).tokenizer
-    elif level == "char":
-        tokenizer = CharTokenizer.from_corpus("".join(t for _, t in train_pairs))
     else:
-        tokenizer = WordTokenizer.from_corpus("\n".join(t for _, t in train_pairs), min_freq=1)
+        joiner = "" if vocabulary.level == "char" else "\n"  # no newline in a character vocabulary
+        tokenizer = vocabulary.build(joiner.join(t for _, t in train_pairs))
     labels = sorted({label for label, _ in train_pairs})
     dataset = ClassificationDataset(train_pairs, tokenizer, shape.block_size, labels)
     test = ClassificationDataset(test_pairs, tokenizer, shape.block_size, labels)
@@ -216,9 +262,13 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
         return {"val_loss": scores["loss"], "val_accuracy": scores["accuracy"],
                 "train_accuracy": train_scores["accuracy"]}
 
+    test_text = "\n".join(t for _, t in test_pairs)
+    vocab = {**vocabulary.to_dict(), "unknown_share": {"val": unknown_share(tokenizer, test_text)}}
+    if reading_params_path:
+        vocab["from"] = Path(reading_params_path).name
     plan = CheckpointPlan(out, tokenizer, "classify", labels=labels, command=command,
                           data=[file_record(train_path), file_record(test_path)],
                           extra={"pretrained_from": Path(reading_params_path).name if reading_params_path
-                                 else ""})
-    return _run(Trainer(model, dataset, trainer, plan, evaluate), resume)
-
+                                 else "", "vocabulary": vocab})
+    trainer_obj = Trainer(model, dataset, bounded(trainer, dataset), plan, evaluate)
+    return _run(_reporting(trainer_obj, report), resume)

@@ -42,12 +42,17 @@ class CharTokenizer:
         self.stoi = {c: i for i, c in enumerate(self.chars)}
 
     @classmethod
-    def from_corpus(cls, text: str) -> CharTokenizer:
+    def from_corpus(cls, text: str, min_freq: int = 1) -> CharTokenizer:
+        """min_freq 1 is the CS224N vocabulary; higher drops rarer characters (they then read as PAD)."""
         found = {PAD_CHAR, MASK_CHAR} & set(text)
         if found:
             names = ", ".join(f"U+{ord(c):04X}" for c in sorted(found))
             raise TokenizerError(f"The corpus contains the reserved MASK/PAD character(s) {names}.")
-        chars = sorted(set(text))
+        if min_freq > 1:
+            counts = Counter(text)
+            chars = sorted(c for c, n in counts.items() if n >= min_freq)
+        else:
+            chars = sorted(set(text))
         chars.insert(0, MASK_CHAR)
         chars.insert(0, PAD_CHAR)
         return cls(chars)
@@ -140,3 +145,32 @@ def tokenizer_from_dict(data: Any) -> Tokenizer:
         return TOKENIZERS[data["kind"]].from_dict(data)
     except (KeyError, TypeError) as exc:
         raise TokenizerError(f"The tokenizer description is incomplete ({exc}).") from None
+
+
+@dataclass
+class VocabularyChoice:
+    """How a vocabulary is built from training text; the same defaults for every task, saved with the model.
+
+    Defaults keep every piece as written (no lowercasing, nothing dropped), as the courses do: a
+    vocabulary that folds case or drops rare words turns more of a test text into `<unk>`, which makes
+    perplexity look better than the model is."""
+
+    level: str = "char"
+    lowercase: bool = False
+    min_freq: int = 1
+
+    def __post_init__(self) -> None:
+        if self.level not in TOKENIZERS:
+            raise TokenizerError(f"Unknown level {self.level!r}; choose one of: {', '.join(TOKENIZERS)}.")
+        if self.min_freq < 1:
+            raise TokenizerError("--min-freq must be 1 or more.")
+        if self.level == "char" and self.lowercase:
+            raise TokenizerError("--lowercase applies to word vocabularies; add --level word.")
+
+    def build(self, text: str) -> Tokenizer:
+        if self.level == "char":
+            return CharTokenizer.from_corpus(text, min_freq=self.min_freq)
+        return WordTokenizer.from_corpus(text, min_freq=self.min_freq, lowercase=self.lowercase)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "lowercase": self.lowercase, "min_freq": self.min_freq}

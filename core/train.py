@@ -32,6 +32,7 @@ from core.tokenizer import Tokenizer
 @dataclass
 class TrainerConfig:
     max_epochs: int = 10
+    max_steps: int = 0  # 0: no limit; the loop stops after that many optimizer steps
     batch_size: int = 64
     learning_rate: float = 3e-4
     betas: tuple[float, float] = (0.9, 0.95)
@@ -175,7 +176,7 @@ class Trainer:
     def train(self) -> list[dict[str, Any]]:
         cfg = self.config
         generator = torch.Generator()
-        while self.epoch < cfg.max_epochs:
+        while self.epoch < cfg.max_epochs and not (cfg.max_steps and self.step >= cfg.max_steps):
             if hasattr(self.train_dataset, "set_epoch"):
                 self.train_dataset.set_epoch(self.epoch)
             generator.manual_seed(cfg.seed * 1000 + self.epoch)
@@ -204,6 +205,8 @@ class Trainer:
                     self.record("train", "lr", lr)
                 bar.set_postfix(loss=f"{loss.item():.3f}",
                                 tok_s=f"{(self.tokens / max(self.wall_time, 1e-9)):.0f}")
+                if cfg.max_steps and self.step >= cfg.max_steps:
+                    break
             self.epoch += 1
             if self.evaluate is not None:
                 self.model.eval()
@@ -239,158 +242,11 @@ def evaluate_loss(model: Transformer, dataset: Dataset, batch_size: int = 128, d
     return out
 
 
-# --- command line ------------------------------------------------------------------------------
-USAGE = """Train and evaluate models (CS224N words for the birthplace task).
-
-  python -m core.train pretrain vanilla data/world/wiki.txt --writing_params_path vanilla.pretrain.safetensors
-  python -m core.train finetune vanilla data/world/wiki.txt --reading_params_path vanilla.pretrain.safetensors \\
-      --finetune_corpus_path data/world/birth_places_train.tsv --writing_params_path vanilla.finetune.safetensors
-  python -m core.train evaluate vanilla data/world/wiki.txt --reading_params_path vanilla.finetune.safetensors \\
-      --eval_corpus_path data/world/birth_dev.tsv --outputs_path vanilla.dev.predictions
-  python -m core.train lm data/world/wiki.txt --positional alibi --writing_params_path lm.safetensors
-  python -m core.train classify data/world/names_train.tsv --eval_corpus_path data/world/names_test.tsv \\
-      --writing_params_path names.safetensors
-"""
-
-
-def build_parser():
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m core.train", description=USAGE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("function", choices=["pretrain", "finetune", "evaluate", "lm", "mlm", "classify"])
-    parser.add_argument("variant", nargs="?", default="vanilla", choices=["vanilla", "synthesizer"],
-                        help="attention variant (birthplace functions)")
-    parser.add_argument("pretrain_corpus_path", nargs="?",
-                        help="wiki.txt (pretrain/finetune/evaluate/lm/mlm) or the train TSV (classify)")
-    parser.add_argument("--reading_params_path")
-    parser.add_argument("--writing_params_path")
-    parser.add_argument("--finetune_corpus_path")
-    parser.add_argument("--eval_corpus_path")
-    parser.add_argument("--outputs_path")
-    model = parser.add_argument_group("model")
-    model.add_argument("--n-layer", type=int, default=4)
-    model.add_argument("--n-head", type=int, default=8)
-    model.add_argument("--n-embd", type=int, default=256)
-    model.add_argument("--block-size", type=int, default=128)
-    model.add_argument("--dropout", type=float, default=0.1)
-    model.add_argument("--positional", default="learned")
-    model.add_argument("--level", choices=["char", "word"], default="char")
-    model.add_argument("--pooling", default="mean")
-    train = parser.add_argument_group("training")
-    train.add_argument("--epochs", type=int, default=None)
-    train.add_argument("--batch-size", type=int, default=None)
-    train.add_argument("--lr", type=float, default=None)
-    train.add_argument("--warmup-tokens", type=int, default=None)
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--device", default="auto")
-    train.add_argument("--resume", action="store_true", help="continue the run at --writing_params_path")
-    train.add_argument("--force", action="store_true", help="overwrite an existing output")
-    return parser
-
-
-# The assignment's settings where it has them (epochs shortened: this runs on a CPU).
-DEFAULTS = {
-    "pretrain": dict(epochs=30, batch_size=128, lr=6e-3, warmup_tokens=512 * 20),
-    "finetune": dict(epochs=10, batch_size=256, lr=6e-4, warmup_tokens=512 * 20),
-    "lm": dict(epochs=10, batch_size=64, lr=1e-3, warmup_tokens=0),
-    "mlm": dict(epochs=20, batch_size=128, lr=2e-3, warmup_tokens=0),
-    "classify": dict(epochs=10, batch_size=64, lr=1e-3, warmup_tokens=0),
-}
-
-
-def run_command(args, command: str) -> str:
-    from core import recipes
-
-    shape = recipes.ModelShape(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
-                               block_size=args.block_size, dropout=args.dropout,
-                               positional=args.positional, attention=args.variant)
-
-    def trainer_config(function: str) -> TrainerConfig:
-        d = DEFAULTS[function]
-        return TrainerConfig(max_epochs=args.epochs or d["epochs"], batch_size=args.batch_size or d["batch_size"],
-                             learning_rate=args.lr or d["lr"], seed=args.seed, device=args.device,
-                             warmup_tokens=d["warmup_tokens"] if args.warmup_tokens is None else args.warmup_tokens)
-
-    def need(name: str) -> str:
-        value = getattr(args, name)
-        if not value:
-            raise recipes.DataError(f"{args.function} needs --{name}" if name != "pretrain_corpus_path"
-                                    else f"{args.function} needs the corpus path argument.")
-        return value
-
-    common = dict(resume=args.resume, force=args.force, command=command)
-    if args.function == "pretrain":
-        t = recipes.pretrain(need("pretrain_corpus_path"), need("writing_params_path"), shape,
-                             trainer_config("pretrain"), **common)
-    elif args.function == "finetune":
-        t = recipes.finetune(need("pretrain_corpus_path"), need("finetune_corpus_path"),
-                             need("writing_params_path"), shape, trainer_config("finetune"),
-                             reading_params_path=args.reading_params_path,
-                             eval_corpus_path=args.eval_corpus_path, **common)
-    elif args.function == "lm":
-        t = recipes.train_lm(need("pretrain_corpus_path"), need("writing_params_path"), shape,
-                             trainer_config("lm"), level=args.level, **common)
-    elif args.function == "mlm":
-        t = recipes.pretrain_encoder(need("pretrain_corpus_path"), need("writing_params_path"), shape,
-                                     trainer_config("mlm"), **common)
-    elif args.function == "classify":
-        t = recipes.train_classifier(need("pretrain_corpus_path"), need("eval_corpus_path"),
-                                     need("writing_params_path"), shape, trainer_config("classify"),
-                                     reading_params_path=args.reading_params_path, level=args.level,
-                                     pooling=args.pooling, **common)
-    else:
-        return evaluate_command(args, need)
-    return f"wrote {args.writing_params_path}: " + ", ".join(f"{k} {v:.4g}" for k, v in t.metrics.items())
-
-
-def evaluate_command(args, need) -> str:
-    from core.data.datasets import DataError, read_tsv_pairs
-    from core.evaluate import evaluate_birthplaces
-
-    loaded = ckpt.load(need("reading_params_path"))
-    if loaded.task != "birthplace":
-        raise DataError(f"{Path(args.reading_params_path).name} is a {loaded.task} model, not a birthplace model.")
-    pairs = read_tsv_pairs(need("eval_corpus_path"))
-    has_answers = any(a for _, a in pairs)
-    bar = tqdm(total=len(pairs), desc="evaluate", disable=None)
-    result = evaluate_birthplaces(loaded.model, loaded.tokenizer, pairs,
-                                  baseline_place=loaded.metadata.get("baseline_place") or None,
-                                  progress=lambda done, total: bar.update(done - bar.n))
-    bar.close()
-    if args.outputs_path:
-        out = Path(args.outputs_path)
-        if out.exists() and not args.force:
-            raise DataError(f"{out} already exists; pass --force to overwrite it.")
-        out.write_text("".join(p + "\n" for p in result.predictions), encoding="utf-8")
-    if not has_answers:
-        return f"wrote {len(pairs)} predictions to {args.outputs_path} (no answers to score)"
-    return result.summary()
-
-
+# --- command line: core/train_cli.py (kept apart so this file stays the trainer) ----------------
 def main(argv: list[str] | None = None) -> int:
-    import shlex
-    import sys
+    from core.train_cli import main as cli_main
 
-    from core.checkpoint import CheckpointError
-    from core.config import ConfigError
-    from core.data.datasets import DataError
-    from core.tokenizer import TokenizerError
-
-    argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
-    if args.function == "evaluate":
-        args.pretrain_corpus_path = args.pretrain_corpus_path or ""
-    command = "python -m core.train " + shlex.join(argv)
-    try:
-        print(run_command(args, command))
-    except (DataError, CheckpointError, ConfigError, TokenizerError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: the last finished epoch is saved; continue with --resume", file=sys.stderr)
-        return 130
-    return 0
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,255 @@
+"""`python -m core.train`: the CLI over core.recipes (CS224N words for the birthplace task).
+
+Every command in USAGE and in the README is run by tests/test_cli_docs.py on tiny data, so the
+documentation cannot drift from what the parser accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from core import checkpoint as ckpt
+from core.train import TrainerConfig
+
+USAGE = """Train and evaluate models (CS224N words for the birthplace task).
+
+  python -m core.train pretrain vanilla data/world/wiki.txt --writing_params_path vanilla.pretrain.safetensors
+  python -m core.train finetune vanilla data/world/wiki.txt --reading_params_path vanilla.pretrain.safetensors \\
+      --finetune_corpus_path data/world/birth_places_train.tsv --writing_params_path vanilla.finetune.safetensors
+  python -m core.train evaluate vanilla data/world/wiki.txt --reading_params_path vanilla.finetune.safetensors \\
+      --eval_corpus_path data/world/birth_dev.tsv --outputs_path vanilla.dev.predictions
+  python -m core.train lm data/world/wiki.txt --positional alibi --writing_params_path lm.safetensors
+  python -m core.train lm train.txt --level word --eval_corpus_path test_a.txt --eval_corpus_path test_b.txt \\
+      --lr-schedule constant --max-iters 500 --val-fraction 0 --writing_params_path speeches_lm.safetensors
+  python -m core.train evaluate --reading_params_path speeches_lm.safetensors --eval_corpus_path test_a.txt \\
+      --eval_corpus_path test_b.txt
+  python -m core.train mlm data/world/wiki.txt --writing_params_path encoder.safetensors
+  python -m core.train classify data/world/names_train.tsv --eval_corpus_path data/world/names_test.tsv \\
+      --writing_params_path names.safetensors
+
+The attention variant word (vanilla | synthesizer) is optional for every function; the corpus path
+follows it. lm: each --eval_corpus_path is a validation split named after its file, measured after
+every epoch; the last --val-fraction of the training file is the split 'val' (0: none). evaluate
+scores a birthplace model (accuracy), a language model (perplexity per file) or a classifier.
+"""
+
+VARIANTS = ("vanilla", "synthesizer")
+FUNCTIONS = ("pretrain", "finetune", "evaluate", "lm", "mlm", "classify")
+
+# The assignment's settings where it has them (epochs shortened: this runs on a CPU).
+DEFAULTS = {
+    "pretrain": dict(epochs=30, batch_size=128, lr=6e-3, warmup_tokens=512 * 20),
+    "finetune": dict(epochs=10, batch_size=256, lr=6e-4, warmup_tokens=512 * 20),
+    "lm": dict(epochs=10, batch_size=64, lr=1e-3, warmup_tokens=0),
+    "mlm": dict(epochs=20, batch_size=128, lr=2e-3, warmup_tokens=0),
+    "classify": dict(epochs=10, batch_size=64, lr=1e-3, warmup_tokens=0),
+}
+
+
+class CommandError(ValueError):
+    """A command line that cannot be run as written; one sentence."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m core.train", description=USAGE,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("function", choices=FUNCTIONS)
+    parser.add_argument("words", nargs="*", metavar="[variant] corpus_path",
+                        help="optional attention variant (vanilla | synthesizer), then wiki.txt "
+                             "(pretrain/finetune/evaluate), the text (lm/mlm) or the train TSV (classify)")
+    parser.add_argument("--reading_params_path")
+    parser.add_argument("--writing_params_path")
+    parser.add_argument("--finetune_corpus_path")
+    parser.add_argument("--eval_corpus_path", action="append", default=[],
+                        help="repeatable for lm and for evaluating a language model")
+    parser.add_argument("--outputs_path")
+    model = parser.add_argument_group("model")
+    model.add_argument("--n-layer", type=int, default=4)
+    model.add_argument("--n-head", type=int, default=8)
+    model.add_argument("--n-embd", type=int, default=256)
+    model.add_argument("--block-size", type=int, default=128)
+    model.add_argument("--dropout", type=float, default=0.1)
+    model.add_argument("--positional", default="learned")
+    model.add_argument("--pooling", default="mean")
+    vocab = parser.add_argument_group("vocabulary (lm and classify; the same defaults for both)")
+    vocab.add_argument("--level", choices=["char", "word"], default="char")
+    vocab.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=False,
+                       help="fold case before building the word vocabulary (default: keep case)")
+    vocab.add_argument("--min-freq", type=int, default=1,
+                       help="keep pieces seen at least this often in the training text (default 1: all)")
+    train = parser.add_argument_group("training")
+    train.add_argument("--epochs", type=int, default=None)
+    train.add_argument("--max-iters", type=int, default=0, help="stop after this many optimizer steps (0: no limit)")
+    train.add_argument("--batch-size", type=int, default=None)
+    train.add_argument("--lr", type=float, default=None)
+    train.add_argument("--lr-schedule", choices=["cosine", "constant"], default="cosine",
+                       help="cosine: warmup then cosine decay to 10%% (CS224N); constant: one rate throughout")
+    train.add_argument("--warmup-tokens", type=int, default=None)
+    train.add_argument("--val-fraction", type=float, default=0.1,
+                       help="lm: the last part of the training text held out as split 'val' (0: none)")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--device", default="auto")
+    train.add_argument("--resume", action="store_true", help="continue the run at --writing_params_path")
+    train.add_argument("--force", action="store_true", help="overwrite an existing output")
+    return parser
+
+
+def split_words(words: list[str]) -> tuple[str, str | None]:
+    """(variant, corpus path) from the positional words: the variant word is optional, so a path is
+    never taken for it (a file literally named 'vanilla' still wins when it is the only word)."""
+    words = list(words)
+    variant = "vanilla"
+    if words and words[0] in VARIANTS and (len(words) > 1 or not Path(words[0]).exists()):
+        variant = words.pop(0)
+    if len(words) > 1:
+        raise CommandError(f"Expected at most a variant and one corpus path, got {len(words) + 1} words: "
+                           f"{shlex.join(words)}.")
+    return variant, (words[0] if words else None)
+
+
+def trainer_config(args, function: str) -> TrainerConfig:
+    d = DEFAULTS[function]
+    for name in ("epochs", "batch_size", "max_iters", "min_freq"):
+        value = getattr(args, name, None)
+        if value is not None and value < (0 if name == "max_iters" else 1):
+            raise CommandError(f"--{name.replace('_', '-')} must be {'0' if name == 'max_iters' else '1'} or more.")
+    epochs = args.epochs or (10**6 if args.max_iters else d["epochs"])  # --max-iters alone: steps decide
+    return TrainerConfig(max_epochs=epochs, max_steps=args.max_iters, batch_size=args.batch_size or d["batch_size"],
+                         learning_rate=args.lr or d["lr"], lr_decay=args.lr_schedule == "cosine", seed=args.seed,
+                         device=args.device,
+                         warmup_tokens=d["warmup_tokens"] if args.warmup_tokens is None else args.warmup_tokens)
+
+
+def run_command(args, command: str, out=print) -> str:
+    from core import recipes
+    from core.lm_eval import unknown_warning
+    from core.progress import EpochReport
+    from core.tokenizer import VocabularyChoice
+
+    variant, corpus = split_words(args.words)
+    shape = recipes.ModelShape(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
+                               block_size=args.block_size, dropout=args.dropout,
+                               positional=args.positional, attention=variant)
+    evals = list(args.eval_corpus_path)
+
+    def need(name: str) -> str:
+        value = corpus if name == "corpus" else getattr(args, name)
+        if not value:
+            raise CommandError(f"{args.function} needs the corpus path argument." if name == "corpus"
+                               else f"{args.function} needs --{name}.")
+        return value
+
+    def one_eval(required: bool) -> str | None:
+        if len(evals) > 1:
+            raise CommandError(f"{args.function} takes one --eval_corpus_path, not {len(evals)}.")
+        return need("eval_corpus_path")[0] if required else (evals[0] if evals else None)
+
+    if args.function == "evaluate":
+        return evaluate_command(args, need, one_eval, out)
+    vocabulary = VocabularyChoice(level=args.level, lowercase=args.lowercase, min_freq=args.min_freq)
+    common = dict(resume=args.resume, force=args.force, command=command)
+    report = None
+    if args.function == "pretrain":
+        t = recipes.pretrain(need("corpus"), need("writing_params_path"), shape, trainer_config(args, "pretrain"),
+                             **common)
+    elif args.function == "finetune":
+        t = recipes.finetune(need("corpus"), need("finetune_corpus_path"), need("writing_params_path"), shape,
+                             trainer_config(args, "finetune"), reading_params_path=args.reading_params_path,
+                             eval_corpus_path=one_eval(False), **common)
+    elif args.function == "lm":
+        first = recipes.split_names(evals)[0] if evals else "val"
+        report = EpochReport("tokens", best=(f"{first}_loss", False), out=out)
+        t = recipes.train_lm(need("corpus"), need("writing_params_path"), shape, trainer_config(args, "lm"),
+                             val_fraction=args.val_fraction, eval_paths=evals, vocabulary=vocabulary,
+                             report=report, **common)
+    elif args.function == "mlm":
+        report = EpochReport("tokens", out=out)
+        t = recipes.pretrain_encoder(need("corpus"), need("writing_params_path"), shape,
+                                     trainer_config(args, "mlm"), report=report, **common)
+    else:
+        report = EpochReport("sentences", best=("val_accuracy", True), out=out)
+        t = recipes.train_classifier(need("corpus"), one_eval(True), need("writing_params_path"), shape,
+                                     trainer_config(args, "classify"), reading_params_path=args.reading_params_path,
+                                     pooling=args.pooling, vocabulary=vocabulary, report=report, **common)
+    for line in report.summary() if report else []:
+        out(line)
+    shares = (t.plan.extra.get("vocabulary") or {}).get("unknown_share", {}) if t.plan else {}
+    for name, share in shares.items():
+        out(f"unknown share of split {name}: {share:.1%}")
+        if warning := unknown_warning(f"split {name}", share):
+            out(warning)
+    return f"wrote {args.writing_params_path}: " + ", ".join(f"{k} {v:.4g}" for k, v in t.metrics.items())
+
+
+def evaluate_command(args, need, one_eval, out=print) -> str:
+    from core.data.datasets import DataError, read_tsv_pairs
+
+    loaded = ckpt.load(need("reading_params_path"))
+    name = Path(args.reading_params_path).name
+    if loaded.task == "lm":
+        return evaluate_lm(loaded, need("eval_corpus_path"), name, out)
+    path = one_eval(True)
+    if loaded.task == "classify":
+        from core.data.datasets import ClassificationDataset
+        from core.train import evaluate_loss
+
+        data = ClassificationDataset(read_tsv_pairs(path), loaded.tokenizer, loaded.config.block_size, loaded.labels)
+        scores = evaluate_loss(loaded.model, data, accuracy=True)
+        return f"{Path(path).name}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} ({len(data)} lines)"
+    from tqdm import tqdm
+
+    from core.evaluate import evaluate_birthplaces
+
+    pairs = read_tsv_pairs(path)
+    has_answers = any(a for _, a in pairs)
+    bar = tqdm(total=len(pairs), desc="evaluate", disable=None)
+    result = evaluate_birthplaces(loaded.model, loaded.tokenizer, pairs,
+                                  baseline_place=loaded.metadata.get("baseline_place") or None,
+                                  progress=lambda done, total: bar.update(done - bar.n))
+    bar.close()
+    if args.outputs_path:
+        target = Path(args.outputs_path)
+        if target.exists() and not args.force:
+            raise DataError(f"{target} already exists; pass --force to overwrite it.")
+        target.write_text("".join(p + "\n" for p in result.predictions), encoding="utf-8")
+    if not has_answers:
+        return f"wrote {len(pairs)} predictions to {args.outputs_path} (no answers to score)"
+    return result.summary()
+
+
+def evaluate_lm(loaded, paths: list[str], name: str, out=print) -> str:
+    from core.lm_eval import score_file, unknown_warning
+
+    scores = [score_file(loaded.model, loaded.tokenizer, path) for path in paths]
+    for score in scores:
+        out(score.line())
+        if warning := unknown_warning(score.name, score.unknown_share):
+            out(warning)
+    return f"evaluated {name} on {len(scores)} file(s)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from core.checkpoint import CheckpointError
+    from core.config import ConfigError
+    from core.data.datasets import DataError
+    from core.tokenizer import TokenizerError
+
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    command = "python -m core.train " + shlex.join(argv)
+    try:
+        print(run_command(args, command, out=lambda line: print(line, flush=True)))
+    except (CommandError, DataError, CheckpointError, ConfigError, TokenizerError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the last finished epoch is saved; continue with --resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
