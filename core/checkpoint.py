@@ -202,6 +202,10 @@ def _read_header(path: Path, max_bytes: int) -> tuple[dict[str, Any], int]:
 
 def read_metadata(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
     path = Path(path)
+    if path.is_dir():  # a Hugging Face model folder (config.json only; transformers not needed)
+        from core import hf
+
+        return hf.check_folder(path)
     header, _ = _read_header(path, max_bytes)
     return _decode_metadata(header.get("__metadata__"), path.name)
 
@@ -233,8 +237,13 @@ def _check_config_against_header(config: ModelConfig, header: dict[str, Any], na
 
 
 def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu") -> LoadedCheckpoint:
-    """Rebuild (model in eval mode, tokenizer, metadata) from a file, or raise CheckpointError."""
+    """Rebuild (model in eval mode, tokenizer, metadata) from a file, or raise CheckpointError.
+    A Hugging Face model folder comes back through the same type (see core.hf)."""
     path = Path(path)
+    if path.is_dir():
+        from core import hf
+
+        return hf.load_folder(path, device=device)
     name = path.name
     header, _ = _read_header(path, max_bytes)
     meta = _decode_metadata(header.get("__metadata__"), name)
@@ -284,16 +293,25 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cp
 
 
 def list_checkpoints(folder: str | Path | None = None) -> list[CheckpointInfo]:
-    """Every *.safetensors in the folder, sorted by name, metadata only; bad files carry `error`."""
+    """Every *.safetensors in the folder and every Hugging Face model folder in it (a subfolder with a
+    config.json), sorted by name, metadata only; bad ones carry `error`."""
+    from core import hf
+
     folder = Path(folder) if folder is not None else checkpoint_dir()
     if not folder.is_dir():
         return []
     infos = []
-    for path in sorted(folder.glob("*.safetensors")):
+    paths = [*folder.glob("*.safetensors"), *(p for p in folder.iterdir() if hf.is_hf_folder(p))]
+    for path in sorted(paths, key=lambda p: p.name):
         stat = path.stat()
-        info = CheckpointInfo(path=path, name=path.stem, size_bytes=stat.st_size, modified=stat.st_mtime)
+        size = stat.st_size if path.is_file() else sum(p.stat().st_size for p in path.glob("*.safetensors"))
+        info = CheckpointInfo(path=path, name=path.stem if path.is_file() else path.name, size_bytes=size,
+                              modified=stat.st_mtime)
         try:
             info.metadata = read_metadata(path)
+            if path.is_dir() and not hf.available():
+                info.error = (f"{path.name} is a Hugging Face model folder; install the optional extra to "
+                              "open it: pip install -r requirements-hf.txt.")
         except CheckpointError as exc:
             info.error = str(exc)
         infos.append(info)

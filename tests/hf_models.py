@@ -1,0 +1,58 @@
+"""Tiny random Hugging Face model folders built with transformers itself (no download, no network).
+
+Only imported by tests that first did `pytest.importorskip("transformers")`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "play", "##ing",
+              "##s", ".", ",", "a", "dog", "ran"]
+GPT_TEXT = ["Hello world, the cat sat on the mat.", "A dog ran in the park; the cat played."] * 20
+
+
+def bert_folder(path: Path, architecture: str = "BertForMaskedLM") -> Path:
+    tokenizer = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(BERT_VOCAB)})
+    config = transformers.BertConfig(vocab_size=len(BERT_VOCAB), hidden_size=16, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=40,
+                                     id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
+    torch.manual_seed(0)
+    model = getattr(transformers, architecture)(config)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def gpt2_folder(path: Path) -> Path:
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(GPT_TEXT, vocab_size=300, min_frequency=1, special_tokens=["<|endoftext|>"])
+    tokenizer = transformers.GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>",
+                                               bos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    end = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = transformers.GPT2Config(vocab_size=len(tokenizer), n_embd=16, n_layer=2, n_head=2, n_positions=48,
+                                     bos_token_id=end, eos_token_id=end)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def reference_attention(folder: Path, ids: list[int]) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """What transformers itself returns: eager attention, output_attentions=True; (L, H, T, T) and logits."""
+    config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+    cls = (transformers.AutoModelForCausalLM if config.model_type == "gpt2" else
+           getattr(transformers, config.architectures[0]))
+    model = cls.from_pretrained(folder, local_files_only=True, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_attentions=True)
+    return torch.stack(out.attentions)[:, 0], out.logits[0]
