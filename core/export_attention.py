@@ -11,8 +11,8 @@ makes (`core.attention_view.run_attention`), so a script sees exactly what the p
 
 --csv also writes the long table of the page's CSV download (layer, head, query, key, weight).
 
-  python -m core.export_attention checkpoints/lm-alibi.safetensors "Ada Lovelace was born in London." -o ada.npz
-  python -m core.export_attention my-bert-folder "The cat sat on the mat." -o cat.npz --csv
+  python -m core.export_attention lm.safetensors "Ada Lovelace was born in London." -o ada.npz --csv
+  python -m core.export_attention models/tiny-bert "The cat sat on the mat." -o cat.npz
 """
 
 from __future__ import annotations

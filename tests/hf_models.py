@@ -47,7 +47,7 @@ def gpt2_folder(path: Path) -> Path:
     return path
 
 
-def reference_attention(folder: Path, ids: list[int]) -> tuple["torch.Tensor", "torch.Tensor"]:
+def reference_attention(folder: Path, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """What transformers itself returns: eager attention, output_attentions=True; (L, H, T, T) and logits."""
     config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
     cls = (transformers.AutoModelForCausalLM if config.model_type == "gpt2" else

@@ -1,0 +1,143 @@
+"""Every command the README and the `--help` texts show is run as written, on tiny data, so the
+documentation cannot drift from the CLI again (issue 16: `classify FILE` once failed as documented)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from core import hf
+from core.data.world import generate_world, write_world
+from core.export_attention import build_parser as export_parser
+from core.train_cli import build_parser as train_parser
+from tests.conftest import ROOT
+
+MODULES = ("core.train", "core.convert", "core.export_attention")
+# Appended to every training command: later flags win in argparse, so the documented command runs as
+# written, only smaller and shorter.
+TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--epochs", "1", "--batch-size", "64",
+        "--max-iters", "2", "--device", "cpu"]
+TRAINING = {"pretrain", "finetune", "lm", "mlm", "classify"}
+
+
+def commands_in(text: str) -> list[str]:
+    """`python -m core.X ...` lines (with backslash continuations joined) and inline code spans."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    found = []
+    modules = "|".join(re.escape(m) for m in MODULES)
+    for match in re.finditer(r"(?:`|^|\s)((?:\.venv/bin/)?python -m (?:" + modules + r")\b[^`\n]*)", joined,
+                             flags=re.M):
+        command = match.group(1).strip()
+        args = shlex.split(command)[3:]
+        # a bare module name is a reference, and a synopsis ([-h], MODEL TEXT) is not an example
+        if args and "[" not in command and not any(a.isupper() for a in args):
+            found.append(command)
+    return found
+
+
+def documented() -> list[str]:
+    texts = [(ROOT / "README.md").read_text(encoding="utf-8"), train_parser().format_help(),
+             export_parser().format_help()]
+    return list(dict.fromkeys(c for text in texts for c in commands_in(text)))
+
+
+def test_the_readme_and_help_show_every_function():
+    commands = " ".join(documented())
+    for function in ("pretrain", "finetune", "evaluate", "lm", "mlm", "classify"):
+        assert f"core.train {function} " in commands
+    assert "core.train classify data/world/names_train.tsv" in commands  # no variant word before the path
+    assert "core.export_attention" in commands and "core.convert cs224n" in commands
+
+
+class NeedsTransformers(Exception):
+    """A documented Hugging Face example, without the optional extra installed."""
+
+
+def _prepare_inputs(argv: list[str], cwd: Path) -> None:
+    """Inputs the documentation names but a fresh folder lacks: small texts, a CS224N params file,
+    a tiny Hugging Face folder."""
+    wiki = (cwd / "data/world/wiki.txt").read_text(encoding="utf-8").splitlines()
+    outputs = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-o", "--output", "--writing_params_path",
+                                                                     "--outputs_path")}
+    for arg in argv:
+        path = cwd / arg
+        if arg in outputs or path.exists():
+            continue
+        if arg.endswith(".txt") and arg != "wiki.txt":
+            path.write_text("\n".join(wiki[:40 if "train" in arg else 5]) + "\n", encoding="utf-8")
+        elif arg.endswith(".params") or arg == "wiki.txt":
+            from tests.test_convert import mingpt_state_dict, write_inputs
+
+            write_inputs(cwd, mingpt_state_dict("vanilla"))
+        elif arg.startswith("models/"):
+            if not hf.available():
+                raise NeedsTransformers(arg)
+            from tests.hf_models import bert_folder
+
+            bert_folder(path)
+
+
+def run_documented(command: str, cwd: Path, monkeypatch) -> int:
+    words = shlex.split(command)
+    module, argv = words[2], words[3:]
+    if argv and argv[0] in TRAINING:
+        argv = argv + TINY
+    _prepare_inputs(argv, cwd)
+    monkeypatch.chdir(cwd)
+    try:
+        return importlib.import_module(module).main(argv)
+    except SystemExit as exit_info:  # --help
+        return exit_info.code or 0
+
+
+def test_every_documented_command_runs_as_written(tmp_path, monkeypatch, capsys):
+    write_world(generate_world(seed=1, n_people=120, n_dev=20, n_test=10), tmp_path / "data" / "world")
+    torch.set_num_threads(1)
+    ran = []
+    for command in documented():
+        try:
+            code = run_documented(command, tmp_path, monkeypatch)
+        except NeedsTransformers:
+            continue
+        out, err = capsys.readouterr()
+        assert code == 0, f"{command}\n{err}"
+        ran.append(command)
+    assert len(ran) >= (12 if hf.available() else 11)
+    assert (tmp_path / "speeches_lm.safetensors").is_file() and (tmp_path / "ada.npz").is_file()
+
+
+def test_the_new_entry_point_answers_help_in_a_fresh_process():
+    for module in ("core.export_attention",):  # core.train's entry point runs in tests/test_train.py
+        result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0 and "usage: python -m" in result.stdout, result.stderr
+
+
+def test_a_corpus_path_is_never_taken_for_the_variant(tmp_path, monkeypatch):
+    from core.train_cli import CommandError, split_words
+
+    assert split_words(["data.tsv"]) == ("vanilla", "data.tsv")
+    assert split_words(["synthesizer", "wiki.txt"]) == ("synthesizer", "wiki.txt")
+    assert split_words(["vanilla"]) == ("vanilla", None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "vanilla").write_text("a file really named vanilla\n")
+    assert split_words(["vanilla"]) == ("vanilla", "vanilla")
+    with pytest.raises(CommandError, match="at most a variant and one corpus path"):
+        split_words(["vanilla", "a.txt", "b.txt"])
+
+
+def test_no_documented_command_is_left_unparsed():
+    """Each documented line parses with its module's own parser (a cheap guard beside the full run)."""
+    for command in documented():
+        words = shlex.split(command)
+        if words[2] == "core.train" and "--help" not in words:
+            train_parser().parse_args(words[3:])
+    assert shutil.which("python3") or sys.executable
