@@ -55,4 +55,5 @@ def reference_attention(folder: Path, ids: list[int]) -> tuple[torch.Tensor, tor
     model = cls.from_pretrained(folder, local_files_only=True, attn_implementation="eager").eval()
     with torch.no_grad():
         out = model(torch.tensor([ids]), output_attentions=True)
-    return torch.stack(out.attentions)[:, 0], out.logits[0]
+    logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
+    return torch.stack(out.attentions)[:, 0], logits[0]
