@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.checkpoint import CheckpointError, LoadedCheckpoint
-from core.tokenizer import Tokenized
+from core.tokenizer import PAD_CHAR, Tokenized
 
 ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra")
 DECODERS = ("gpt2",)
@@ -195,14 +195,17 @@ class HFTokenizer:
         self.pad_id = inner.pad_token_id if inner.pad_token_id is not None else -1
         self.mask_id = inner.mask_token_id
         self.unk_id = inner.unk_token_id
-        self.special_ids = set(inner.all_special_ids)
+        # GPT-2 calls <|endoftext|> its unknown token too, though byte-level BPE never needs one
+        self.real_unk = self.unk_id is not None and self.unk_id not in (inner.bos_token_id, inner.eos_token_id)
+        # [CLS], [SEP], <s>, <|endoftext|>...: what "hide special tokens" should hide ([UNK] stands for text)
+        self.special_ids = set(inner.all_special_ids) - ({self.unk_id} if self.real_unk else set())
 
     @property
     def vocab_size(self) -> int:
         return len(self.inner)
 
     def _display(self, token_id: int, piece: str, text: str, start: int, end: int) -> str:
-        if token_id in self.special_ids and token_id != self.unk_id:
+        if token_id in self.special_ids:
             return piece  # [CLS], [SEP], <|endoftext|>: their own names
         shown = text[start:end] if end > start else self.inner.decode([token_id])
         return CONTINUATION + shown if piece.startswith("##") else shown
@@ -212,14 +215,15 @@ class HFTokenizer:
         ids = list(enc["input_ids"])
         pieces = self.inner.convert_ids_to_tokens(ids)
         tokens = [self._display(i, p, text, s, e) for i, p, (s, e) in zip(ids, pieces, enc["offset_mapping"])]
-        real_unk = self.unk_id is not None and self.unk_id not in (self.inner.bos_token_id, self.inner.eos_token_id)
-        unknown = list(dict.fromkeys(t for i, t in zip(ids, tokens) if real_unk and i == self.unk_id))
+        unknown = list(dict.fromkeys(t for i, t in zip(ids, tokens) if self.real_unk and i == self.unk_id))
         return Tokenized(ids=ids, tokens=tokens, unknown=unknown)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenize(text).ids
 
     def decode(self, ids: list[int]) -> str:
+        if any(not 0 <= i < self.vocab_size for i in ids):  # e.g. GPT-2's missing PAD (-1): the lab's PAD sign
+            return "".join(PAD_CHAR if not 0 <= i < self.vocab_size else self.decode([i]) for i in ids)
         if len(ids) == 1:
             piece = self.inner.convert_ids_to_tokens(ids)[0] or ""
             if piece.startswith("##"):
@@ -227,6 +231,24 @@ class HFTokenizer:
             if ids[0] in self.special_ids:
                 return piece
         return self.inner.decode(ids)
+
+
+def folder_info(path: str | Path):
+    """A typed folder path -> the picker's CheckpointInfo (for an 'open a folder' box), or HFError."""
+    from core.checkpoint import CheckpointInfo
+
+    folder = Path(str(path).strip()).expanduser()
+    if not str(path).strip() or not folder.is_dir():
+        raise HFError(f"{str(path)[:200]} is not a folder on this machine.")
+    if not is_hf_folder(folder):
+        raise HFError(f"{folder.name} has no config.json, so it is not a Hugging Face model folder.")
+    metadata = check_folder(folder)
+    if not available():
+        raise HFError(f"{folder.name} is a Hugging Face model folder; install the optional extra to open it: "
+                      "pip install -r requirements-hf.txt.")
+    size = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    return CheckpointInfo(path=folder, name=folder.name, size_bytes=size, modified=folder.stat().st_mtime,
+                          metadata=metadata)
 
 
 def _model_class(transformers: Any, task: str):

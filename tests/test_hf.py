@@ -182,3 +182,39 @@ def test_the_export_command_writes_the_same_numbers(folders, tmp_path, name, cap
     assert np.abs(data["attention"] - reference.numpy()).max() <= TOL
     assert data["tokens"].tolist() == run.tokens and np.array_equal(data["attention"], run.attention)
     assert out.with_suffix(".csv").read_text().count("\n") == 1 + 2 * 2 * len(run.ids) ** 2
+
+
+@pytest.mark.parametrize("page", ["home", "positional", "curves", "probe", "anatomy", "open_model"])
+def test_every_other_page_survives_a_hugging_face_model_in_the_picker(folders, tiny_checkpoints, monkeypatch,
+                                                                      page):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    mixed = tiny_checkpoints.parent / "mixed"
+    shutil.copytree(tiny_checkpoints, mixed, dirs_exist_ok=True)
+    for name in ("bert", "gpt2"):
+        shutil.copytree(folders / name, mixed / name, dirs_exist_ok=True)
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(mixed))
+    for model in ("gpt2", "bert"):
+        at = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=60)
+        at.query_params["model"] = model
+        at.run()
+        assert_no_exception(at)
+        assert at.sidebar.selectbox(key="picker_model").value == model
+
+
+def test_a_typed_folder_path_becomes_a_picker_entry_or_one_sentence(folders, tmp_path):
+    info = hf.folder_info(f"  {folders / 'gpt2'}  ")
+    assert (info.name, info.task, info.error) == ("gpt2", "lm", None) and info.size_bytes > 0
+    for typed, message in ((str(tmp_path / "nope"), "is not a folder"), (str(tmp_path), "no config.json"),
+                           ("", "is not a folder")):
+        with pytest.raises(hf.HFError, match=message):
+            hf.folder_info(typed)
+
+
+def test_special_tokens_are_known_for_hiding_but_unknown_words_are_not(folders):
+    bert, gpt2 = load(folders / "bert").tokenizer, load(folders / "gpt2").tokenizer
+    assert {bert.inner.convert_ids_to_tokens(i) for i in bert.special_ids} == {"[PAD]", "[CLS]", "[SEP]", "[MASK]"}
+    assert gpt2.inner.convert_ids_to_tokens(sorted(gpt2.special_ids)) == ["<|endoftext|>"]
+    assert gpt2.decode([gpt2.pad_id]) == "\u25a1"  # GPT-2 has no PAD: the lab's PAD sign, not a crash
