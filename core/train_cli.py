@@ -191,6 +191,9 @@ def evaluate_command(args, need, one_eval, out=print) -> str:
     name = Path(args.reading_params_path).name
     if loaded.task == "lm":
         return evaluate_lm(loaded, need("eval_corpus_path"), name, out)
+    if loaded.task not in ("classify", "birthplace") or loaded.metadata.get("format") == "huggingface":
+        raise CommandError(f"{name} is a {loaded.task} model; evaluate scores language models (perplexity), "
+                           "Attention Lab classifiers and birthplace models.")
     path = one_eval(True)
     if loaded.task == "classify":
         from core.data.datasets import ClassificationDataset

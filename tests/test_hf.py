@@ -218,3 +218,24 @@ def test_special_tokens_are_known_for_hiding_but_unknown_words_are_not(folders):
     assert {bert.inner.convert_ids_to_tokens(i) for i in bert.special_ids} == {"[PAD]", "[CLS]", "[SEP]", "[MASK]"}
     assert gpt2.inner.convert_ids_to_tokens(sorted(gpt2.special_ids)) == ["<|endoftext|>"]
     assert gpt2.decode([gpt2.pad_id]) == "\u25a1"  # GPT-2 has no PAD: the lab's PAD sign, not a crash
+
+
+def test_evaluate_gives_a_gpt2_folders_perplexity_as_transformers_computes_it(folders, tmp_path, capsys):
+    import torch
+    import transformers
+
+    from core.train_cli import main
+
+    text = "the cat sat on the mat. Hello world!"
+    (tmp_path / "t.txt").write_text(text)
+    assert main(["evaluate", "--reading_params_path", str(folders / "gpt2"), "--eval_corpus_path",
+                 str(tmp_path / "t.txt")]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    model = transformers.AutoModelForCausalLM.from_pretrained(folders / "gpt2", local_files_only=True).eval()
+    ids = torch.tensor([load(folders / "gpt2").tokenizer.encode(text)])
+    with torch.no_grad():
+        loss = model(ids, labels=ids).loss.item()
+    assert line.startswith(f"t.txt: perplexity {np.exp(loss):.4g} (loss {loss:.4f}), {ids.size(1) - 1} tokens scored")
+    assert main(["evaluate", "--reading_params_path", str(folders / "bert"), "--eval_corpus_path",
+                 str(tmp_path / "t.txt")]) == 2
+    assert "is a masked-lm model; evaluate scores language models" in capsys.readouterr().err
