@@ -34,6 +34,7 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 MAX_BYTES = 2 * 1024**3
 CONTINUATION = "\u00b7"  # · marks a WordPiece piece that continues the previous word
+WORD_START = ("\u0120", "\u2581")  # byte-level BPE's Ġ and SentencePiece's ▁: the piece starts a word
 FORMAT = "huggingface"
 
 
@@ -208,7 +209,11 @@ class HFTokenizer:
         if token_id in self.special_ids:
             return piece  # [CLS], [SEP], <|endoftext|>: their own names
         shown = text[start:end] if end > start else self.inner.decode([token_id])
-        return CONTINUATION + shown if piece.startswith("##") else shown
+        if piece.startswith("##"):
+            return CONTINUATION + shown
+        if piece[:1] in WORD_START and not shown.startswith(" "):  # offsets trimmed of the space the piece has
+            return " " + shown
+        return shown
 
     def tokenize(self, text: str) -> Tokenized:
         enc = self.inner(text, return_offsets_mapping=True, add_special_tokens=True, truncation=False)

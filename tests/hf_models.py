@@ -47,6 +47,34 @@ def gpt2_folder(path: Path) -> Path:
     return path
 
 
+def distilbert_folder(path: Path) -> Path:
+    tokenizer = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(BERT_VOCAB)})
+    config = transformers.DistilBertConfig(vocab_size=len(BERT_VOCAB), dim=16, n_layers=2, n_heads=2, hidden_dim=32,
+                                           max_position_embeddings=40)
+    torch.manual_seed(0)
+    transformers.DistilBertForMaskedLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def roberta_folder(path: Path) -> Path:
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(GPT_TEXT, vocab_size=300, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    tokenizer = transformers.RobertaTokenizerFast(
+        tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+        mask_token="<mask>", sep_token="</s>", cls_token="<s>")
+    config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
+                                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=42,
+                                        pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    transformers.RobertaForMaskedLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 def reference_attention(folder: Path, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """What transformers itself returns: eager attention, output_attentions=True; (L, H, T, T) and logits."""
     config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)

@@ -22,15 +22,18 @@ from tests.test_attention_page import array, assert_no_exception, charts, open_p
 
 TOL = 1e-6
 TEXTS = {"bert": "the cats playing on the mat zz.", "gpt2": "Hello world, the cat played!",
-         "bert-classifier": "the dog ran.", "bert-bare": "a cat sat on the mat."}
+         "bert-classifier": "the dog ran.", "bert-bare": "a cat sat on the mat.",
+         "distilbert": "the cats playing.", "roberta": "Hello world, the cat played!"}
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> Path:
     pytest.importorskip("transformers")
-    from tests.hf_models import bert_folder, gpt2_folder
+    from tests.hf_models import bert_folder, distilbert_folder, gpt2_folder, roberta_folder
 
     root = tmp_path_factory.mktemp("hf")
+    distilbert_folder(root / "distilbert")
+    roberta_folder(root / "roberta")
     bert_folder(root / "bert")
     gpt2_folder(root / "gpt2")
     bert_folder(root / "bert-classifier", "BertForSequenceClassification")
@@ -71,6 +74,10 @@ def test_subword_tokens_read_as_people_read_them(folders):
     assert "".join(run.tokens).replace("\u2423", " ") == TEXTS["gpt2"]  # nothing lost, nothing added
     assert not any("\u0120" in t for t in run.tokens) and "\u2423world" in run.tokens  # no Ġ: a visible space
     assert run.causal and run.output.title.startswith("Top-5 next token")
+    roberta = load(folders / "roberta")
+    shown = av.run_attention(roberta.model, roberta.tokenizer, roberta.task, TEXTS["roberta"]).tokens
+    assert shown == ["<s>", "Hello", "\u2423world", ",", "\u2423the", "\u2423cat", "\u2423played", "!", "</s>"]
+    assert roberta.model.max_length == 40  # RoBERTa's positions start after the padding index
     bare = load(folders / "bert-bare")
     run = av.run_attention(bare.model, bare.tokenizer, bare.task, TEXTS["bert-bare"])
     assert "no output head" in run.output.note
@@ -82,7 +89,8 @@ def test_the_picker_lists_folders_and_the_card_describes_them(folders, tmp_path)
     infos = {i.name: i for i in list_checkpoints(folders)}
     assert set(infos) == set(TEXTS) and not any(i.error for i in infos.values())
     tasks = {name: info.task for name, info in infos.items()}
-    assert tasks == {"gpt2": "lm", "bert": "masked-lm", "bert-classifier": "classify", "bert-bare": "encoder"}
+    assert tasks == {"gpt2": "lm", "bert": "masked-lm", "bert-classifier": "classify", "bert-bare": "encoder",
+                     "distilbert": "masked-lm", "roberta": "masked-lm"}
     assert infos["bert"].config["n_layer"] == 2 and infos["gpt2"].config["causal"] is True
     assert model_card(infos["bert"])["Attention"] == "BertForMaskedLM (Hugging Face, eager)"
     assert read_metadata(folders / "gpt2")["history"] == []
