@@ -191,6 +191,9 @@ def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
     dataset = LanguageModelDataset(train_text, tokenizer, shape.block_size)
     val = LanguageModelDataset(val_text, tokenizer, shape.block_size) if val_fraction > 0 else None
     evals = {name: read_text(path) for name, path in zip(split_names(list(eval_paths)), eval_paths)}
+    for path, eval_text in zip(eval_paths, evals.values()):  # refuse before training, not after an epoch
+        if len(tokenizer.encode(eval_text)) < 2:
+            raise DataError(f"{Path(path).name} has fewer than two tokens; there is nothing to predict.")
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
     model = _build(shape, tokenizer.vocab_size, trainer.seed)
@@ -205,7 +208,8 @@ def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
             scores.update({f"{name}_loss": score.loss, f"{name}_perplexity": score.perplexity})
         return scores
 
-    shares = {name: unknown_share(tokenizer, t) for name, t in (("val", val_text if val else ""), *evals.items()) if t}
+    held_out = {"val": val_text} if val is not None else {}
+    shares = {name: unknown_share(tokenizer, t) for name, t in {**held_out, **evals}.items()}
     plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(p) for p in (corpus_path, *eval_paths)],
                           command=command, extra={"val_fraction": str(val_fraction), "level": vocabulary.level,
                                                   "vocabulary": {**vocabulary.to_dict(), "unknown_share": shares},

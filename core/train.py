@@ -1,4 +1,4 @@
-"""A generic Trainer (it knows nothing about the task) and the `python -m core.train` CLI.
+"""A generic Trainer (it knows nothing about the task); `python -m core.train` runs core/train_cli.py.
 
 The Trainer follows minGPT: AdamW (betas 0.9/0.95, decay on weight matrices only), linear warmup
 then cosine decay to a 10% floor measured in tokens (the CS224N schedule), gradient clipping.

@@ -160,11 +160,14 @@ def test_evaluate_prints_per_file_perplexity_tokens_and_unknown_share(tmp_path, 
     (["lm", "a.txt", "--min-freq", "0", "--writing_params_path", "o.safetensors"], "--min-freq must be 1"),
     (["lm", "a.txt", "--val-fraction", "1.5", "--writing_params_path", "o.safetensors"], "--val-fraction"),
     (["lm", "vanilla", "a.txt", "b.txt"], "at most a variant and one corpus path"),
+    (["lm", "a.txt", "--eval_corpus_path", "one.txt", "--writing_params_path", "o.safetensors"],
+     "one.txt has fewer than two tokens"),
 ])
 def test_bad_commands_are_one_sentence(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.txt").write_text(TRAIN)
     (tmp_path / "t.tsv").write_text("pos\tgood\nneg\tbad\n")
+    (tmp_path / "one.txt").write_text("T")
     tokenizer = CharTokenizer.from_corpus(TRAIN)
     ckpt.save(tmp_path / "enc.safetensors", tiny_model(tokenizer.vocab_size, causal=False), tokenizer, "lm")
     assert main(args) == 2
