@@ -173,3 +173,26 @@ def test_bad_commands_are_one_sentence(tmp_path, monkeypatch, capsys, args, mess
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_progress_survives_a_pipe(tmp_path):
+    """Run as a user would, stdout a pipe: plain lines, one per epoch, no progress-bar carriage returns."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "train.txt").write_text(TRAIN)
+    (tmp_path / "test.txt").write_text(TEST_A)
+    result = subprocess.run(
+        [sys.executable, "-m", "core.train", "lm", "train.txt", "--eval_corpus_path", "test.txt", "--n-layer", "1",
+         "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--epochs", "2", "--batch-size", "16",
+         "--writing_params_path", "lm.safetensors"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split("  ")[0] for line in lines[:2]] == ["epoch 1/2", "epoch 2/2"]
+    assert all(k in lines[0] for k in ("train loss", "val loss", "test loss", "test perplexity", "tokens/s"))
+    assert lines[2].startswith("final (epoch 2)") and lines[3].startswith("best (epoch")
+    assert "unknown share of split test: " in result.stdout and "\r" not in result.stdout + result.stderr
