@@ -28,9 +28,10 @@ world: $(STAMP)
 clean-venv:
 	rm -rf $(VENV)
 
-# Retrain every bundled checkpoint from data/world/ (about 30-45 minutes on a 2-core CPU).
+# Retrain every bundled checkpoint from data/world/ (CUDA when present; see checkpoints/README.md for
+# the minutes). QUICK=1: a smaller, weaker birthplace family that fits a CPU hour, in checkpoints/quick/.
 checkpoints: $(STAMP)
-	$(PY) -m core.bundle
+	$(PY) -m core.bundle $(if $(QUICK),--quick)
 
 # Benchmarks against baselines measured in the same run (minutes; not part of `make test`).
 # One summary table; exits non-zero if a target is missed. See bench/README.md.

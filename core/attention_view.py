@@ -181,7 +181,7 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
     kept = set(raw)
     unknown = [p for p in tokenized.unknown if p in kept]
     fallback = tokenizer.decode([ids[raw.index(unknown[0])]]) if unknown else ""
-    idx = torch.tensor([ids], dtype=torch.long)
+    idx = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)
     try:
         with torch.inference_mode():
             logits, _, attention = model(idx, return_attention=True)
@@ -194,8 +194,8 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
         tokens=[visible_token(t) for t in raw],
         unknown=unknown,
         fallback_token=fallback,
-        attention=attention[:, 0].float().numpy(),  # (L, H, T, T)
-        allowed=model.attention_mask(idx)[0, 0].numpy(),  # (T, T): exactly the model's mask
+        attention=attention[:, 0].float().cpu().numpy(),  # (L, H, T, T)
+        allowed=model.attention_mask(idx)[0, 0].cpu().numpy(),  # (T, T): exactly the model's mask
         special=np.array([i in specials for i in ids], dtype=bool),
         causal=bool(config.causal),
         block_size=config.block_size,

@@ -68,9 +68,9 @@ def predict_birthplaces_one_by_one(model: Transformer, tokenizer: CharTokenizer,
                                    questions: Sequence[str]) -> list[str]:
     """The assignment's own loop: one question at a time, no cache. The benchmark's baseline."""
     model.eval()
-    answers = []
+    answers, device = [], next(model.parameters()).device
     for question in questions:
-        idx = torch.tensor([tokenizer.encode(question + MASK_CHAR)], dtype=torch.long)
+        idx = torch.tensor([tokenizer.encode(question + MASK_CHAR)], dtype=torch.long, device=device)
         for _ in range(ANSWER_CHARS):
             context = model.max_length or model.config.block_size
             logits, _ = model(idx[:, -context:])
@@ -238,8 +238,9 @@ def memorization_rate(model: Transformer, tokenizer: CharTokenizer, corpus: str,
     model.eval()
     hits, prompts = 0, document_completion_prompts(corpus, pairs)
     context = (model.max_length or model.config.block_size) - 1
+    device = next(model.parameters()).device
     for prefix, place in prompts:
-        ids = torch.tensor([tokenizer.encode(prefix)[-(context - len(place)):]], dtype=torch.long)
+        ids = torch.tensor([tokenizer.encode(prefix)[-(context - len(place)):]], dtype=torch.long, device=device)
         out = model.generate(ids, len(place))
         hits += tokenizer.decode(out[0, ids.size(1):].tolist()) == place
     return hits, len(prompts)

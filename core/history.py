@@ -488,13 +488,15 @@ def file_signature(path: str | Path) -> tuple[int, int]:
 class ComparisonPreset:
     patterns: tuple[str, ...]  # fnmatch patterns against checkpoint names
     metric: str  # the metric that tells the story
-    story: str  # what to look for, one sentence
+    story: str  # what is compared: a description, never a result (results come from `comparison_verdicts`)
+    pairs: tuple[tuple[str, str], ...] = ()  # (with, without) runs whose final values the caption compares
 
 
 COMPARISONS: dict[str, ComparisonPreset] = {
     "pretrained vs from scratch": ComparisonPreset(
         ("names-pretrained", "names-scratch", "birth-vanilla-pretrained", "birth-vanilla-scratch"),
-        "accuracy", "Pretraining on the corpus lets finetuning reach a higher validation accuracy."),
+        "accuracy", "The same finetuning from a pretrained model and from scratch.",
+        pairs=(("names-pretrained", "names-scratch"), ("birth-vanilla-pretrained", "birth-vanilla-scratch"))),
     "positional encodings": ComparisonPreset(
         ("lm-learned", "lm-sinusoidal", "lm-alibi", "lm-rope"),
         "loss", "Same model and data; only the positional scheme differs."),
@@ -663,6 +665,31 @@ def summarize_runs(frame: pd.DataFrame, runs: Sequence[str], metric: str) -> pd.
         rows.append(row)
     return pd.DataFrame(rows, columns=["run", "points", "final train", "final val", "best val",
                                        "best at epoch", "best at step", "train - val gap"])
+
+
+def comparison_verdicts(preset: ComparisonPreset, frame: pd.DataFrame, min_points: float = 2.0) -> list[str]:
+    """One sentence per (with, without) pair whose final validation values are in `frame`: both values,
+    the difference, and whether it reaches `min_points` percentage points (accuracy; 2 points is about one
+    standard error of an accuracy near 50% on 600 questions) or 1% (other metrics)."""
+    subset = frame[(frame["metric"] == preset.metric) & (frame["split"] == "val")]
+    lines = []
+    for with_, without in preset.pairs:
+        a, b = (_last_finite(subset[subset["run"] == run]) for run in (with_, without))
+        if not (math.isfinite(a) and math.isfinite(b)):
+            continue
+        if preset.metric == "accuracy":
+            diff, shown = 100 * (a - b), (f"{100 * a:.1f}%", f"{100 * b:.1f}%")
+            size, unit, clear = f"{diff:+.1f}", " points", abs(diff) >= min_points
+        else:
+            diff, shown = a - b, (f"{a:.4g}", f"{b:.4g}")
+            size, unit, clear = f"{diff:+.3g}", "", abs(diff) >= 0.01 * abs(b)
+        goal = METRIC_GOAL.get(preset.metric)
+        better = (diff > 0) == (goal == "max")
+        verdict = ("better with it" if better else "worse with it") if clear else \
+            f"under {min_points:g}{unit or '%'}: no clear difference in these runs"
+        lines.append(f"{with_} ends at {shown[0]} validation {preset.metric}, {without} at {shown[1]}: "
+                     f"{size}{unit} ({verdict}).")
+    return lines
 
 
 # --------------------------------------------------------------------------- settings in the URL

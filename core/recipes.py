@@ -91,11 +91,19 @@ def _warm_start(model: Transformer, reading_params_path: str | Path | None, skip
     model.load_state_dict(target)
 
 
+def assignment_final_tokens(trainer: TrainerConfig, n_documents: int, block_size: int) -> TrainerConfig:
+    """The assignment's decay length for both birthplace stages: 200 pretraining epochs' worth of
+    tokens (200 * documents in wiki.txt * block_size), unless the caller chose one. Finetuning
+    (10 or 75 epochs) therefore stays near the top of the cosine, as it does in the assignment."""
+    return trainer if trainer.final_tokens else replace(trainer, final_tokens=200 * n_documents * block_size)
+
+
 def pretrain(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
              resume: bool = False, force: bool = False, command: str = "") -> Trainer:
     """CS224N span-corruption pretraining on wiki.txt."""
     corpus = read_text(corpus_path)
     dataset = CharCorruptionDataset(corpus, shape.block_size, seed=trainer.seed)
+    trainer = assignment_final_tokens(trainer, len(dataset), shape.block_size)
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
     model = _build(shape, dataset.tokenizer.vocab_size, trainer.seed)
@@ -114,6 +122,8 @@ def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: s
     corpus = read_text(corpus_path)
     check_no_reserved_characters(corpus, "The pretraining corpus")
     tokenizer = CharTokenizer.from_corpus(corpus)
+    trainer = assignment_final_tokens(trainer, sum(1 for line in corpus.split("\n") if line.strip()),
+                                      shape.block_size)
     pairs = read_tsv_pairs(finetune_corpus_path)
     dataset = NameDataset(pairs, tokenizer, shape.block_size)
     out = Path(writing_params_path)
@@ -166,7 +176,8 @@ def bounded(config: TrainerConfig, dataset) -> TrainerConfig:
     # at least one train-loss record per epoch (a short last one included), for the progress line
     last_epoch_steps = steps - (epochs - 1) * steps_per_epoch
     log_every = max(1, min(config.log_every, steps_per_epoch, last_epoch_steps))
-    return replace(config, max_epochs=epochs, log_every=log_every,
+    save_every = min(config.save_every, max(1, epochs // 20))  # ~20 saves, as the CLI asks for
+    return replace(config, max_epochs=epochs, log_every=log_every, save_every=save_every,
                    final_tokens=config.final_tokens or config.batch_size * y.numel() * steps)
 
 

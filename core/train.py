@@ -1,9 +1,10 @@
 """A generic Trainer (it knows nothing about the task); `python -m core.train` runs core/train_cli.py.
 
-The Trainer follows minGPT: AdamW (betas 0.9/0.95, decay on weight matrices only), linear warmup
-then cosine decay to a 10% floor measured in tokens (the CS224N schedule), gradient clipping.
+The Trainer follows the CS224N assignment's minGPT trainer: AdamW (betas 0.9/0.95) with its decay
+groups, linear warmup then an unclamped cosine with a 10% floor measured in tokens, gradient
+clipping (core/optim.py holds the groups and schedules; a recipe may name others).
 It writes history rows (run, step, epoch, tokens, wall_time, split, metric, value): live to
-`<checkpoint>.log.jsonl`, and into the checkpoint after every epoch, atomically. A sidecar
+`<checkpoint>.log.jsonl`, and into the checkpoint every `save_every` epochs and at the end, atomically. A sidecar
 `<checkpoint>.resume` (safetensors: optimizer moments and RNG states) lets `--resume` continue
 with exactly the history an uninterrupted run would have written.
 """
@@ -25,22 +26,30 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
 from core import checkpoint as ckpt
+from core.data.loader import epoch_batches
 from core.model import Transformer
+from core.optim import lr_multiplier, make_adamw
 from core.tokenizer import Tokenizer
 
 
 @dataclass
 class TrainerConfig:
+    """Defaults are the CS224N assignment's recipe where it has one (see core/optim.py)."""
+
     max_epochs: int = 10
-    max_steps: int = 0  # 0: no limit; the loop stops after that many optimizer steps
     batch_size: int = 64
     learning_rate: float = 3e-4
     betas: tuple[float, float] = (0.9, 0.95)
     grad_norm_clip: float = 1.0
     weight_decay: float = 0.1
-    lr_decay: bool = True
+    decay: str = "cs224n"  # which parameters are decayed: a core.optim.DECAY_POLICIES name
+    schedule: str = "cosine"  # core.optim.SCHEDULES; "cosine" is the assignment's, unclamped
+    lr_decay: bool = True  # False: a constant rate whatever `schedule` says
     warmup_tokens: int = 0  # CS224N counts every target position, PAD included
     final_tokens: int = 0  # 0: the whole run
+    max_steps: int = 0  # stop after this many optimizer steps (0: run every epoch)
+    save_every: int = 1  # epochs between saves of checkpoint + resume file; the last epoch is always saved
+    save_seconds: float = 0.0  # also save when this long has passed since the last save (0: off)
     log_every: int = 10  # steps between train-loss records
     seed: int = 0
     device: str = "auto"
@@ -104,23 +113,17 @@ class Trainer:
         return self.config.batch_size * x.numel()
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        no_decay = {"tok_emb.weight", "pos.table"}
-        decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2 and n not in no_decay]
-        rest = [p for n, p in self.model.named_parameters() if p.dim() < 2 or n in no_decay]
-        groups = [{"params": decay, "weight_decay": self.config.weight_decay},
-                  {"params": rest, "weight_decay": 0.0}]
-        return torch.optim.AdamW(groups, lr=self.config.learning_rate, betas=self.config.betas)
+        cfg = self.config
+        return make_adamw(self.model, cfg.decay, cfg.learning_rate, cfg.weight_decay, cfg.betas)
 
     def learning_rate(self) -> float:
+        """The rate of the next step. As in the assignment's trainer, the schedule is applied after each
+        step from the tokens trained on so far, so the very first step runs at the base rate."""
         cfg = self.config
-        if not cfg.lr_decay:
+        if self.step == 0:
             return cfg.learning_rate
-        if self.tokens < cfg.warmup_tokens:
-            mult = self.tokens / max(1, cfg.warmup_tokens)
-        else:
-            progress = (self.tokens - cfg.warmup_tokens) / max(1, self.final_tokens - cfg.warmup_tokens)
-            mult = max(0.1, 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
-        return cfg.learning_rate * mult
+        schedule = cfg.schedule if cfg.lr_decay else "constant"
+        return cfg.learning_rate * lr_multiplier(schedule, self.tokens, cfg.warmup_tokens, self.final_tokens)
 
     # --- history ---------------------------------------------------------------------------
     def record(self, split: str, metric: str, value: float) -> None:
@@ -173,22 +176,25 @@ class Trainer:
             fh.writelines(json.dumps(row) + "\n" for row in self.history)
 
     # --- the loop --------------------------------------------------------------------------
+    def _finished(self) -> bool:
+        cfg = self.config
+        return self.epoch >= cfg.max_epochs or bool(cfg.max_steps and self.step >= cfg.max_steps)
+
     def train(self) -> list[dict[str, Any]]:
         cfg = self.config
-        generator = torch.Generator()
-        while self.epoch < cfg.max_epochs and not (cfg.max_steps and self.step >= cfg.max_steps):
-            if hasattr(self.train_dataset, "set_epoch"):
-                self.train_dataset.set_epoch(self.epoch)
-            generator.manual_seed(cfg.seed * 1000 + self.epoch)
-            loader = DataLoader(self.train_dataset, batch_size=cfg.batch_size, shuffle=True,
-                                generator=generator, drop_last=False)
+        on_cuda = self.device.startswith("cuda")
+        last_save = time.perf_counter()
+        while not self._finished():
             self.model.train()
             started = time.perf_counter()
             wall_at_start = self.wall_time
-            bar = tqdm(loader, desc=f"{self.run_name} epoch {self.epoch + 1}/{cfg.max_epochs}",
-                       leave=False, dynamic_ncols=True, disable=None)
+            batches = epoch_batches(self.train_dataset, cfg.batch_size, self.epoch, cfg.seed * 1000 + self.epoch,
+                                    pin=on_cuda)
+            bar = tqdm(batches, total=math.ceil(len(self.train_dataset) / cfg.batch_size), leave=False,
+                       desc=f"{self.run_name} epoch {self.epoch + 1}/{cfg.max_epochs}", dynamic_ncols=True,
+                       disable=None)
             for x, y in bar:
-                x, y = x.to(self.device), y.to(self.device)
+                x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
                 lr = self.learning_rate()
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
@@ -199,14 +205,17 @@ class Trainer:
                 self.optimizer.step()
                 self.step += 1
                 self.tokens += y.numel()
-                self.wall_time = wall_at_start + time.perf_counter() - started
-                if self.step % cfg.log_every == 0:
+                if self.step % cfg.log_every == 0:  # .item() waits for the device: only when logging
+                    self.wall_time = wall_at_start + time.perf_counter() - started
                     self.record("train", "loss", loss.item())
                     self.record("train", "lr", lr)
-                bar.set_postfix(loss=f"{loss.item():.3f}",
-                                tok_s=f"{(self.tokens / max(self.wall_time, 1e-9)):.0f}")
+                    bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{self.tokens / max(self.wall_time, 1e-9):.0f}")
                 if cfg.max_steps and self.step >= cfg.max_steps:
                     break
+            bar.close()
+            if on_cuda:
+                torch.cuda.synchronize()
+            self.wall_time = wall_at_start + time.perf_counter() - started
             self.epoch += 1
             if self.evaluate is not None:
                 self.model.eval()
@@ -215,7 +224,10 @@ class Trainer:
                     self.record(split, name, value)
                     self.metrics[metric] = value
                 self.model.train()
-            self.save()
+            overdue = cfg.save_seconds and time.perf_counter() - last_save >= cfg.save_seconds
+            if self._finished() or self.epoch % max(1, cfg.save_every) == 0 or overdue:
+                self.save()
+                last_save = time.perf_counter()
         self.model.eval()
         return self.history
 

@@ -40,25 +40,63 @@ def test_a_few_trainer_steps_lower_the_loss():
     assert model(x, y)[1].item() < 0.5 * before
 
 
-def test_schedule_warms_up_then_decays_to_a_floor():
+def test_schedule_warms_up_decays_to_a_floor_and_rises_again_after_final_tokens():
     tok, data = _name_data()
     trainer = Trainer(tiny_model(tok.vocab_size), data, TrainerConfig(learning_rate=1.0, warmup_tokens=100,
                                                                       final_tokens=1100))
+    trainer.step = 1  # the very first step runs at the base rate, as in the assignment's trainer
     rates = []
-    for tokens in (0, 50, 100, 600, 1100, 5000):
+    for tokens in (0, 50, 100, 600, 1100, 1600, 2100):
         trainer.tokens = tokens
         rates.append(trainer.learning_rate())
-    assert rates == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.1, 0.1])
+    # the assignment does not clamp progress at 1: after final_tokens the cosine comes back up
+    assert rates == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.1, 0.5, 1.0])
+    trainer.config.schedule = "cosine-clamped"
+    assert trainer.learning_rate() == pytest.approx(0.1)
+    trainer.step = 0
+    assert trainer.learning_rate() == 1.0
 
 
-def test_weight_decay_only_on_matrices():
+def test_default_decay_groups_are_the_assignments_every_parameter_but_biases():
     tok, data = _name_data()
     trainer = Trainer(tiny_model(tok.vocab_size), data, TrainerConfig())
     decayed, plain = trainer.optimizer.param_groups
     assert decayed["weight_decay"] > 0 and plain["weight_decay"] == 0
+    names = {id(p): n for n, p in trainer.model.named_parameters()}
+    assert {names[id(p)] for p in plain["params"]} == {n for n in names.values() if n.endswith(".bias")}
+    assert {"tok_emb.weight", "pos.table", "ln_f.weight"} <= {names[id(p)] for p in decayed["params"]}
+
+
+def test_mingpt_decay_groups_exempt_embeddings_and_norm_gains():
+    tok, data = _name_data()
+    trainer = Trainer(tiny_model(tok.vocab_size), data, TrainerConfig(decay="mingpt"))
+    decayed, plain = trainer.optimizer.param_groups
     assert all(p.dim() == 2 for p in decayed["params"])
     names = {id(p): n for n, p in trainer.model.named_parameters()}
-    assert "tok_emb.weight" in {names[id(p)] for p in plain["params"]}
+    assert {"tok_emb.weight", "pos.table", "ln_f.weight"} <= {names[id(p)] for p in plain["params"]}
+
+
+def test_saving_every_n_epochs_still_saves_the_last_and_resumes(tmp_path):
+    tok, data = _name_data()
+    config = TrainerConfig(max_epochs=5, batch_size=8, learning_rate=3e-3, save_every=2)
+    saved = []
+
+    class Counting(Trainer):
+        def save(self):
+            saved.append(self.epoch)
+            super().save()
+
+    Counting(tiny_model(tok.vocab_size), data, config, CheckpointPlan(tmp_path / "m.safetensors", tok,
+                                                                       "birthplace")).train()
+    assert saved == [2, 4, 5]
+    assert ckpt.load(tmp_path / "m.safetensors").metadata["progress"]
+
+
+def test_max_steps_stops_mid_epoch():
+    tok, data = _name_data()
+    trainer = Trainer(tiny_model(tok.vocab_size), data, TrainerConfig(max_epochs=50, batch_size=8, max_steps=6))
+    trainer.train()
+    assert trainer.step == 6 and trainer.epoch == 2
 
 
 def _strip_time(history):

@@ -1,0 +1,66 @@
+"""`make checkpoints` trains the birthplace family with the assignment's recipe; QUICK never overwrites it."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.bundle import FOLDER, QUICK_FOLDER, RECIPES, quick_recipes, recipe_summary
+from core.recipes import assignment_final_tokens
+from core.train import TrainerConfig
+
+# The assignment's run.py and GPTConfig, written out independently of core/bundle.py.
+ASSIGNMENT = {
+    "pretrain": dict(max_epochs=650, batch_size=128, learning_rate=6e-3, warmup_tokens=512 * 20),
+    "finetune": dict(max_epochs=10, batch_size=256, learning_rate=6e-4, warmup_tokens=512 * 20),
+    "scratch": dict(max_epochs=75, batch_size=256, learning_rate=6e-4, warmup_tokens=512 * 20),
+}
+SHAPE = dict(n_layer=4, n_head=8, n_embd=256, block_size=128, dropout=0.1)
+BIRTHPLACE = [r for r in RECIPES if r.recipe in ("pretrain", "finetune")]
+
+
+@pytest.mark.parametrize("recipe", BIRTHPLACE, ids=lambda r: r.name)
+def test_birthplace_recipes_are_the_assignments(recipe):
+    kind = recipe.recipe if "reading_params_path" in recipe.kwargs or recipe.recipe == "pretrain" else "scratch"
+    for field, value in ASSIGNMENT[kind].items():
+        assert getattr(recipe.trainer, field) == value, (recipe.name, field)
+    assert recipe.trainer.decay == "cs224n" and recipe.trainer.schedule == "cosine" and recipe.trainer.lr_decay
+    assert recipe.trainer.weight_decay == 0.1 and recipe.trainer.betas == (0.9, 0.95)
+    assert recipe.trainer.grad_norm_clip == 1.0 and recipe.trainer.final_tokens == 0  # set from the corpus
+    for field, value in SHAPE.items():
+        assert getattr(recipe.shape, field) == value, (recipe.name, field)
+
+
+def test_final_tokens_is_200_pretraining_epochs_unless_chosen():
+    assert assignment_final_tokens(TrainerConfig(), 2937, 128).final_tokens == 200 * 2937 * 128
+    assert assignment_final_tokens(TrainerConfig(final_tokens=5), 2937, 128).final_tokens == 5
+
+
+def test_pretraining_does_not_write_650_checkpoints():
+    pretrain = next(r for r in BIRTHPLACE if r.recipe == "pretrain")
+    saves = sum(1 for e in range(1, 651) if e % pretrain.trainer.save_every == 0)
+    assert saves <= 20
+
+
+def test_other_families_say_their_groups_and_schedule():
+    for recipe in RECIPES:
+        if recipe not in BIRTHPLACE:
+            assert (recipe.trainer.decay, recipe.trainer.schedule) == ("mingpt", "cosine-clamped"), recipe.name
+
+
+def test_quick_recipes_read_and_write_only_the_quick_folder():
+    quick = quick_recipes()
+    assert [r.name for r in quick] == [r.name for r in BIRTHPLACE]
+    for recipe in quick:
+        assert recipe.description.startswith("QUICK (weaker)")
+        assert recipe.shape.n_layer < 4 and recipe.shape.attention in ("vanilla", "synthesizer")
+        for value in recipe.kwargs.values():
+            assert not (isinstance(value, str) and value.startswith(f"{FOLDER}/") and
+                        not value.startswith(f"{QUICK_FOLDER}/")), (recipe.name, value)
+
+
+def test_recipe_summary_reads_what_the_file_stores():
+    old = {"trainer": '{"learning_rate": 0.004, "lr_decay": true}', "progress": '{"epoch": 10}'}
+    assert recipe_summary(old) == "10 ep, lr 0.004, mingpt, cosine-clamped"
+    new = {"trainer": '{"learning_rate": 0.006, "decay": "cs224n", "schedule": "cosine"}',
+           "progress": '{"epoch": 650}'}
+    assert recipe_summary(new) == "650 ep, lr 0.006, cs224n, cosine"
