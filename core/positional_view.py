@@ -28,7 +28,6 @@ import torch
 
 from core.checkpoint import CheckpointInfo
 from core.evaluate import (
-    POSITIONAL_LABELS,
     DevText,
     ExtrapolationError,
     LengthScore,
@@ -39,7 +38,15 @@ from core.evaluate import (
     window_length,
 )
 from core.history import empty_frame, history_from_metadata
-from core.positional import alibi_bias, alibi_slopes, rope_angles, rope_rotate, sinusoidal_table
+from core.positional import (
+    alibi_bias,
+    alibi_slopes,
+    rope_angles,
+    rope_rotate,
+    scheme_label,
+    scheme_order,
+    sinusoidal_table,
+)
 
 # --------------------------------------------------------------------------- the encodings themselves
 
@@ -204,11 +211,6 @@ class PositionalFamily:
                 f"block size {c.get('block_size')}, {c.get('attention')} attention")
 
 
-def scheme_label(positional: str) -> str:
-    return POSITIONAL_LABELS.get(positional, positional)
-
-
-SCHEME_ORDER = ("sinusoidal", "learned", "alibi", "rope", "none")
 
 
 def positional_families(infos: Iterable[CheckpointInfo]) -> list[PositionalFamily]:
@@ -225,8 +227,7 @@ def positional_families(infos: Iterable[CheckpointInfo]) -> list[PositionalFamil
     for key, members in groups.items():
         if len({m.config.get("positional") for m in members}) < 2:
             continue
-        order = {p: i for i, p in enumerate(SCHEME_ORDER)}
-        members = sorted(members, key=lambda m: (order.get(m.config.get("positional"), 99), m.name))
+        members = sorted(members, key=lambda m: (scheme_order(m.config.get("positional", "")), m.name))
         task, shared = json.loads(key)
         families.append(PositionalFamily(members, task, shared))
     return sorted(families, key=lambda f: (-len(f.members), f.names))

@@ -8,7 +8,8 @@ Storyboard: a model (the selected checkpoint, or a course preset built on the me
 import pandas as pd
 import streamlit as st
 
-from core import anatomy, viz
+from core import anatomy
+from core.figures import teaching as figs
 from pages.common import checkpoint_picker, require_model, selected_info, show_figure
 
 checkpoint_picker()
@@ -68,7 +69,7 @@ else:
     st.warning(f"The rows add up to {counted:,}, not the model's {totals.total:,}: some parameters "
                "sit in a module this page does not know.")
 st.caption("Symbols: " + "; ".join(f"{k} = {v}" for k, v in anatomy.SYMBOLS.items()) + ".")
-show_figure(viz.parameter_share_bars(anatomy.role_totals(rows), title="Parameters by part"),
+show_figure(figs.parameter_share_bars(anatomy.role_totals(rows), title="Parameters by part"),
             "parameter-parts", key="anatomy_parts_fig")
 
 st.header("Masks")
@@ -92,12 +93,12 @@ if masked.truncated:
 
 left, right = st.columns(2)
 with left:
-    show_figure(viz.mask_heatmap(anatomy.causal_mask(length), masked.tokens, title="Causal mask"),
+    show_figure(figs.mask_heatmap(anatomy.causal_mask(length), masked.tokens, title="Causal mask"),
                 "causal-mask", key="anatomy_causal_fig")
     st.write("A language model predicts each next token from the ones before it, so position i may "
              "only attend to positions ≤ i; otherwise it would read the very token it must predict.")
 with right:
-    show_figure(viz.mask_heatmap(anatomy.padding_mask(masked.is_real), masked.tokens,
+    show_figure(figs.mask_heatmap(anatomy.padding_mask(masked.is_real), masked.tokens,
                                  title="Padding mask"), "padding-mask", key="anatomy_padding_fig")
     st.write("A classifier reads the whole input at once, but a batch pads short inputs to one length, "
              "so no position may attend to the padding, or the label would depend on how much there is.")

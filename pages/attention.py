@@ -14,7 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from core import attention_view as av
-from core import urlstate, viz
+from core import urlstate
+from core.figures import attention as figs
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, require_model, show_figure
 
 VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "combine": "Combine",
@@ -61,7 +62,7 @@ def index_select(label: str, key: str, count: int, default: int = 0, fmt=str) ->
 
 
 def show_single(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
-    fig = viz.attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
+    fig = figs.attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
                                 title=f"Layer {layer}, head {head}")
     show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
 
@@ -74,13 +75,13 @@ def show_model(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
     st.caption("Every layer (rows) x head (columns), each scaled to its own maximum. Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
     st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
-    show_figure(viz.attention_model_view(run.attention, run.allowed, (layer, head)), f"{name}-model-view",
+    show_figure(figs.attention_model_view(run.attention, run.allowed, (layer, head)), f"{name}-model-view",
                 key="attn_model_chart")
 
 
 def show_token(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
     query = index_select("Query token", "attn_token", run.n_tokens, -1, lambda i: f"{i}: {run.tokens[i]}")
-    fig = viz.token_attention_figure(run.attention[layer, :, query], run.tokens, query, run.allowed[query],
+    fig = figs.token_attention_figure(run.attention[layer, :, query], run.tokens, query, run.allowed[query],
                                      title=f"Layer {layer}: where query token {query} looks, per head")
     show_figure(fig, f"{name}-token{query}-L{layer}", key="attn_token_chart")
 
@@ -97,7 +98,7 @@ def show_combine(run: av.AttentionRun, layer: int, head: int, name: str) -> None
         return
     weights, allowed, positions = av.hide_positions(weights, allowed, keep)
     scope = "all layers" if method == "rollout" else f"layer {layer}"
-    fig = viz.attention_heatmap(weights, run.tokens, allowed, positions,
+    fig = figs.attention_heatmap(weights, run.tokens, allowed, positions,
                                 title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
     show_figure(fig, f"{name}-{method}", key="attn_combine_chart")
 
@@ -123,7 +124,7 @@ def show_compare(run: av.AttentionRun, layer: int, head: int, name: str) -> None
         l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
         with column:
             st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
-            show_figure(viz.attention_heatmap(r.attention[l, h], r.tokens, r.allowed, zmax=top),
+            show_figure(figs.attention_heatmap(r.attention[l, h], r.tokens, r.allowed, zmax=top),
                         f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
     if not av.same_tokenisation(run, other):
         st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
@@ -131,7 +132,7 @@ def show_compare(run: av.AttentionRun, layer: int, head: int, name: str) -> None
     lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
     diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
                                             other.attention[lo, ho], other.allowed)
-    show_figure(viz.attention_heatmap(diff, run.tokens, allowed, diverging=True,
+    show_figure(figs.attention_heatmap(diff, run.tokens, allowed, diverging=True,
                                       title="Difference (left minus right)"),
                 f"{name}-minus-{other_name}", key="attn_diff_chart")
 

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from core import playground as pg
-from core import viz
+from core.figures import teaching as figs
 from pages.common import checkpoint_picker, show_figure
 
 checkpoint_picker()
@@ -97,7 +97,7 @@ with by_hand:
             if target is not None:
                 st.dataframe(pg.to_frame(target, "target").style.format(precision=4), width="stretch")
         with right:
-            show_figure(viz.attention_weights_heatmap(result.weights, result.scores, keys, queries,
+            show_figure(figs.attention_weights_heatmap(result.weights, result.scores, keys, queries,
                                                       title="Attention weights"),
                         "playground-weights", key="pg_weights_fig")
             st.markdown("**Least squares for your keys**: q = lstsq(K, t) with t = β at key i, 0 elsewhere")
@@ -125,7 +125,7 @@ with two_heads:
                    "choose n ≤ d.")
     else:
         outcome = noisy_experiment(hn, hd, alpha, hbeta, samples, seed)
-        show_figure(viz.head_comparison_histograms(outcome.panels(), title=f"{samples} samples"),
+        show_figure(figs.head_comparison_histograms(outcome.panels(), title=f"{samples} samples"),
                     "one-vs-two-heads", key="heads_fig")
         st.dataframe(pd.DataFrame(outcome.summary()).style.format(precision=4), hide_index=True,
                      width="stretch")

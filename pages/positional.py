@@ -16,7 +16,9 @@ import streamlit as st
 
 from core import evaluate as ev
 from core import positional_view as pv
-from core import viz
+from core.figures import positional as figs
+from core.figures.attention import attention_heatmap
+from core.positional import scheme_label
 from core.text import markdown_escape
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, selected_info, show_figure
 
@@ -73,7 +75,7 @@ sinusoid = pv.sinusoidal_values(length, dim)
 learned_infos = [i for i in infos if i.config.get("positional") == "learned"]
 left, right = st.columns(2)
 with left:
-    show_figure(viz.position_table_heatmap(sinusoid, f"Sinusoidal table ({length} x {dim})"),
+    show_figure(figs.position_table_heatmap(sinusoid, f"Sinusoidal table ({length} x {dim})"),
                 "sinusoidal-table", key="pos_sin_table")
     st.caption("PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)): fast waves in the "
                "first dimensions, slow ones in the last.")
@@ -87,7 +89,7 @@ with right:
         loaded_learned = load_checkpoint(learned_infos[names.index(learned_name)])
         learned_table = pv.learned_table(loaded_learned.model) if loaded_learned else None
     if learned_table is not None:
-        show_figure(viz.position_table_heatmap(learned_table, f"Learned table of {learned_name} "
+        show_figure(figs.position_table_heatmap(learned_table, f"Learned table of {learned_name} "
                                                f"({learned_table.shape[0]} x {learned_table.shape[1]})"),
                     "learned-table", key="pos_learned_table")
         st.caption("model.pos.table as training left it; it has one row per position up to the block size "
@@ -103,7 +105,7 @@ for column, panel in zip(st.columns(4), pv.similarity_panels(sinusoid, learned_t
         if panel.matrix is None:
             st.info("No learned table loaded.")
             continue
-        show_figure(viz.position_matrix_heatmap(panel.matrix, panel.title, panel.value, zmin=panel.zmin,
+        show_figure(figs.position_matrix_heatmap(panel.matrix, panel.title, panel.value, zmin=panel.zmin,
                                                 zmax=panel.zmax), f"similarity-{panel.key}",
                     key=f"pos_sim_{panel.key}")
         if panel.note:
@@ -111,7 +113,7 @@ for column, panel in zip(st.columns(4), pv.similarity_panels(sinusoid, learned_t
 
 st.subheader("ALiBi: one bias matrix per head")
 shown = min(length, 64)
-show_figure(viz.alibi_bias_figure(pv.alibi_view(int(n_head), shown).bias, alibi.slopes,
+show_figure(figs.alibi_bias_figure(pv.alibi_view(int(n_head), shown).bias, alibi.slopes,
                                   f"{int(n_head)} heads, first {shown} positions"), "alibi-biases",
             key="pos_alibi")
 st.dataframe(pd.DataFrame(alibi.slope_rows()), hide_index=True)
@@ -120,7 +122,7 @@ st.caption("Added to q·k/√d before the softmax, not scaled by 1/√d (Press e
            "power of two, then every other slope of the next one.")
 
 st.subheader("RoPE: the score against relative distance")
-show_figure(viz.rope_distance_figure(*pv.rope_curves(dim, 4 * length), dim), "rope-distance",  # dim is even
+show_figure(figs.rope_distance_figure(*pv.rope_curves(dim, 4 * length), dim), "rope-distance",  # dim is even
             key="pos_rope")
 st.caption("A query at position m and a key at n, both rotated: their dot product depends on m - n only. "
            "Right: Su et al.'s long-term decay bound (their figure 2 uses d = 128). Distances up to 4x the "
@@ -159,13 +161,13 @@ if runs:
     columns = st.columns(min(len(runs), 2))
     for k, (m, run) in enumerate(runs):
         with columns[k % len(columns)]:
-            label = pv.scheme_label(m.config.get("positional", ""))
-            show_figure(viz.attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
+            label = scheme_label(m.config.get("positional", ""))
+            show_figure(attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
                                               title=f"{label} ({m.name}): layer {layer}, head {head}"),
                         f"{m.name}-L{layer}-H{head}", key=f"pos_map_{k}")
         distances, means = pv.attention_by_distance(run.attention, run.allowed)
         series.append((f"{label} ({m.name})", m.config.get("positional", ""), distances, means[layer]))
-    show_figure(viz.attention_distance_figure(series, f"Attention by distance, layer {layer}"),
+    show_figure(figs.attention_distance_figure(series, f"Attention by distance, layer {layer}"),
                 "attention-by-distance", key="pos_by_distance")
     st.caption("Mean attention weight at each distance i - j, over the queries that have a key that far "
                "back. A steep fall at short distances is a head that looks locally.")
@@ -179,7 +181,7 @@ c1, c2 = st.columns(2)
 metric = c1.radio("Metric", ["loss", "perplexity"], horizontal=True, key="pos_metric")
 splits = ("val", "train") if c2.checkbox("Also the training curve (per batch)", key="pos_train") else ("val",)
 names, schemes = [m.name for m, _ in loaded], [m.config.get("positional", "") for m, _ in loaded]
-show_figure(viz.positional_training_figure(frame, names, schemes, metric, splits,
+show_figure(figs.positional_training_figure(frame, names, schemes, metric, splits,
                                            title=f"Dev {metric} during training"), "positional-training",
             key="pos_training")
 st.dataframe(pv.training_table(frame, [m for m, _ in loaded]), hide_index=True)
@@ -247,7 +249,7 @@ elif settings:
                    "training recorded.")
     variants = run.variants
     labels = ev.variant_labels(variants)
-    show_figure(viz.extrapolation_figure(variants, labels, list(protocols), title="Dev perplexity by length"),
+    show_figure(figs.extrapolation_figure(variants, labels, list(protocols), title="Dev perplexity by length"),
                 "extrapolation", key="pos_extrapolation_fig")
     for sentence in ev.extrapolation_summary(variants):
         st.markdown(markdown_escape(sentence))
@@ -258,7 +260,7 @@ elif settings:
         lengths = sorted({s.length for v in variants for s in v.scores if s.protocol == "windows"})
         chosen_length = st.selectbox("Loss by position within a window of", lengths, index=len(lengths) - 1,
                                      key="pos_position_length", format_func=lambda n: f"{n} tokens")
-        show_figure(viz.position_loss_figure(variants, labels, chosen_length,
+        show_figure(figs.position_loss_figure(variants, labels, chosen_length,
                                              title="Loss at each position of a window (non-overlapping)"),
                     "position-loss", key="pos_position_fig")
         missing = [label for label, v in zip(labels, variants)

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from core import anatomy, checkpoint, viz
+from core import anatomy, checkpoint
 from core.config import PRESETS, ModelConfig
+from core.figures import teaching as viz
 from core.model import Transformer
 from core.tokenizer import PAD_CHAR, CharTokenizer, WordTokenizer
 from tests.conftest import TINY_CORPUS, save_tiny_checkpoint, tiny_model

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from core import checkpoint, viz
+from core import checkpoint
 from core import positional_view as pv
 from core.evaluate import LengthScore, VariantExtrapolation
+from core.figures import positional as viz
+from core.positional import POSITIONAL
 from core.text import markdown_escape
 from tests.conftest import save_tiny_checkpoint, tiny_model
 
@@ -239,7 +241,7 @@ def test_training_table_reads_final_numbers_from_the_history(tmp_path):
     assert np.allclose(train_ppl, np.exp(3.0 - 0.2 * np.arange(1, 6)))
     fig = viz.positional_training_figure(frame, ["a"], ["alibi"], "loss", ("val", "train"))
     assert [t.meta["split"] for t in fig.data] == ["val", "train"]
-    assert list(fig.data[0].y) == [2.5] and fig.data[0].line.color == viz.SCHEME_COLORS["alibi"]
+    assert list(fig.data[0].y) == [2.5] and fig.data[0].line.color == POSITIONAL["alibi"].color
 
 
 # --------------------------------------------------------------------------- extrapolation figures

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core import viz
+from core.figures import attention as viz
+from core.figures.common import TICK_LABELS_MAX
 
 
 def causal(T: int) -> np.ndarray:
@@ -48,7 +49,7 @@ def test_labels_are_thinned_and_smaller_for_128_tokens():
     T = 128
     fig = viz.attention_heatmap(random_rows(T), [f"t{i}" for i in range(T)], causal(T))
     ticks = list(fig.layout.xaxis.tickvals)
-    assert len(ticks) <= viz.TICK_LABELS_MAX and ticks[:3] == [0, 2, 4]
+    assert len(ticks) <= TICK_LABELS_MAX and ticks[:3] == [0, 2, 4]
     assert fig.layout.xaxis.ticktext[1] == "t2"
     assert fig.layout.xaxis.tickfont.size < viz.attention_heatmap(
         random_rows(8), list("abcdefgh"), causal(8)).layout.xaxis.tickfont.size
