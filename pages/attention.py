@@ -75,8 +75,8 @@ def show_model(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
     st.caption("Every layer (rows) x head (columns), each scaled to its own maximum. Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
     st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
-    show_figure(figs.attention_model_view(run.attention, run.allowed, (layer, head)), f"{name}-model-view",
-                key="attn_model_chart")
+    show_figure(figs.attention_model_view(run.attention, run.allowed, (layer, head), tokens=run.tokens),
+                f"{name}-model-view", key="attn_model_chart")
 
 
 def show_token(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
@@ -168,7 +168,7 @@ st.title("Attention")
 if info is None or loaded is None:
     st.stop()
 restore_widgets(loaded)
-text = st.text_area("Sentence", key="attn_text", height=80,
+text = st.text_area("Sentence", key="attn_text", height=68,
                     help="Type or paste any text; it is cut to what the model can read.")
 controls = st.columns([3, 1, 1, 2])
 view = controls[0].radio("View", list(VIEW_TITLES), key="attn_view", format_func=VIEW_TITLES.get,
@@ -199,10 +199,9 @@ for note in run.notes:
     st.info(note)
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
+VIEWS[view](run, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
 st.caption(f"How the model reads it: {run.n_tokens} tokens")
 st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
-
-VIEWS[view](run, layer, head, info.name)
 show_output(run.output)
 show_sanity(run)
 st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),

@@ -6,22 +6,32 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from core.figures.common import DIVERGING, LEGEND_BELOW, SEQUENTIAL, token_axis
+from core.figures.common import (
+    DIVERGING,
+    LEGEND_RIGHT,
+    SEQUENTIAL,
+    TOKEN_FONT,
+    category_axis,
+    token_axis,
+    token_categories,
+    visible_token,
+)
 
-# Token axes are positional (x = key position, y = query position) with the token text as ticktext,
-# so repeated tokens never merge into one category. Masked cells are NaN drawn over a grey plot
-# background: "not allowed to look" must never read as "looked with weight 0".
+# Token axes are category axes of distinct labels (core.figures.common.category_axis): the browser
+# thins and turns them so they never overlap. Masked cells are NaN drawn over a grey plot background:
+# "not allowed to look" must never read as "looked with weight 0". Which position a row or column is
+# stays in the trace's `meta["positions"]`.
 # Figures are built from one layout dict, without a named template: `update_layout` and template
 # validation cost 5-10 ms each per figure, more than this page's whole rerun budget (bench/), and
 # Streamlit's chart theme (plotly's default template under streamlit) styles the figure anyway.
 
 ATTENTION_MASKED_COLOR = "rgb(200, 200, 200)"  # MASKED_COLOR made opaque: distinct from weight 0's white
 HOVER_TOKENS_MAX = 64  # up to this many tokens the hover names both tokens; past it, positions only
-
+ROW_PX = 16  # a 13 px label needs ~15 px: every row labelled up to (900 - margins) / 16 tokens
 
 
 def attention_height(n_tokens: int) -> int:
-    return int(min(900, max(360, 160 + 11 * n_tokens)))  # ~11 px a row keeps labels legible
+    return int(min(900, max(360, 170 + ROW_PX * n_tokens)))
 
 
 def attention_layout(title: str | None, height: int, **extra: Any) -> dict[str, Any]:
@@ -30,8 +40,14 @@ def attention_layout(title: str | None, height: int, **extra: Any) -> dict[str, 
 
     layout = dict(title=dict(text=html.escape(title)) if title else None, height=height,
                   margin=dict(l=10, r=10, t=40 if title else 10, b=10), paper_bgcolor="white",
-                  plot_bgcolor=ATTENTION_MASKED_COLOR)
+                  plot_bgcolor=ATTENTION_MASKED_COLOR, font=dict(color="#1F2328"))
     return {**layout, **extra}
+
+
+def _labels(tokens: list[str], positions) -> list[str]:
+    import html
+
+    return [html.escape(visible_token(tokens[int(p)])) for p in positions]
 
 
 def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, title: str | None = None,
@@ -40,18 +56,17 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     """One (T, T) map: query tokens as rows, key tokens as columns.
 
     `tokens` are display labels for positions 0..; `positions` (default 0..T-1) says which positions
-    the rows/columns are (after hiding tokens). fig.data[0].z is `weights` with NaN where `allowed`
-    is False; the hover shows the exact weight. `zmax` fixes the colour scale (e.g. shared by two maps).
+    the rows/columns are (after hiding tokens); they are in `fig.data[0].meta["positions"]`, and x / y
+    are the tokens as distinct categories. fig.data[0].z is `weights` with NaN where `allowed` is
+    False; the hover shows the exact weight. `zmax` fixes the colour scale (e.g. shared by two maps).
     """
-    import html
-
     import numpy as np
 
     weights = np.asarray(weights)
     T = weights.shape[-1]
     positions = np.arange(T) if positions is None else np.asarray(positions)
     z = weights if allowed is None else np.where(allowed, weights, np.nan)
-    labels = [html.escape(tokens[int(p)]) for p in positions]
+    labels = _labels(tokens, positions)
     finite = np.abs(z[np.isfinite(z)])
     top = float(zmax) if zmax is not None else (float(finite.max()) if finite.size else 1.0)
     top = max(top, 1e-9)
@@ -65,18 +80,20 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     else:
         text = None
         hover = f"query %{{y}} → key %{{x}}<br>{value} %{{z:.7g}}<extra></extra>"
-    axis = token_axis(labels, positions)
+    categories = token_categories(labels)
     layout = attention_layout(title, height or attention_height(T),
-                              xaxis=dict(title=dict(text="key"), tickangle=-90, **axis),
-                              yaxis=dict(title=dict(text="query"), autorange="reversed", **axis))
-    trace = go.Heatmap(z=z, x=positions, y=positions, text=text, hovertemplate=hover, hoverongaps=False,
-                       colorbar=dict(thickness=12), **scale)
+                              xaxis=category_axis(title=dict(text="key")),
+                              yaxis=category_axis(title=dict(text="query"), autorange="reversed"))
+    trace = go.Heatmap(z=z, x=categories, y=categories, text=text, hovertemplate=hover, hoverongaps=False,
+                       colorbar=dict(thickness=12, title=dict(text=value), tickfont=TOKEN_FONT),
+                       meta={"positions": [int(p) for p in positions]}, **scale)
     return go.Figure(data=[trace], layout=layout)
 
 
 def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None = None,
-                         title: str | None = None) -> go.Figure:
-    """Small multiples: every layer (rows) x head (columns), each scaled to its own maximum.
+                         title: str | None = None, tokens: list[str] | None = None) -> go.Figure:
+    """Small multiples: every layer (rows) x head (columns) on one shared colour scale (0 to the largest
+    weight, one colour bar); tokens label the first column's rows and the last row's columns.
 
     The focused (layer, head) gets a frame. Trace order is layer-major: data[l * n_head + h]. The
     grid comes from make_subplots once, as a dict; per-axis `update_*` calls would cost ~0.2 s at 32 heads.
@@ -86,28 +103,31 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
 
     attention = np.asarray(attention)
     L, H, T, _ = attention.shape
+    labels = _labels(tokens, range(T)) if tokens is not None else [str(i) for i in range(T)]
+    categories = token_categories(labels)
     grid = make_subplots(rows=L, cols=H, horizontal_spacing=min(0.02, 0.2 / H),
-                         vertical_spacing=min(0.06, 0.3 / L),
+                         vertical_spacing=min(0.08, 0.4 / L),
                          subplot_titles=[f"L{l} H{h}" for l in range(L) for h in range(H)]
                          ).layout.to_plotly_json()
-    plain = dict(showticklabels=False, showgrid=False, zeroline=False)
     for key in grid:
-        if key.startswith("xaxis"):
-            grid[key].update(plain)
-        elif key.startswith("yaxis"):
-            grid[key].update(plain, autorange="reversed")
+        if key.startswith(("xaxis", "yaxis")):
+            n = int(key[5:] or 1) - 1
+            l, h = divmod(n, H)
+            shown = (l == L - 1) if key.startswith("x") else (h == 0)
+            grid[key].update(category_axis(showticklabels=shown, ticks=""))
+            if key.startswith("y"):
+                grid[key]["autorange"] = "reversed"
     for note in grid.get("annotations", []):
-        note["font"] = dict(size=10)
-    positions = np.arange(T)
+        note["font"] = dict(size=13, color="#1F2328")
+    z_all = attention if allowed is None else np.where(allowed, attention, np.nan)
+    top = float(np.nanmax(z_all)) if np.isfinite(z_all).any() else 1.0
     traces = []
     for l in range(L):
         for h in range(H):
             n = l * H + h + 1
-            z = attention[l, h] if allowed is None else np.where(allowed, attention[l, h], np.nan)
-            top = float(np.nanmax(z)) if np.isfinite(z).any() else 1.0
             traces.append(go.Heatmap(
-                z=z, x=positions, y=positions, xaxis=f"x{n if n > 1 else ''}", yaxis=f"y{n if n > 1 else ''}",
-                colorscale=SEQUENTIAL, zmin=0.0, zmax=max(top, 1e-9), showscale=False, hoverongaps=False,
+                z=z_all[l, h], x=categories, y=categories, xaxis=f"x{n if n > 1 else ''}",
+                yaxis=f"y{n if n > 1 else ''}", coloraxis="coloraxis", hoverongaps=False,
                 hovertemplate=f"layer {l} head {h}<br>query %{{y}} → key %{{x}}<br>weight %{{z:.7g}}"
                               "<extra></extra>"))
     shapes = []
@@ -116,8 +136,11 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
         suffix = "" if n == 1 else str(n)
         shapes.append(dict(type="rect", xref=f"x{suffix} domain", yref=f"y{suffix} domain", x0=-0.04,
                            x1=1.04, y0=-0.04, y1=1.04, line=dict(color="crimson", width=3)))
-    cell = max(80, min(170, 1100 // H))
-    layout = {**grid, **attention_layout(title, 60 + L * (cell + 20), shapes=shapes)}
+    cell = max(90, min(170, 1100 // H))
+    coloraxis = dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=max(top, 1e-9),
+                     colorbar=dict(thickness=12, title=dict(text="weight"), tickfont=TOKEN_FONT))
+    layout = {**grid, **attention_layout(title, 90 + L * (cell + 30), shapes=shapes, coloraxis=coloraxis)}
+    layout["margin"] = dict(l=10, r=10, t=60 if title else 30, b=10)
     return go.Figure(data=traces, layout=layout)
 
 
@@ -134,7 +157,7 @@ def token_attention_figure(weights, tokens: list[str], query: int, allowed_row=N
     weights = np.asarray(weights)
     H, T = weights.shape
     positions = np.arange(T)
-    labels = [html.escape(t) for t in tokens[:T]]
+    labels = [html.escape(visible_token(t)) for t in tokens[:T]]
     traces = [go.Scatter(x=positions, y=weights[h] if allowed_row is None else
                          np.where(allowed_row, weights[h], np.nan),
                          mode="lines+markers", name=f"head {h}", marker=dict(size=5), connectgaps=False,
@@ -142,7 +165,7 @@ def token_attention_figure(weights, tokens: list[str], query: int, allowed_row=N
                for h in range(H)]
     layout = attention_layout(
         title, 420, plot_bgcolor="white", hovermode="closest",
-        legend=LEGEND_BELOW,
+        legend=LEGEND_RIGHT,
         shapes=[dict(type="line", xref="x", yref="paper", x0=int(query), x1=int(query), y0=0, y1=1,
                      line=dict(color="crimson", dash="dot", width=1))],
         xaxis=dict(title=dict(text="key"), tickangle=-90, **token_axis(labels, positions)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.figures.common import LEGEND_BELOW, base_layout, run_color
+from core.figures.common import LEGEND_RIGHT, base_layout, run_color
 
 SPLIT_DASH = {"train": "solid", "val": "dash"}  # any other split: dotted
 RAW_OPACITY_UNDER_SMOOTHING = 0.25
@@ -61,7 +61,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480) ->
     base_layout(fig, title=html.escape(title) if title else None, height=height)
     fig.update_layout(
         uirevision=plot.uirevision, hovermode="closest",
-        legend=LEGEND_BELOW,
+        legend=LEGEND_RIGHT,
         xaxis_title=X_AXES.get(plot.x, plot.x), yaxis_title=metric,
         yaxis_type="log" if plot.logy else "linear")
     return fig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.figures.common import DIVERGING, LEGEND_BELOW, MASKED_COLOR, RUN_COLORS, base_layout
+from core.figures.common import DIVERGING, LEGEND_RIGHT, MASKED_COLOR, RUN_COLORS, base_layout
 
 # One colour per scheme on every chart of every page: the colour lives in the scheme's registry entry
 # (core.positional), so "ALiBi" is the same line everywhere.
@@ -120,7 +120,7 @@ def rope_distance_figure(distances, ones_scores, random_scores, bound_distances,
     fig.update_yaxes(title="q·k", row=1, col=1)
     fig.update_yaxes(title="relative upper bound", row=1, col=2)
     base_layout(fig, html.escape(title) if title else None, 380)
-    fig.update_layout(legend=LEGEND_BELOW, margin=dict(t=90))
+    fig.update_layout(legend=LEGEND_RIGHT, margin=dict(t=90))
     return fig
 
 
@@ -148,7 +148,7 @@ def attention_distance_figure(series, title: str | None = None) -> go.Figure:
     fig.update_xaxes(title="distance i - j (query - key)")
     fig.update_yaxes(title="mean attention weight", row=1, col=1, rangemode="tozero")
     base_layout(fig, html.escape(title) if title else None, 360)
-    fig.update_layout(legend=LEGEND_BELOW, margin=dict(t=80))
+    fig.update_layout(legend=LEGEND_RIGHT, margin=dict(t=80))
     fig.update_annotations(font_size=11)
     return fig
 
@@ -180,7 +180,7 @@ def positional_training_figure(frame, runs: list[str], positionals: list[str], m
     base_layout(fig, html.escape(title) if title else None, 400)
     fig.update_xaxes(title=x)
     fig.update_yaxes(title=metric)
-    fig.update_layout(legend=LEGEND_BELOW)
+    fig.update_layout(legend=LEGEND_RIGHT)
     return fig
 
 
@@ -237,7 +237,7 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
     fig.update_xaxes(title="window length (tokens); dotted: training length")
     fig.update_yaxes(title=f"dev {metric}", row=1, col=1)
     base_layout(fig, html.escape(title) if title else None, 420)
-    fig.update_layout(legend=LEGEND_BELOW, margin=dict(t=90))
+    fig.update_layout(legend=LEGEND_RIGHT, margin=dict(t=90))
     return fig
 
 
@@ -264,5 +264,5 @@ def position_loss_figure(variants, labels: list[str], length: int, title: str | 
     base_layout(fig, html.escape(title) if title else None, 380)
     fig.update_xaxes(title=f"position in a window of {length} tokens; dotted: training length")
     fig.update_yaxes(title="mean loss (nats)")
-    fig.update_layout(legend=LEGEND_BELOW)
+    fig.update_layout(legend=LEGEND_RIGHT)
     return fig

@@ -6,7 +6,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from core.figures.common import ALLOWED_COLOR, LEGEND_BELOW, SEQUENTIAL, base_layout, index_axis, run_color, token_axis
+from core.figures.common import ALLOWED_COLOR, LEGEND_RIGHT, SEQUENTIAL, base_layout, index_axis, run_color, token_axis
 
 PROBE_CATEGORY_COLORS = {
     "retrieved": "#1CA71C", "wrong despite evidence": "#EF553B", "correct by prior": "#FFA15A",
@@ -81,7 +81,7 @@ def place_share_bars(shares, title: str | None = None) -> go.Figure:
     fig.update_xaxes(tickangle=-45, **index_axis(list(shares.index)))
     fig.update_yaxes(title="share of answers", tickformat=".0%")
     base_layout(fig, html.escape(title) if title else None, 420)
-    fig.update_layout(barmode="group", legend=LEGEND_BELOW)
+    fig.update_layout(barmode="group", legend=LEGEND_RIGHT)
     return fig
 
 
@@ -123,7 +123,7 @@ def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.F
     base_layout(fig, html.escape(title) if title else None, 420)
     fig.update_xaxes(title="confidence (probability of the greedy answer)", range=[0, 1])
     fig.update_yaxes(title="accuracy", range=[0, 1.1], tickformat=".0%")
-    fig.update_layout(barmode="group", legend=LEGEND_BELOW)
+    fig.update_layout(barmode="group", legend=LEGEND_RIGHT)
     return fig
 
 
@@ -147,7 +147,7 @@ def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> 
     fig.update_yaxes(autorange="reversed", **index_axis(models))
     fig.update_xaxes(title="share of questions", range=[0, 1], tickformat=".0%")
     base_layout(fig, html.escape(title) if title else None, 140 + 40 * max(len(models), 1))
-    fig.update_layout(barmode="stack", legend=LEGEND_BELOW)
+    fig.update_layout(barmode="stack", legend=LEGEND_RIGHT)
     return fig
 
 

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from core.figures.common import (
     ALLOWED_COLOR,
-    LEGEND_BELOW,
+    LEGEND_RIGHT,
     MASKED_COLOR,
     SEQUENTIAL,
     base_layout,
@@ -57,7 +57,7 @@ def head_comparison_histograms(panels, title: str | None = None, height: int = 3
                 xbins=dict(start=low - size / 2, end=high + size / 2, size=size),
             ), row=1, col=col)
         fig.update_yaxes(title="samples" if col == 1 else None, row=1, col=col)
-    fig.update_layout(barmode="overlay", legend=LEGEND_BELOW)
+    fig.update_layout(barmode="overlay", legend=LEGEND_RIGHT)
     base_layout(fig, title, height)
     fig.update_layout(margin=dict(t=80))
     return fig
