@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from core import checkpoint
+from core import extrapolation_view as xv
 from core import positional_view as pv
 from core.evaluate import LengthScore, VariantExtrapolation
 from core.figures import positional as viz
@@ -320,7 +321,7 @@ def test_run_extrapolation_checks_the_weights_give_back_trainings_dev_loss(tmp_p
         ids, _ = ev.token_stream(loaded.tokenizer, text, max_tokens)
         return ev.score_length(loaded.model, ids, unit.length, unit.protocol, unit.factor)
 
-    run = pv.run_extrapolation(models, len(text), [1.0, 2.0], ["windows", "sliding"],
+    run = xv.run_extrapolation(models, len(text), [1.0, 2.0], ["windows", "sliding"],
                                {"windows": 100, "sliding": 30}, True, score, lambda f, _: fractions.append(f))
     assert run.checked and len(run.problems) == 1 and run.problems[0].startswith("b: its weights give")
     assert ("a", "windows", 8, None) in calls and ("a", "sliding", 16, 30) in calls
@@ -328,13 +329,13 @@ def test_run_extrapolation_checks_the_weights_give_back_trainings_dev_loss(tmp_p
     learned = run.variants[0]
     assert not learned.score("sliding", 2.0).applicable and learned.score("sliding", 1.0).tokens == 30
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
-    unchecked = pv.run_extrapolation(models, len(text), [1.0], ["windows"], {"windows": 50}, False, score)
+    unchecked = xv.run_extrapolation(models, len(text), [1.0], ["windows"], {"windows": 50}, False, score)
     assert not unchecked.checked and unchecked.problems == []
 
 
 def test_planned_work_counts_the_token_positions_a_run_reads():
     # windows: whole windows only; sliding: L for the first window, then L per further prediction
-    assert pv.planned_work(64, [1.0], ["windows"], {"windows": 1000}, 5000) == (1000 // 64) * 64
-    assert pv.planned_work(64, [4.0], ["sliding"], {"sliding": 512}, 5000) == 256 + (512 - 256) * 256
-    assert pv.planned_work(64, [4.0], ["sliding"], {"sliding": None}, 300) == 256 + 44 * 256
-    assert pv.planned_work(64, [2.0], ["sliding"], {"sliding": 512}, 5000, max_length=64) == 0
+    assert xv.planned_work(64, [1.0], ["windows"], {"windows": 1000}, 5000) == (1000 // 64) * 64
+    assert xv.planned_work(64, [4.0], ["sliding"], {"sliding": 512}, 5000) == 256 + (512 - 256) * 256
+    assert xv.planned_work(64, [4.0], ["sliding"], {"sliding": None}, 300) == 256 + 44 * 256
+    assert xv.planned_work(64, [2.0], ["sliding"], {"sliding": 512}, 5000, max_length=64) == 0
