@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-SECTIONS = ("encodings", "sentence", "training", "extrapolation")
-SECTION_TITLES = {"encodings": "1. The encodings", "sentence": "2. One sentence, each model",
-                  "training": "3. Their training", "extrapolation": "4. Train short, test long"}
+SECTIONS = ("tables", "similarity", "alibi", "rope", "sentence", "training", "extrapolation")
+SECTION_TITLES = {"tables": "Tables", "similarity": "Similarity", "alibi": "ALiBi", "rope": "RoPE",
+                  "sentence": "One sentence", "training": "Training", "extrapolation": "Longer than trained"}
+ENCODING_SECTIONS = SECTIONS[:4]  # need no checkpoint
 METRICS = ("loss", "perplexity")
 DEFAULT_SENTENCE = "Karl Long was a British cyclist and engineer born in Leeds ."
 MAX_TEXT = 1000
@@ -26,7 +27,7 @@ DIGITS = re.compile(r"[0-9]{1,4}")
 
 @dataclass(frozen=True)
 class PositionalPageState:
-    section: str = "encodings"
+    section: str = "tables"
     text: str = DEFAULT_SENTENCE
     layer: int = 0
     head: int = 0

@@ -53,6 +53,9 @@ def clip(key: str, count: int) -> None:
 
 checkpoint_picker()
 st.title("Positional encodings")
+st.caption("Attention alone does not know word order. Sinusoidal (Vaswani et al. 2017) and learned vectors are "
+           "added to the tokens; ALiBi (Press et al. 2022) adds a distance penalty to the scores; RoPE (Su et "
+           "al. 2021) rotates queries and keys by their position.")
 saved = restore_widgets()
 infos = [i for i in all_checkpoints() if not i.error]
 info = selected_info()
@@ -76,8 +79,8 @@ for tab, name in zip(tabs, url.SECTIONS):
     if not tab.open:  # only the open tab runs: a visit costs one section, not four
         continue
     with tab:
-        if name == "encodings":
-            sections.encodings(infos, members)
+        if name in url.ENCODING_SECTIONS:
+            sections.encodings(name, infos, members)
         elif not loaded:
             st.info("This tab needs causal language models; none is loaded. `make checkpoints` trains a set "
                     "that differs only in positional encoding.")

@@ -85,15 +85,17 @@ def training_figure(key: tuple, metric: str, splits: tuple[str, ...], _infos):
 
 
 
-def encodings(infos, members) -> None:
+def encodings(section: str, infos, members) -> None:
+    """One of the tabs about the encodings themselves (tables, similarity, ALiBi, RoPE): one or two
+    charts each, so a tab draws quickly on a projector laptop."""
     c1, c2, c3 = st.columns(3)
     length = c1.slider("Length (positions)", 8, 256, step=8, key="pos_length")
     dim = c2.slider("Dimension d (model width; RoPE: head size)", 8, 256, step=8, key="pos_dim")
     n_head = int(c3.number_input("ALiBi heads", 1, 16, key="pos_heads",
                                  help="Non-powers of two get Press et al.'s interleaved slopes."))
-    learned_infos = [i for i in infos if i.config.get("positional") == "learned"]
     table, name, key = None, None, None
-    if learned_infos:
+    learned_infos = [i for i in infos if i.config.get("positional") == "learned"]
+    if learned_infos and section in ("tables", "similarity"):
         names = [i.name for i in learned_infos]
         ours = [n for n in names if n in {m.name for m in members}]  # the compared set's own table first
         name = st.selectbox("Learned table from", names, index=names.index(ours[0]) if ours else 0,
@@ -103,6 +105,10 @@ def encodings(infos, members) -> None:
         table = pv.learned_table(loaded.model) if loaded else None
         key = (str(source.path), mtime(source)) if table is not None else None
     shown = encoding_figures(length, dim, n_head, key, name, table)
+    {"tables": tables, "similarity": similarity, "alibi": alibi, "rope": rope}[section](shown)
+
+
+def tables(shown) -> None:
     left, right = st.columns(2)
     with left:
         show_figure(shown["sin"], "sinusoidal-table", key="pos_sin_table")
@@ -116,7 +122,9 @@ def encodings(infos, members) -> None:
                        "nothing past it.")
         else:
             st.info("No checkpoint with learned positions is loaded, so there is no learned table to show.")
-    st.subheader("How similar are two positions?")
+
+
+def similarity(shown) -> None:
     panels = shown["similarity"]
     for row in (panels[:2], panels[2:]):
         for column, (panel, fig) in zip(st.columns(2), row):
@@ -127,13 +135,17 @@ def encodings(infos, members) -> None:
                 show_figure(fig, f"similarity-{panel.key}", key=f"pos_sim_{panel.key}")
                 if panel.note:
                     st.caption(panel.note)
-    st.subheader("ALiBi: one bias matrix per head")
+
+
+def alibi(shown) -> None:
     show_figure(shown["alibi"], "alibi-biases", key="pos_alibi")
+    st.markdown(r"Added to $q \cdot k / \sqrt{d}$ before the softmax, not scaled by $1/\sqrt{d}$ (Press et "
+                r"al.). The slopes are a geometric sequence starting at $2^{-8/n}$; for $n$ not a power of two, "
+                "those of the nearest smaller power of two, then every other slope of the next one.")
     st.dataframe(shown["slopes"], hide_index=True)
-    st.markdown(r"Added to $q \cdot k / \sqrt{d}$ before the softmax, not scaled by $1/\sqrt{d}$ (Press et al.). "
-                r"The slopes are a geometric sequence starting at $2^{-8/n}$; for $n$ not a power of two, those of "
-                "the nearest smaller power of two, then every other slope of the next one.")
-    st.subheader("RoPE: the score against relative distance")
+
+
+def rope(shown) -> None:
     show_figure(shown["rope"], "rope-distance", key="pos_rope")
     st.caption("A query at position m and a key at n, both rotated: their dot product depends on m - n only. "
                "Right: Su et al.'s long-term decay bound (their figure 2 uses d = 128). Distances up to 4x the "

@@ -16,7 +16,7 @@ SCHEMES = ("learned", "sinusoidal", "alibi", "rope")
 BUNDLED = [ROOT / "checkpoints" / f"lm-{p}.safetensors" for p in SCHEMES]
 
 
-def page(folder: Path, monkeypatch, tab: str = "encodings") -> AppTest:
+def page(folder: Path, monkeypatch, tab: str = "tables") -> AppTest:
     """The page with one tab open (only the open tab runs)."""
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
     at = AppTest.from_file(PAGE, default_timeout=120)
@@ -63,7 +63,9 @@ def test_page_shows_the_family_and_runs_the_extrapolation(tiny_family, monkeypat
     at = page(tiny_family, monkeypatch)
     assert "4 lm checkpoints identical except positional encoding" in texts(at).replace("\\", "")
     assert at.selectbox(key="pos_learned_source").value == "one"
-    assert len(at.get("plotly_chart")) >= 8  # 2 tables, 4 similarities, ALiBi, RoPE
+    assert len(at.get("plotly_chart")) == 2  # the sinusoidal and the learned table
+    assert [len(page(tiny_family, monkeypatch, tab).get("plotly_chart")) for tab in ("similarity", "alibi", "rope")
+            ] == [4, 1, 1]
     at = page(tiny_family, monkeypatch, "sentence")
     assert len(at.get("plotly_chart")) == 5  # 4 maps, by distance
     at = page(tiny_family, monkeypatch, "extrapolation")
@@ -90,6 +92,11 @@ def test_page_controls_rerun_without_errors(tiny_family, monkeypatch):
     at.slider(key="pos_dim").set_value(16)
     at.number_input(key="pos_heads").set_value(6).run()
     assert not at.exception, at.exception
+    for tab in ("similarity", "alibi", "rope"):
+        at.session_state["pos_tab"] = SECTION_TITLES[tab]
+        at.run()
+        assert not at.exception, at.exception
+        assert at.slider(key="pos_length").value == 24  # the sizes stay when the tab changes
     at = page(tiny_family, monkeypatch, "sentence")
     at.text_input(key="pos_text").input("Ada <b>was</b> born in Zürich ☃")
     at.selectbox(key="pos_layer").set_value(1).run()
@@ -130,7 +137,8 @@ def test_page_with_unrelated_checkpoints_explains_and_evaluates_the_selected_mod
 def test_page_without_checkpoints_still_draws_the_encodings(tmp_path, monkeypatch):
     at = page(tmp_path / "empty", monkeypatch)
     assert any("No checkpoint with learned positions" in i.value for i in at.info)
-    assert len(at.get("plotly_chart")) >= 6
+    assert len(at.get("plotly_chart")) == 1
+    assert len(page(tmp_path / "empty", monkeypatch, "alibi").get("plotly_chart")) == 1
     at = page(tmp_path / "empty", monkeypatch, "sentence")
     assert any("needs causal language models" in i.value for i in at.info)
 
