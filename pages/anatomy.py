@@ -49,7 +49,7 @@ columns = st.columns(4)
 columns[0].metric("Parameters", f"{totals.total:,}")
 columns[1].metric("Trainable", f"{totals.trainable:,}")
 columns[2].metric("Non-trainable", f"{totals.non_trainable:,}")
-columns[3].metric("Buffer values (not parameters)", f"{totals.buffer_values:,}")
+columns[3].metric("Buffer values", f"{totals.buffer_values:,}", help="Buffers are stored but not trained.")
 if stated is not None:
     verdict = "matches" if stated == totals.total else "does NOT match"
     st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")
@@ -59,8 +59,11 @@ table = pd.DataFrame([{
     "formula value": r.formula_value, "parameters": r.parameters,
     "formula = count": "✓" if r.matches else "✗", "buffers": r.buffers, "note": r.note,
 } for r in rows])
-st.dataframe(table, hide_index=True, width="stretch",
-             column_config={"formula value": st.column_config.NumberColumn(format="localized"),
+st.dataframe(table.fillna(""), hide_index=True, width="stretch",  # an empty cell, not "None"
+             column_config={"module": st.column_config.TextColumn(pinned=True),
+                            "formula": st.column_config.TextColumn(width="large"),
+                            "where": st.column_config.TextColumn(width="medium"),
+                            "formula value": st.column_config.NumberColumn(format="localized"),
                             "parameters": st.column_config.NumberColumn(format="localized")})
 counted = sum(r.parameters for r in rows)
 if counted == totals.total:

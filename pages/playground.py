@@ -87,7 +87,8 @@ with by_hand:
             st.markdown("**Weights** softmax over the keys (each row sums to 1)")
             st.dataframe(pd.DataFrame(result.weights, index=queries, columns=keys).style.format("{:.4f}"),
                          width="stretch")
-            st.markdown(f"**Output c** = Σ_i weight_i v_i, next to the preset's target {setup.target_label}")
+            st.markdown(r"**Output** $c = \sum_i \alpha_i v_i$, next to the preset's target "
+                        f"{setup.target_label}")
             outputs = pg.to_frame(result.output, "c")
             target = setup.target if setup.target.shape == result.output.shape else None
             if target is not None:
@@ -129,7 +130,8 @@ with two_heads:
                     "one-vs-two-heads", key="heads_fig")
         st.dataframe(pd.DataFrame(outcome.summary()).style.format(precision=4), hide_index=True,
                      width="stretch")
-        st.write("One head: k_a = (1 + z/√2) μ_a + noise, so q·k_a = β(1 + z/√2) is above or below "
-                 "q·k_b = β from sample to sample and the output swings between v_a and v_b. Two heads: "
-                 "each head only compares its own key with near-zero scores, so head 1 returns v_a "
-                 "whenever 1 + z/√2 > 0 and c stays near (v_a + v_b)/2.")
+        st.markdown(r"One head: $k_a = (1 + z/\sqrt2)\,\mu_a + \text{noise}$, so $q \cdot k_a = \beta(1 + "
+                    r"z/\sqrt2)$ is above or below $q \cdot k_b = \beta$ from sample to sample and the output "
+                    r"swings between $v_a$ and $v_b$. Two heads: each head only compares its own key with "
+                    r"near-zero scores, so head 1 returns $v_a$ whenever $1 + z/\sqrt2 > 0$ and $c$ stays near "
+                    r"$(v_a + v_b)/2$.")

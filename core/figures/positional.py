@@ -57,8 +57,9 @@ def position_matrix_heatmap(matrix, title: str | None = None, value: str = "cosi
         hovertemplate=f"{y_title} %{{y}}, {x_title} %{{x}}<br>{html.escape(value)} %{{z:.5g}}"
                       "<extra></extra>"))
     base_layout(fig, html.escape(title) if title else None, height)
-    fig.update_xaxes(title=x_title)
-    fig.update_yaxes(title=y_title, autorange="reversed", scaleanchor="x")
+    # constrain="domain": a square plot shrinks its box instead of widening the range past the data
+    fig.update_xaxes(title=x_title, range=[-0.5, matrix.shape[1] - 0.5], constrain="domain")
+    fig.update_yaxes(title=y_title, range=[matrix.shape[0] - 0.5, -0.5], scaleanchor="x", constrain="domain")
     return fig
 
 
@@ -77,7 +78,8 @@ def alibi_bias_figure(bias, slopes: list[float], title: str | None = None, colum
     H, T, _ = bias.shape
     cols = min(columns, H)
     rows = -(-H // cols)
-    fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.04, vertical_spacing=0.12 / max(rows, 1),
+    fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.03, vertical_spacing=0.28 / max(rows, 1),
+                        shared_xaxes=True, shared_yaxes=True,
                         subplot_titles=[f"head {h}: slope {s:.4g}" for h, s in enumerate(slopes)])
     low = float(bias.min()) if bias.size else -1.0
     causal_mask = np.tril(np.ones((T, T), dtype=bool))
@@ -90,8 +92,8 @@ def alibi_bias_figure(bias, slopes: list[float], title: str | None = None, colum
             hovertemplate=f"head {h} (slope {slopes[h]:.4g})<br>query %{{y}}, key %{{x}}<br>bias %{{z:.4g}}"
                           "<extra></extra>"), row=h // cols + 1, col=h % cols + 1)
     fig.update_yaxes(autorange="reversed")
-    fig.update_annotations(font_size=11)
-    base_layout(fig, html.escape(title) if title else None, 60 + rows * 230)
+    fig.update_annotations(font_size=13, yshift=4)
+    base_layout(fig, html.escape(title) if title else None, 80 + rows * 250)
     fig.update_layout(plot_bgcolor=MASKED_COLOR)
     return fig
 
@@ -179,7 +181,8 @@ def positional_training_figure(frame, runs: list[str], positionals: list[str], m
                               "<extra></extra>"))
     base_layout(fig, html.escape(title) if title else None, 400)
     fig.update_xaxes(title=x)
-    fig.update_yaxes(title=metric)
+    # perplexity spans orders of magnitude (e^loss): on a linear axis everything under 10 is one line
+    fig.update_yaxes(title=metric, type="log" if metric == "perplexity" else "linear")
     fig.update_layout(legend=LEGEND_RIGHT)
     return fig
 
@@ -194,10 +197,12 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
     variant, then (for a variant with an end) its end marker.
     """
     import html
+    import math
 
     from plotly.subplots import make_subplots
 
     names = {"windows": "non-overlapping windows", "sliding": "sliding window (stride 1)"}
+    log = metric == "perplexity"
     fig = make_subplots(rows=1, cols=max(len(protocols), 1), shared_yaxes=False, horizontal_spacing=0.08,
                         subplot_titles=[names.get(p, p) for p in protocols])
     for col, protocol in enumerate(protocols, start=1):
@@ -228,14 +233,17 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
                     hovertemplate=f"{html.escape(label)}: {html.escape(missing[0].reason or '')}"
                                   "<extra></extra>"),
                     row=1, col=col)
-                fig.add_annotation(x=end.length, y=getattr(end, metric), text=f"no positions past {limit}",
+                y = getattr(end, metric)  # annotations on a log axis are placed in log10 units
+                fig.add_annotation(x=end.length, y=math.log10(y) if log and y > 0 else y,
+                                   text=f"no positions past {limit}",
                                    showarrow=True, arrowhead=0, ax=40, ay=-30,
                                    font=dict(color=color, size=11), row=1, col=col)
         if variants:
             fig.add_vline(x=variants[0].block_size, line=dict(color="grey", dash="dot", width=1),
                           row=1, col=col)
     fig.update_xaxes(title="window length (tokens); dotted: training length")
-    fig.update_yaxes(title=f"dev {metric}", row=1, col=1)
+    fig.update_yaxes(type="log" if log else "linear")
+    fig.update_yaxes(title=f"dev {metric}" + (" (log scale)" if log else ""), row=1, col=1)
     base_layout(fig, html.escape(title) if title else None, 420)
     fig.update_layout(legend=LEGEND_RIGHT, margin=dict(t=90))
     return fig

@@ -10,7 +10,9 @@ from core.figures.common import (
     MASKED_COLOR,
     SEQUENTIAL,
     base_layout,
+    category_axis,
     index_axis,
+    token_categories,
     visible_token,
 )
 
@@ -66,26 +68,35 @@ def head_comparison_histograms(panels, title: str | None = None, height: int = 3
 
 def mask_heatmap(allowed, tokens: list[str], title: str | None = None, height: int | None = None
                  ) -> go.Figure:
-    """A (T, T) boolean mask: rows are queries, columns keys; blue = may attend, grey = masked."""
+    """A (T, T) boolean mask: rows are queries, columns keys; blue = may attend, grey = masked (a legend
+    says so). Tokens label both axes as distinct categories (the browser thins them when they would
+    overlap); the square plot keeps its axes on its own edges (constrain="domain"), so no gap opens
+    between the key labels and the cells in a wide column."""
     import html
 
     import numpy as np
 
     allowed = np.asarray(allowed, dtype=bool)
-    labels = [visible_token(t) for t in tokens]
-    safe = [html.escape(label) for label in labels]
-    hover = [[f"query {i} '{safe[i]}' → key {j} '{safe[j]}': {'allowed' if allowed[i, j] else 'masked'}"
+    labels = [html.escape(visible_token(t)) for t in tokens]
+    categories = token_categories(labels)
+    hover = [[f"query {i} '{labels[i]}' → key {j} '{labels[j]}': {'allowed' if allowed[i, j] else 'masked'}"
               for j in range(allowed.shape[1])] for i in range(allowed.shape[0])]
     fig = go.Figure(go.Heatmap(
-        z=allowed.astype(int), x=list(range(allowed.shape[1])), y=list(range(allowed.shape[0])),
-        zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
+        z=allowed.astype(int), x=categories, y=categories, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
         colorscale=[[0.0, MASKED_COLOR], [0.5, MASKED_COLOR], [0.5, ALLOWED_COLOR], [1.0, ALLOWED_COLOR]],
-        text=hover, hovertemplate="%{text}<extra></extra>",
+        text=hover, hovertemplate="%{text}<extra></extra>", showlegend=False,
+        meta={"positions": list(range(allowed.shape[1]))},
     ))
-    fig.update_xaxes(title="key (attended to)", side="top", tickangle=0, **index_axis(labels))
-    fig.update_yaxes(title="query (attending)", autorange="reversed", scaleanchor="x",
-                     **index_axis(labels))
-    return base_layout(fig, title, height or min(640, 160 + 22 * allowed.shape[0]))
+    for name, color in (("may attend", ALLOWED_COLOR), ("masked", MASKED_COLOR)):  # legend entries only
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                                 marker=dict(symbol="square", size=14, color=color,
+                                             line=dict(color="#7F7F7F", width=1))))
+    fig.update_xaxes(category_axis(title="key (attended to)", side="top", constrain="domain"))
+    fig.update_yaxes(category_axis(title="query (attending)", autorange="reversed", scaleanchor="x",
+                                   constrain="domain"))
+    base_layout(fig, title, height or min(640, 200 + 18 * allowed.shape[0]))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.02, x=0), margin=dict(t=90 if title else 60))
+    return fig
 
 
 def parameter_share_bars(role_totals: dict[str, int], title: str | None = None,
