@@ -47,6 +47,27 @@ def run_color(index: int) -> str:
     return RUN_COLORS[index % len(RUN_COLORS)]
 
 
+def run_colors(names) -> dict[str, str]:
+    """One colour per run NAME, the same on every chart and page: the palette slot is a hash of the
+    name (crc32, stable across processes); two names of one chart that land on the same slot take the
+    next free one (the later name moves), so a chart never shows two runs in one colour (up to 18)."""
+    import zlib
+
+    colors: dict[str, str] = {}
+    taken: set[int] = set()
+    for name in dict.fromkeys(str(n) for n in names):
+        slot = zlib.crc32(name.encode("utf-8")) % len(RUN_COLORS)
+        for step in range(len(RUN_COLORS)):
+            if (slot + step) % len(RUN_COLORS) not in taken:
+                slot = (slot + step) % len(RUN_COLORS)
+                break
+        taken.add(slot)
+        colors[name] = RUN_COLORS[slot]
+        if len(taken) == len(RUN_COLORS):
+            taken.clear()
+    return colors
+
+
 def index_axis(labels: list[str]) -> dict[str, Any]:
     """Numeric positions with text ticks: category axes would merge two equal labels into one."""
     import html

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.figures.common import LEGEND_RIGHT, base_layout, run_color
+from core.figures.common import LEGEND_RIGHT, base_layout, run_color, run_colors
 
 SPLIT_DASH = {"train": "solid", "val": "dash"}  # any other split: dotted
 RAW_OPACITY_UNDER_SMOOTHING = 0.25
@@ -23,7 +23,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480) ->
     from core.history import METRIC_GOAL, X_AXES
 
     scatter = go.Scattergl if plot.webgl else go.Scatter
-    colors = {run: run_color(i) for i, run in enumerate(plot.runs)}
+    colors = run_colors(plot.runs)  # by name: a run has its colour on every page
     smoothed = plot.smoothing > 0
     fig = go.Figure()
     for curve in plot.curves:
@@ -47,16 +47,19 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480) ->
                 uid=f"{curve.run}|{curve.split}|smooth",
                 meta={"run": curve.run, "split": curve.split, "kind": "smoothed"}))
     if plot.best:
+        # One small star per run, in the run's legend group (hiding a run hides its star), drawn on top;
+        # runs that peak at the same step no longer pile into one big marker of one colour.
         goal = "lowest" if METRIC_GOAL.get(plot.metric) == "min" else "highest"
-        fig.add_trace(scatter(
-            x=[b.x for b in plot.best], y=[b.y for b in plot.best], mode="markers",
-            name=f"best val ({goal})", legendgroup="best",
-            marker=dict(symbol="star", size=14, color=[colors.get(b.run, run_color(0)) for b in plot.best],
-                        line=dict(color="black", width=1)),
-            customdata=[[html.escape(b.run), b.epoch, b.step] for b in plot.best],
-            hovertemplate="<b>%{customdata[0]}</b> best val %{y:.4g}<br>epoch %{customdata[1]}, "
-                          "step %{customdata[2]}<extra></extra>",
-            uid="best", meta={"kind": "best"}))
+        for b in plot.best:
+            fig.add_trace(scatter(
+                x=[b.x], y=[b.y], mode="markers", name=f"best val ({goal})", legendgroup=html.escape(b.run),
+                showlegend=False,
+                marker=dict(symbol="star", size=11, color=colors.get(b.run, run_color(0)),
+                            line=dict(color="black", width=1)),
+                customdata=[[html.escape(b.run), b.epoch, b.step]],
+                hovertemplate="<b>%{customdata[0]}</b> best val %{y:.4g}<br>epoch %{customdata[1]}, "
+                              "step %{customdata[2]}<extra></extra>",
+                uid=f"best|{b.run}", meta={"kind": "best", "run": b.run}))
     metric = html.escape(plot.metric)
     base_layout(fig, title=html.escape(title) if title else None, height=height)
     fig.update_layout(

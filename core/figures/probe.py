@@ -6,7 +6,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from core.figures.common import ALLOWED_COLOR, LEGEND_RIGHT, SEQUENTIAL, base_layout, index_axis, run_color, token_axis
+from core.figures.common import ALLOWED_COLOR, LEGEND_RIGHT, SEQUENTIAL, base_layout, index_axis, run_colors, token_axis
 
 PROBE_CATEGORY_COLORS = {
     "retrieved": "#1CA71C", "wrong despite evidence": "#EF553B", "correct by prior": "#FFA15A",
@@ -74,7 +74,7 @@ def place_share_bars(shares, title: str | None = None) -> go.Figure:
     places = [html.escape(str(p)) for p in shares.index]
     for i, column in enumerate(shares.columns):
         name = html.escape(str(column))
-        color = PROBE_TRAINING_COLOR if i == 0 else run_color(i - 1)
+        color = PROBE_TRAINING_COLOR if i == 0 else run_colors(shares.columns[1:])[str(column)]
         fig.add_trace(go.Bar(x=list(range(len(places))), y=shares[column].tolist(), name=name,
                              marker_color=color, customdata=places, meta={"column": str(column)},
                              hovertemplate=f"{name}<br>%{{customdata}}: %{{y:.1%}}<extra></extra>"))
@@ -109,11 +109,11 @@ def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.F
     import html
 
     fig = go.Figure()
-    for i, (model, table) in enumerate(tables.items()):
+    for model, table in tables.items():
         name = html.escape(model)
         middle = ((table["low"] + table["high"]) / 2).tolist()
         fig.add_trace(go.Bar(
-            x=middle, y=table["accuracy"].tolist(), name=name, marker_color=run_color(i),
+            x=middle, y=table["accuracy"].tolist(), name=name, marker_color=run_colors(tables)[model],
             text=[f"n={c}" for c in table["count"]], textposition="outside", meta={"model": model},
             customdata=table["count"].tolist(),
             hovertemplate=f"{name}<br>confidence %{{x:.2f}}<br>accuracy %{{y:.1%}}<br>%{{customdata}} "
