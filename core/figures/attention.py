@@ -15,6 +15,7 @@ from core.figures.common import (
     token_axis,
     token_categories,
     visible_token,
+    wrap_title,
 )
 
 # Token axes are category axes of distinct labels (core.figures.common.category_axis): the browser
@@ -38,8 +39,10 @@ def attention_layout(title: str | None, height: int, **extra: Any) -> dict[str, 
     """base_layout's settings as a dict (see the section comment for why not base_layout)."""
     import html
 
-    layout = dict(title=dict(text=html.escape(title)) if title else None, height=height,
-                  margin=dict(l=10, r=10, t=40 if title else 10, b=10), paper_bgcolor="white",
+    text = wrap_title(html.escape(title)) if title else None
+    layout = dict(title=dict(text=text) if text else None, height=height,
+                  margin=dict(l=10, r=10, t=20 + 22 * (text.count("<br>") + 1) if text else 10, b=10),
+                  paper_bgcolor="white",
                   plot_bgcolor=ATTENTION_MASKED_COLOR, font=dict(color="#1F2328"))
     return {**layout, **extra}
 

@@ -31,9 +31,21 @@ def chart_config(filename: str, image_format: str = "png") -> dict[str, Any]:
     }
 
 
+TITLE_WIDTH = 42  # characters per title line: a half-width column at 1024 px holds about this many
+
+
+def wrap_title(title: str, width: int = TITLE_WIDTH) -> str:
+    """Break a long (already escaped) title at spaces with <br>: plotly cuts a title at the chart's edge."""
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False)) or title
+
+
 def base_layout(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
-    fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                      template="plotly_white")
+    title = wrap_title(title) if title else None
+    lines = title.count("<br>") + 1 if title else 0
+    fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=20 + 22 * lines if title else 10, b=10),
+                      template="plotly_white", font=dict(color="#1F2328"))
     return fig
 
 
