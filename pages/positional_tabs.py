@@ -112,9 +112,8 @@ def tables(shown) -> None:
     left, right = st.columns(2)
     with left:
         show_figure(shown["sin"], "sinusoidal-table", key="pos_sin_table")
-        st.latex(r"PE_{p,2i} = \sin\left(p / 10000^{2i/d}\right), \quad "
-                 r"PE_{p,2i+1} = \cos\left(p / 10000^{2i/d}\right)")
-        st.caption("Fast waves in the first dimensions, slow ones in the last.")
+        st.markdown(r"$PE_{p,2i} = \sin(p / 10000^{2i/d})$ and $PE_{p,2i+1} = \cos(p / 10000^{2i/d})$: "
+                    "fast waves in the first dimensions, slow ones in the last.")  # inline math wraps
     with right:
         if shown["learned"] is not None:
             show_figure(shown["learned"], "learned-table", key="pos_learned_table")

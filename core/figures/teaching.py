@@ -70,8 +70,7 @@ def mask_heatmap(allowed, tokens: list[str], title: str | None = None, height: i
                  ) -> go.Figure:
     """A (T, T) boolean mask: rows are queries, columns keys; blue = may attend, grey = masked (a legend
     says so). Tokens label both axes as distinct categories (the browser thins them when they would
-    overlap); the square plot keeps its axes on its own edges (constrain="domain"), so no gap opens
-    between the key labels and the cells in a wide column."""
+    overlap); the plot fills its box, so no gap opens between the key labels and the cells."""
     import html
 
     import numpy as np
@@ -91,10 +90,10 @@ def mask_heatmap(allowed, tokens: list[str], title: str | None = None, height: i
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
                                  marker=dict(symbol="square", size=14, color=color,
                                              line=dict(color="#7F7F7F", width=1))))
-    fig.update_xaxes(category_axis(title="key (attended to)", side="top", constrain="domain"))
-    fig.update_yaxes(category_axis(title="query (attending)", autorange="reversed", scaleanchor="x",
-                                   constrain="domain"))
-    base_layout(fig, title, height or min(640, 200 + 18 * allowed.shape[0]))
+    # Not forced square: in a narrow column a square leaves a band of white above and below the cells.
+    fig.update_xaxes(category_axis(title="key (attended to)", side="top"))
+    fig.update_yaxes(category_axis(title="query (attending)", autorange="reversed"))
+    base_layout(fig, title, height or min(560, 170 + 15 * allowed.shape[0]))
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.02, x=0), margin=dict(t=90 if title else 60))
     return fig
 
