@@ -16,6 +16,12 @@ from pathlib import Path
 from bench.browser_driver import APP_PAGES, CHROMIUM, CHROMIUM_ARGS, open_and_wait
 
 SIZES = ((1024, 768), (1400, 1000))
+VIEWS = {  # more than a page's first screen: views a lecture shows (name -> path and query)
+    "attention-model": "attention?view=model", "attention-compare": "attention?view=compare",
+    **{f"positional-{s}": f"positional?pos_section={s}" for s in
+       ("similarity", "alibi", "rope", "sentence", "training", "extrapolation")},
+    "curves-positional": "curves?runs=lm-learned,lm-sinusoidal,lm-alibi,lm-rope&metric=perplexity",
+}
 
 
 def full_height(page) -> int:
@@ -29,19 +35,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--pages", nargs="*", default=None, help="page paths ('' is home); default all")
     parser.add_argument("--query", default="", help="query string added to every URL, e.g. 'model=lm-rope'")
+    parser.add_argument("--views", action="store_true", help="also the views in VIEWS (tabs, model view, ...)")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
-    pages = APP_PAGES if args.pages is None else args.pages
+    pages = {path or "home": path for path in (APP_PAGES if args.pages is None else args.pages)}
+    if args.views:
+        pages.update(VIEWS)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for width, height in SIZES:
             context = browser.new_context(viewport={"width": width, "height": height})
             page = context.new_page()
-            for path in pages:
-                name = path or "home"
-                url = f"{args.url}/{path}" + (f"?{args.query}" if args.query else "")
+            for name, path in pages.items():
+                joiner = "&" if "?" in path else "?"
+                url = f"{args.url}/{path}" + (f"{joiner}{args.query}" if args.query else "")
                 open_and_wait(page, url)
                 time.sleep(1.0)
                 page.screenshot(path=str(args.out / f"{name}-{width}x{height}-fold.png"))

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from core import attention_view as av
 from core import urlstate
 from core.figures import attention as figs
+from pages.attention_output import show_output, show_sanity
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, require_model, show_figure
 
 VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "combine": "Combine",
@@ -139,27 +139,6 @@ def show_compare(run: av.AttentionRun, layer: int, head: int, name: str) -> None
 
 VIEWS = {"single": show_single, "model": show_model, "token": show_token, "combine": show_combine,
          "compare": show_compare}
-
-
-def show_output(output: av.ModelOutput) -> None:
-    st.subheader(output.title)
-    if output.note:
-        st.info(output.note)
-    if output.completion is not None:
-        st.text("Answer: " + (output.answer if output.answer else "(empty)"))
-        st.code(output.completion, language=None)
-    if output.rows:
-        st.dataframe(pd.DataFrame(output.rows), hide_index=True)
-
-
-def show_sanity(run: av.AttentionRun) -> None:
-    checks = av.sanity_checks(run)
-    failed = [c.name for c in checks if c.passed is False]
-    if failed:
-        st.error("Sanity check failed: " + "; ".join(failed) + ".")
-    with st.expander("Sanity checks", expanded=bool(failed)):
-        st.dataframe(pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
-                                    "detail": c.detail} for c in checks]), hide_index=True)
 
 
 info = checkpoint_picker()
