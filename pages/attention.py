@@ -72,7 +72,7 @@ def focus_single() -> None:
 
 
 def show_model(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
-    st.caption("Every layer (rows) x head (columns), each scaled to its own maximum. Pick Layer and Head "
+    st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
     st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
     show_figure(figs.attention_model_view(run.attention, run.allowed, (layer, head), tokens=run.tokens),

@@ -95,7 +95,7 @@ def test_alibi_figure_shows_each_heads_bias_and_its_slope():
         assert np.allclose(z[lower], view.bias[h][lower])
         assert np.isnan(z[~lower]).all()  # no key there, drawn as a gap rather than 0
     titles = [a.text for a in fig.layout.annotations]
-    assert titles[2] == f"head 2: slope {view.slopes[2]:.4g}"
+    assert titles[2] == f"head 2: slope 2<sup>{math.log2(view.slopes[2]):.3g}</sup>"  # exact and short
 
 
 # --------------------------------------------------------------------------- RoPE (Su et al.)

@@ -31,7 +31,7 @@ def chart_config(filename: str, image_format: str = "png") -> dict[str, Any]:
     }
 
 
-TITLE_WIDTH = 42  # characters per title line: a half-width column at 1024 px holds about this many
+TITLE_WIDTH = 34  # characters per title line: a half-width column at 1024 px holds about this many (bold 14 px)
 
 
 def wrap_title(title: str, width: int = TITLE_WIDTH) -> str:

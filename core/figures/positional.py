@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from core.figures.common import DIVERGING, LEGEND_RIGHT, MASKED_COLOR, RUN_COLORS, base_layout
@@ -76,11 +78,12 @@ def alibi_bias_figure(bias, slopes: list[float], title: str | None = None, colum
 
     bias = np.asarray(bias, dtype=float)
     H, T, _ = bias.shape
-    cols = min(columns, H)
+    cols = min(columns, H)  # slopes are powers of two: "2^-3" is short and exact where 0.125 is neither
     rows = -(-H // cols)
     fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.03, vertical_spacing=0.28 / max(rows, 1),
                         shared_xaxes=True, shared_yaxes=True,
-                        subplot_titles=[f"head {h}: slope {s:.4g}" for h, s in enumerate(slopes)])
+                        subplot_titles=[f"head {h}: slope 2<sup>{math.log2(s):.3g}</sup>"
+                                        for h, s in enumerate(slopes)])
     low = float(bias.min()) if bias.size else -1.0
     causal_mask = np.tril(np.ones((T, T), dtype=bool))
     causal = bool(np.all(bias[:, ~causal_mask] == 0)) if T > 1 else True
@@ -94,6 +97,7 @@ def alibi_bias_figure(bias, slopes: list[float], title: str | None = None, colum
     fig.update_yaxes(autorange="reversed")
     fig.update_annotations(font_size=13, yshift=4)
     base_layout(fig, html.escape(title) if title else None, 80 + rows * 250)
+    fig.update_layout(margin=dict(t=80 if title else 40))  # the first row's subplot titles sit above it
     fig.update_layout(plot_bgcolor=MASKED_COLOR)
     return fig
 
@@ -197,7 +201,6 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
     variant, then (for a variant with an end) its end marker.
     """
     import html
-    import math
 
     from plotly.subplots import make_subplots
 
