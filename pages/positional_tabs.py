@@ -69,9 +69,11 @@ def sentence_figures(key: tuple, layer: int, head: int, _runs):
     for m, run in _runs:
         label = f"{scheme_label(m.config.get('positional', ''))} ({m.name})"
         maps.append((m.name, attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
-                                               title=f"{label}: layer {layer}, head {head}")))
+                                               title=f"{label}: layer {layer}, head {head}",
+                                               height=520)))  # half a 1024 px screen: not a tall strip
         distances, means = pv.attention_by_distance(run.attention, run.allowed)
-        series.append((label, m.config.get("positional", ""), distances, means[layer]))
+        series.append((scheme_label(m.config.get("positional", "")), m.config.get("positional", ""), distances,
+                       means[layer]))  # short panel titles: the maps above name the checkpoints
     return maps, figs.attention_distance_figure(series, f"Attention by distance, layer {layer}")
 
 

@@ -141,21 +141,23 @@ def attention_distance_figure(series, title: str | None = None) -> go.Figure:
     from plotly.subplots import make_subplots
 
     n = max(len(series), 1)
-    fig = make_subplots(rows=1, cols=n, shared_yaxes=True, horizontal_spacing=0.03,
-                        subplot_titles=[html.escape(label) for label, *_ in series])
-    for col, (label, _positional, distances, means) in enumerate(series, start=1):
+    cols = min(n, 2)  # two panels a row: four across left each ~150 px at 1024x768
+    rows = -(-n // cols)
+    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, shared_xaxes=True, horizontal_spacing=0.06,
+                        vertical_spacing=0.16 / rows, subplot_titles=[html.escape(label) for label, *_ in series])
+    for k, (label, _positional, distances, means) in enumerate(series):
         means = np.asarray(means, dtype=float)
         for h in range(means.shape[0]):
             fig.add_trace(go.Scatter(
                 x=distances, y=means[h], mode="lines", name=f"head {h}", legendgroup=f"head {h}",
-                showlegend=col == 1, line=dict(color=RUN_COLORS[h % len(RUN_COLORS)]), connectgaps=False,
+                showlegend=k == 0, line=dict(color=RUN_COLORS[h % len(RUN_COLORS)]), connectgaps=False,
                 hovertemplate=f"{html.escape(label)}, head {h}<br>distance %{{x}}<br>mean weight %{{y:.4g}}"
-                              "<extra></extra>"), row=1, col=col)
-    fig.update_xaxes(title="distance i - j (query - key)")
-    fig.update_yaxes(title="mean attention weight", row=1, col=1, rangemode="tozero")
-    base_layout(fig, html.escape(title) if title else None, 360)
+                              "<extra></extra>"), row=k // cols + 1, col=k % cols + 1)
+    fig.update_xaxes(title="distance i - j", row=rows)
+    fig.update_yaxes(title="mean weight", col=1, rangemode="tozero")
+    base_layout(fig, html.escape(title) if title else None, 120 + 230 * rows)
     fig.update_layout(legend=LEGEND_RIGHT, margin=dict(t=80))
-    fig.update_annotations(font_size=11)
+    fig.update_annotations(font_size=13)
     return fig
 
 
