@@ -143,7 +143,7 @@ class Tab:
     def goto(self, url: str) -> None:
         start = time.perf_counter()
         self.page.goto(url, wait_until="domcontentloaded")
-        self.settle(start)
+        self.settle(start, timeout_s=180)  # a cold page (first model load) may take long
         time.sleep(0.3)
 
     # actions

@@ -13,7 +13,8 @@ import argparse
 import time
 from pathlib import Path
 
-from bench.browser_driver import APP_PAGES, CHROMIUM, CHROMIUM_ARGS, open_and_wait
+from bench.browser_driver import APP_PAGES, CHROMIUM, CHROMIUM_ARGS
+from bench.browser_latency import Tab
 
 SIZES = ((1024, 768), (1400, 1000))
 VIEWS = {  # more than a page's first screen: views a lecture shows (name -> path and query)
@@ -47,11 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for width, height in SIZES:
             context = browser.new_context(viewport={"width": width, "height": height})
-            page = context.new_page()
+            tab = Tab(context)  # waits for Streamlit's script_finished, not only for a quiet page
+            page = tab.page
             for name, path in pages.items():
                 joiner = "&" if "?" in path else "?"
                 url = f"{args.url}/{path}" + (f"{joiner}{args.query}" if args.query else "")
-                open_and_wait(page, url)
+                tab.goto(url)
                 time.sleep(1.0)
                 page.screenshot(path=str(args.out / f"{name}-{width}x{height}-fold.png"))
                 page.set_viewport_size({"width": width, "height": min(max(full_height(page) + 40, height), 9000)})
