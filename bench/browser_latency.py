@@ -225,7 +225,12 @@ def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpo
     rows: list[Row] = []
 
     def add(what: str, measure: Callable[[int], float], kind: str = "interaction") -> None:
-        rows.append(Row(what, kind, repeat(repeats, measure)))
+        try:
+            rows.append(Row(what, kind, repeat(repeats, measure)))
+        except Exception as exc:  # noqa: BLE001 - one broken row must not lose the whole table
+            print(f"  {what}: FAILED ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+            rows.append(Row(what + " (failed)", kind, []))
+            return
         print(f"  {what}: {rows[-1].median:.2f} s", flush=True)
 
     if "attention" in pages:

@@ -59,7 +59,7 @@ table = pd.DataFrame([{
     "formula value": r.formula_value, "parameters": r.parameters,
     "formula = count": "✓" if r.matches else "✗", "buffers": r.buffers, "note": r.note,
 } for r in rows])
-st.dataframe(table.fillna(""), hide_index=True, width="stretch",  # an empty cell, not "None"
+st.dataframe(table.fillna(""), hide_index=True, width="stretch", height="content",  # every row; "" not "None"
              column_config={"module": st.column_config.TextColumn(pinned=True),
                             "formula": st.column_config.TextColumn(width="large"),
                             "where": st.column_config.TextColumn(width="medium"),

@@ -91,7 +91,8 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
     for sentence in ev.extrapolation_summary(variants):
         st.markdown(markdown_escape(sentence))
     table = pd.DataFrame(ev.extrapolation_rows(variants))
-    st.dataframe(table.drop(columns=["checkpoint", "positional"]), hide_index=True)
+    st.dataframe(table.drop(columns=["checkpoint", "positional"]).style.format(precision=4, na_rep="–"),
+                 hide_index=True)  # "–", not "None", where a scheme has no number
     st.download_button("Download CSV", table.to_csv(index=False).encode(), "extrapolation.csv", "text/csv")
     if "windows" in protocols:
         lengths = sorted({s.length for v in variants for s in v.scores if s.protocol == "windows"})

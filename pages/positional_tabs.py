@@ -191,6 +191,6 @@ def training(loaded) -> None:
     for note in notes:
         st.caption(markdown_escape(note))
     show_figure(fig, "positional-training", key="pos_training")
-    st.dataframe(table, hide_index=True)
+    st.dataframe(table.style.format(precision=4, na_rep="–"), hide_index=True)
     st.caption("Train loss is the last logged batch; train perplexity is exp of it. Dev = the split training "
                "validated on.")
