@@ -62,7 +62,7 @@ def test_labels_stay_readable_and_the_browser_thins_them_for_128_tokens():
     assert 320 <= fig.layout.height <= 900
     short = viz.attention_heatmap(random_rows(8), list("abcdefgh"), causal(8))
     assert short.layout.xaxis.tickfont.size >= 12
-    assert fig.data[0].text is None  # positions only in the hover past HOVER_TOKENS_MAX
+    assert fig.data[0].text is None  # tokens from the axes only in the hover past HOVER_TOKENS_MAX
 
 
 def test_user_text_is_escaped_in_labels_hover_and_title():

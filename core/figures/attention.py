@@ -27,7 +27,9 @@ from core.figures.common import (
 # Streamlit's chart theme (plotly's default template under streamlit) styles the figure anyway.
 
 ATTENTION_MASKED_COLOR = "rgb(200, 200, 200)"  # MASKED_COLOR made opaque: distinct from weight 0's white
-HOVER_TOKENS_MAX = 64  # up to this many tokens the hover names both tokens; past it, positions only
+HOVER_TOKENS_MAX = 32  # up to this many tokens the hover also names positions (a text per cell is
+# 2/3 of a 60-token map's JSON, 110 KB, which a projector laptop parses on every rerun); past it,
+# the hover names the two tokens from the category axes
 ROW_PX = 16  # a 13 px label needs ~15 px: every row labelled up to (900 - margins) / 16 tokens
 
 
