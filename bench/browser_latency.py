@@ -53,6 +53,10 @@ PAGE_TITLES = {"": "Home", "attention": "Attention", "positional": "Positional e
                "curves": "Training curves", "probe": "Birthplace probe", "playground": "Attention playground",
                "anatomy": "Model anatomy", "open_model": "Open your model"}
 PROGRESS_SELECTOR = '[data-testid="stProgress"], [data-testid="stSpinner"]'
+INPUT_CLOCK_JS = """window.__lastInput = 0;
+for (const kind of ['mousedown', 'keydown']) {
+    document.addEventListener(kind, () => { window.__lastInput = performance.now(); }, true);
+}"""
 FRAME_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
 
 
@@ -106,6 +110,7 @@ class Tab:
     def __init__(self, context) -> None:
         self.page = context.new_page()
         self.page.set_default_timeout(60_000)
+        self.page.add_init_script(INPUT_CLOCK_JS)
         self.finished: list[float] = []
         self.page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
 
@@ -135,10 +140,13 @@ class Tab:
         return time.perf_counter() - since
 
     def timed(self, action: Callable[[], None]) -> float:
+        """From the person's last click or key press (the browser's own event time, so Playwright's
+        driving, e.g. opening a dropdown, is not counted) until the page is complete."""
         self.page.wait_for_function(IDLE_JS, polling=50)
         start = time.perf_counter()
         action()
-        return self.settle(start)
+        self.settle(start)
+        return self.page.evaluate("() => (performance.now() - window.__lastInput) / 1000")
 
     def goto(self, url: str) -> None:
         start = time.perf_counter()
