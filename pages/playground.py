@@ -38,7 +38,8 @@ def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.nd
 by_hand, two_heads = st.tabs(["Attention by hand", "One head vs two heads"])
 
 with by_hand:
-    controls = st.columns([3, 2, 2, 2, 2])
+    top = st.columns([3, 1], vertical_alignment="bottom")  # the preset's long labels get a wide box
+    controls = [top[0], *st.columns(3), top[1]]
     preset_name = controls[0].selectbox("Preset", list(pg.PRESETS), index=list(pg.PRESETS).index("select"),
                                         format_func=lambda k: pg.PRESETS[k].label, key="pg_preset")
     n_asked = controls[1].slider("keys n", 1, pg.MAX_SIZE, 3, key="pg_n")
@@ -79,7 +80,7 @@ with by_hand:
     if result is not None:
         keys = [f"k_{i}" for i in range(n)]
         queries = [f"q_{j}" for j in range(len(Q))]
-        left, right = st.columns([3, 2])
+        left, right = st.columns([1, 1])
         with left:
             st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))
             st.dataframe(pd.DataFrame(result.scores, index=queries, columns=keys).style.format(precision=4),

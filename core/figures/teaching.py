@@ -9,6 +9,7 @@ from core.figures.common import (
     LEGEND_RIGHT,
     MASKED_COLOR,
     SEQUENTIAL,
+    TOKEN_FONT,
     base_layout,
     category_axis,
     index_axis,
@@ -32,9 +33,12 @@ def attention_weights_heatmap(weights, scores, key_labels: list[str], query_labe
         customdata=scores, hovertemplate="query %{y}, key %{x}<br>score %{customdata:.4g}"
                                          "<br>weight %{z:.4f}<extra></extra>",
     ))
-    fig.update_xaxes(title="key", side="top", **index_axis(key_labels))
-    fig.update_yaxes(title="query", autorange="reversed", **index_axis(query_labels))
-    return base_layout(fig, title, height or 120 + 45 * weights.shape[0])
+    fig.update_traces(textfont=dict(size=13))
+    fig.update_xaxes(title=None, side="top", tickfont=TOKEN_FONT, **index_axis(key_labels))  # keys named on top
+    fig.update_yaxes(title="query", autorange="reversed", tickfont=TOKEN_FONT, **index_axis(query_labels))
+    base_layout(fig, title, height or 150 + 45 * weights.shape[0])
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + 30))  # the key labels sit between title and cells
+    return fig
 
 
 def head_comparison_histograms(panels, title: str | None = None, height: int = 340) -> go.Figure:
