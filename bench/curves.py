@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from core.history import COLUMNS, N_BUCKETS, build_curves
-from core.viz import training_curves_figure
+from core.figures.curves import training_curves_figure
 
 NO_BUCKETING = 10**12  # more buckets than points: build_curves then draws every point
 
