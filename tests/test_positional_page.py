@@ -165,3 +165,15 @@ def test_page_with_the_bundled_lm_set(monkeypatch):
     learned = table[table["variant"] == "learned"]
     assert learned[learned["factor"] == 4.0]["perplexity"].isna().all()
     assert table[table["variant"] != "learned"]["perplexity"].notna().all()
+
+
+def test_the_sentence_tab_survives_every_hostile_input(tiny_family, monkeypatch):
+    """The sentence box now lives in a tab that the app-wide hostile suite (first runs only) never opens."""
+    from tests.hostile_inputs import HOSTILE_INPUTS
+
+    at = page(tiny_family, monkeypatch, "sentence")
+    for hostile in [h for h in HOSTILE_INPUTS if not h.surrogate and not h.huge]:
+        at.text_input(key="pos_text").input(hostile.text).run()
+        assert not at.exception, (hostile.id, at.exception)
+        shown = [m.value for m in [*at.markdown, *at.caption, *at.warning, *at.info]]
+        assert not any("<script" in value for value in shown), hostile.id  # user text never rendered as markup
