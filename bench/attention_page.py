@@ -7,7 +7,8 @@ sentence into the page (Streamlit AppTest, default view) and times the rerun; a 
 box and one line of output, written to a temp file) is rerun in the same loop, interleaved, so both
 see the same machine load. The median of the repeats is reported, with the ratio. A third page that
 only draws the shared sidebar picker is timed too, to show what every page pays before its own work.
-Exit status 1 if any checkpoint misses the target ratio.
+Server-side only, for context: what a person waits for (targets included) is bench/browser_latency.py,
+which replaced this file's old "2x a bare rerun" target (issue 15).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "pages" / "attention.py"
-TARGET_RATIO = 2.0
 TRIVIAL_PAGE = """import streamlit as st
 text = st.text_area("Sentence", "hello", key="attn_text")
 st.write(len(text))
@@ -128,7 +128,6 @@ def measure(workdir: Path, repeats: int, n_tokens: int) -> int:
     (workdir / "trivial.py").write_text(TRIVIAL_PAGE)
     (workdir / "picker_only.py").write_text(PICKER_PAGE)
 
-    missed = []
     for info in infos:
         loaded = load(info.path)
         texts = [sentence_of(loaded, n_tokens, v) for v in range(repeats + 1)]
@@ -147,15 +146,10 @@ def measure(workdir: Path, repeats: int, n_tokens: int) -> int:
         n_read = len(loaded.tokenizer.tokenize(texts[-1]).ids)
         ratio = page / trivial
         limit = loaded.model.max_length
-        print(f"{info.name}: page {page:.1f} ms, trivial page {trivial:.1f} ms, ratio {ratio:.2f} "
-              f"(target <= {TARGET_RATIO:g}); picker-only page {picker:.1f} ms, page/picker-only "
+        print(f"{info.name}: page {page:.1f} ms, trivial page {trivial:.1f} ms, ratio {ratio:.2f}; "
+              f"picker-only page {picker:.1f} ms, page/picker-only "
               f"{page / picker:.2f}; input {n_read} tokens, read {min(n_read, limit or n_read)}; "
               f"median of {repeats}")
-        if ratio > TARGET_RATIO:
-            missed.append(info.name)
-    if missed:
-        print(f"Target missed for: {', '.join(missed)}")
-        return 1
     return 0
 
 

@@ -17,8 +17,8 @@ import time
 import numpy as np
 import pandas as pd
 
+from core.figures.curves import training_curves_figure
 from core.history import COLUMNS, N_BUCKETS, build_curves
-from core.viz import training_curves_figure
 
 NO_BUCKETING = 10**12  # more buckets than points: build_curves then draws every point
 

@@ -44,12 +44,13 @@ def from_result_line(output: str, returncode: int) -> Outcome | None:
 
 
 def attention_page(output: str, returncode: int) -> Outcome | None:
-    """'<checkpoint>: page .. ms, trivial page .. ms, ratio R (target <= T)' per checkpoint: the worst."""
-    found = re.findall(r"^(\S+): page .*?ratio ([\d.]+) \(target <= ([\d.]+)\)", output, re.MULTILINE)
+    """'<checkpoint>: page .. ms, trivial page .. ms, ratio R' per checkpoint: the worst, for context only
+    (its old "2x a bare rerun" target is retired in favour of browser_latency's targets)."""
+    found = re.findall(r"^(\S+): page .*?ratio ([\d.]+)", output, re.MULTILINE)
     if not found:
         return None
-    name, ratio, target = max(found, key=lambda f: float(f[1]))
-    return Outcome(f"{float(ratio):.2f}x page/trivial (worst: {name}, {len(found)} checkpoints)", f"<= {target}x",
+    name, ratio = max(found, key=lambda f: float(f[1]))
+    return Outcome(f"{float(ratio):.2f}x page/trivial (worst: {name}, {len(found)} checkpoints)", "none stated",
                    returncode == 0)
 
 
@@ -83,6 +84,8 @@ class Benchmark:
 
 BENCHMARKS = [
     Benchmark("attention_page", "bench.attention_page", ["--repeats", "7"], ["--repeats", "3"], attention_page),
+    Benchmark("browser_latency", "bench.browser_latency", ["--repeats", "5"], ["--repeats", "1", "--only", "attention"],
+              from_result_line),
     Benchmark("birthplace_eval", "bench.birthplace_eval", ["--limit", "100"], ["--limit", "20", "--repeats", "1"],
               birthplace_eval),
     Benchmark("curves", "bench.curves", [], ["--points", "50000", "--repeats", "2"], curves),

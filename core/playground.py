@@ -224,34 +224,38 @@ PRESETS: dict[str, PlaygroundPreset] = {
         "own numbers into the tables.", _blank),
     "select": PlaygroundPreset(
         "Select v_0 (least squares)",
-        "Solve K q = t by least squares for the target scores t = (β, 0, …, 0): with linearly "
-        "independent keys (n ≤ d) the scores are hit exactly, so v_0 gets the weight "
-        "e^β / (e^β + n − 1), while with more keys than dimensions (n > d) least squares only gets "
-        "close.", _select),
+        r"Solve $Kq = t$ by least squares for the target scores $t = (\beta, 0, \dots, 0)$: with linearly "
+        r"independent keys ($n \le d$) the scores are hit exactly, so $v_0$ gets the weight "
+        r"$e^\beta / (e^\beta + n - 1)$, while with more keys than dimensions ($n > d$) least squares only "
+        "gets close.", _select),
     "identity": PlaygroundPreset(
         "Identity (one query per key)",
-        "Least squares for K Qᵀ = βI gives q_i = β k_i for orthonormal keys, so query i scores its own "
-        "key β and the others 0, the attention matrix approaches the identity and row i returns v_i.",
+        r"Least squares for $KQ^\top = \beta I$ gives $q_i = \beta k_i$ for orthonormal keys, so query $i$ "
+        r"scores its own key $\beta$ and the others 0, the attention matrix approaches the identity and row "
+        r"$i$ returns $v_i$.",
         _identity),
     "average-all": PlaygroundPreset(
         "Average all (q = 0)",
-        "q = 0 gives every key the score 0 whatever the keys are, so every weight is 1/n and c is the "
-        "plain average of the values.", _average_all),
+        r"$q = 0$ gives every key the score 0 whatever the keys are, so every weight is $1/n$ and $c$ is "
+        "the plain average of the values.", _average_all),
     "average-two": PlaygroundPreset(
         "Average two: q = β(k_0 + k_1)",
-        "With orthogonal unit keys, q = β(k_0 + k_1) scores k_0 and k_1 at β and every other key at 0, "
-        "so as β grows the weights become 1/2, 1/2 and c → (v_0 + v_1)/2.", _average_two, min_keys=2,
+        r"With orthogonal unit keys, $q = \beta(k_0 + k_1)$ scores $k_0$ and $k_1$ at $\beta$ and every "
+        r"other key at 0, so as $\beta$ grows the weights become $\tfrac12, \tfrac12$ and "
+        r"$c \to (v_0 + v_1)/2$.", _average_two, min_keys=2,
         min_dims=2),
     "change-key-average-three": PlaygroundPreset(
         "Change k_2: average three",
-        "Keeping q = β(k_0 + k_1), the unit key k_2 = (k_0 + k_1)/2 + w/√2 (w a unit vector orthogonal "
-        "to k_0 and k_1) is 45° from q, so q·k_2 = ‖q‖ cos 45° = β√2/√2 = β ties with k_0 and k_1 and c "
-        "averages v_0, v_1 and v_2.", _change_key_average_three, min_keys=3, min_dims=2),
+        r"Keeping $q = \beta(k_0 + k_1)$, the unit key $k_2 = (k_0 + k_1)/2 + w/\sqrt2$ ($w$ a unit vector "
+        r"orthogonal to $k_0$ and $k_1$) is 45° from $q$, so $q \cdot k_2 = \lVert q\rVert \cos 45° = "
+        r"\beta\sqrt2/\sqrt2 = \beta$ ties with $k_0$ and $k_1$ and $c$ averages $v_0$, $v_1$ and $v_2$.",
+        _change_key_average_three, min_keys=3, min_dims=2),
     "change-key-return-v2": PlaygroundPreset(
         "Change k_2: return v_2 (‖k_2‖ = 1)",
-        "Among unit vectors q·k_2 is largest for k_2 = q/‖q‖ = (k_0 + k_1)/√2, which scores ‖q‖ = β√2 "
-        "against β for k_0 and k_1, so v_2 wins by the factor e^{(√2−1)β} and takes almost all weight "
-        "once β is large (β ≈ 13 for 0.99).", _change_key_return_v2, min_keys=3, min_dims=2),
+        r"Among unit vectors $q \cdot k_2$ is largest for $k_2 = q/\lVert q\rVert = (k_0 + k_1)/\sqrt2$, "
+        r"which scores $\lVert q\rVert = \beta\sqrt2$ against $\beta$ for $k_0$ and $k_1$, so $v_2$ wins by "
+        r"the factor $e^{(\sqrt2-1)\beta}$ and takes almost all weight once $\beta$ is large "
+        r"($\beta \approx 13$ for 0.99).", _change_key_return_v2, min_keys=3, min_dims=2),
 }
 
 

@@ -22,6 +22,10 @@ from core.config import ModelConfig
 
 class PositionalScheme(nn.Module):
     max_positions: int | None = None  # None: any length
+    # How the dashboard shows the scheme, everywhere (one colour per scheme on every chart and page):
+    label: str = "?"
+    color: str = "#7F7F7F"
+    order: int = 99  # display order: the encodings in the order a lecture introduces them
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -41,9 +45,12 @@ class PositionalScheme(nn.Module):
 
 class NoPositions(PositionalScheme):
     """No position information at all (a causal mask alone still leaks some; see Haviv et al.)."""
+    label, color, order = "no positions", "#7F7F7F", 4
 
 
 class LearnedPositions(PositionalScheme):
+    label, color, order = "learned", "#EF553B", 1
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         self.table = nn.Parameter(torch.zeros(config.block_size, config.n_embd))
@@ -72,6 +79,8 @@ class SinusoidalPositions(PositionalScheme):
     """Vaswani et al. add the fixed table to embeddings multiplied by sqrt(d_model) (section 3.4);
     without that factor the +-1 table swamps 0.02-scale embeddings (measured: 2.28 vs 1.25 nats/char
     against learned positions on the bundled LM recipe)."""
+
+    label, color, order = "sinusoidal", "#636EFA", 0
 
     def embed(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         table = sinusoidal_table(start + x.size(1), x.size(2), self.config.rope_base)
@@ -110,6 +119,8 @@ def alibi_bias(n_head: int, t_query: int, t_key: int, q_start: int = 0, causal: 
 
 
 class ALiBi(PositionalScheme):
+    label, color, order = "ALiBi", "#00CC96", 2
+
     def score_bias(self, t_query: int, t_key: int, q_start: int, device: torch.device
                    ) -> torch.Tensor:
         bias = alibi_bias(self.config.n_head, t_query, t_key, q_start, self.config.causal)
@@ -132,6 +143,8 @@ def rope_rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 
 class RoPE(PositionalScheme):
+    label, color, order = "RoPE", "#AB63FA", 3
+
     def transform_qk(self, q: torch.Tensor, k: torch.Tensor, q_start: int, k_start: int
                      ) -> tuple[torch.Tensor, torch.Tensor]:
         hs = q.size(-1)
@@ -147,3 +160,15 @@ POSITIONAL: dict[str, type[PositionalScheme]] = {
     "rope": RoPE,
     "none": NoPositions,
 }
+
+
+def scheme_label(name: str) -> str:
+    return POSITIONAL[name].label if name in POSITIONAL else name
+
+
+def scheme_color(name: str, fallback: str = "#7F7F7F") -> str:
+    return POSITIONAL[name].color if name in POSITIONAL else fallback
+
+
+def scheme_order(name: str) -> int:
+    return POSITIONAL[name].order if name in POSITIONAL else 99

@@ -8,7 +8,8 @@ Storyboard: a model (the selected checkpoint, or a course preset built on the me
 import pandas as pd
 import streamlit as st
 
-from core import anatomy, viz
+from core import anatomy
+from core.figures import teaching as figs
 from pages.common import checkpoint_picker, require_model, selected_info, show_figure
 
 checkpoint_picker()
@@ -48,7 +49,7 @@ columns = st.columns(4)
 columns[0].metric("Parameters", f"{totals.total:,}")
 columns[1].metric("Trainable", f"{totals.trainable:,}")
 columns[2].metric("Non-trainable", f"{totals.non_trainable:,}")
-columns[3].metric("Buffer values (not parameters)", f"{totals.buffer_values:,}")
+columns[3].metric("Buffer values", f"{totals.buffer_values:,}", help="Buffers are stored but not trained.")
 if stated is not None:
     verdict = "matches" if stated == totals.total else "does NOT match"
     st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")
@@ -58,8 +59,11 @@ table = pd.DataFrame([{
     "formula value": r.formula_value, "parameters": r.parameters,
     "formula = count": "✓" if r.matches else "✗", "buffers": r.buffers, "note": r.note,
 } for r in rows])
-st.dataframe(table, hide_index=True, width="stretch",
-             column_config={"formula value": st.column_config.NumberColumn(format="localized"),
+st.dataframe(table.fillna(""), hide_index=True, width="stretch", height="content",  # every row; "" not "None"
+             column_config={"module": st.column_config.TextColumn(pinned=True),
+                            "formula": st.column_config.TextColumn(width="large"),
+                            "where": st.column_config.TextColumn(width="medium"),
+                            "formula value": st.column_config.NumberColumn(format="localized"),
                             "parameters": st.column_config.NumberColumn(format="localized")})
 counted = sum(r.parameters for r in rows)
 if counted == totals.total:
@@ -68,7 +72,7 @@ else:
     st.warning(f"The rows add up to {counted:,}, not the model's {totals.total:,}: some parameters "
                "sit in a module this page does not know.")
 st.caption("Symbols: " + "; ".join(f"{k} = {v}" for k, v in anatomy.SYMBOLS.items()) + ".")
-show_figure(viz.parameter_share_bars(anatomy.role_totals(rows), title="Parameters by part"),
+show_figure(figs.parameter_share_bars(anatomy.role_totals(rows), title="Parameters by part"),
             "parameter-parts", key="anatomy_parts_fig")
 
 st.header("Masks")
@@ -92,12 +96,12 @@ if masked.truncated:
 
 left, right = st.columns(2)
 with left:
-    show_figure(viz.mask_heatmap(anatomy.causal_mask(length), masked.tokens, title="Causal mask"),
+    show_figure(figs.mask_heatmap(anatomy.causal_mask(length), masked.tokens, title="Causal mask"),
                 "causal-mask", key="anatomy_causal_fig")
     st.write("A language model predicts each next token from the ones before it, so position i may "
              "only attend to positions ≤ i; otherwise it would read the very token it must predict.")
 with right:
-    show_figure(viz.mask_heatmap(anatomy.padding_mask(masked.is_real), masked.tokens,
+    show_figure(figs.mask_heatmap(anatomy.padding_mask(masked.is_real), masked.tokens,
                                  title="Padding mask"), "padding-mask", key="anatomy_padding_fig")
     st.write("A classifier reads the whole input at once, but a batch pads short inputs to one length, "
              "so no position may attend to the padding, or the label would depend on how much there is.")

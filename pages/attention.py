@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from core import attention_view as av
-from core import urlstate, viz
+from core import urlstate
+from core.figures import attention as figs
+from pages.attention_output import show_output, show_sanity
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, require_model, show_figure
 
 VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "combine": "Combine",
@@ -61,7 +62,7 @@ def index_select(label: str, key: str, count: int, default: int = 0, fmt=str) ->
 
 
 def show_single(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
-    fig = viz.attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
+    fig = figs.attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
                                 title=f"Layer {layer}, head {head}")
     show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
 
@@ -71,16 +72,16 @@ def focus_single() -> None:
 
 
 def show_model(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
-    st.caption("Every layer (rows) x head (columns), each scaled to its own maximum. Pick Layer and Head "
+    st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
     st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
-    show_figure(viz.attention_model_view(run.attention, run.allowed, (layer, head)), f"{name}-model-view",
-                key="attn_model_chart")
+    show_figure(figs.attention_model_view(run.attention, run.allowed, (layer, head), tokens=run.tokens),
+                f"{name}-model-view", key="attn_model_chart")
 
 
 def show_token(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
     query = index_select("Query token", "attn_token", run.n_tokens, -1, lambda i: f"{i}: {run.tokens[i]}")
-    fig = viz.token_attention_figure(run.attention[layer, :, query], run.tokens, query, run.allowed[query],
+    fig = figs.token_attention_figure(run.attention[layer, :, query], run.tokens, query, run.allowed[query],
                                      title=f"Layer {layer}: where query token {query} looks, per head")
     show_figure(fig, f"{name}-token{query}-L{layer}", key="attn_token_chart")
 
@@ -97,7 +98,7 @@ def show_combine(run: av.AttentionRun, layer: int, head: int, name: str) -> None
         return
     weights, allowed, positions = av.hide_positions(weights, allowed, keep)
     scope = "all layers" if method == "rollout" else f"layer {layer}"
-    fig = viz.attention_heatmap(weights, run.tokens, allowed, positions,
+    fig = figs.attention_heatmap(weights, run.tokens, allowed, positions,
                                 title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
     show_figure(fig, f"{name}-{method}", key="attn_combine_chart")
 
@@ -123,7 +124,7 @@ def show_compare(run: av.AttentionRun, layer: int, head: int, name: str) -> None
         l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
         with column:
             st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
-            show_figure(viz.attention_heatmap(r.attention[l, h], r.tokens, r.allowed, zmax=top),
+            show_figure(figs.attention_heatmap(r.attention[l, h], r.tokens, r.allowed, zmax=top),
                         f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
     if not av.same_tokenisation(run, other):
         st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
@@ -131,7 +132,7 @@ def show_compare(run: av.AttentionRun, layer: int, head: int, name: str) -> None
     lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
     diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
                                             other.attention[lo, ho], other.allowed)
-    show_figure(viz.attention_heatmap(diff, run.tokens, allowed, diverging=True,
+    show_figure(figs.attention_heatmap(diff, run.tokens, allowed, diverging=True,
                                       title="Difference (left minus right)"),
                 f"{name}-minus-{other_name}", key="attn_diff_chart")
 
@@ -140,34 +141,13 @@ VIEWS = {"single": show_single, "model": show_model, "token": show_token, "combi
          "compare": show_compare}
 
 
-def show_output(output: av.ModelOutput) -> None:
-    st.subheader(output.title)
-    if output.note:
-        st.info(output.note)
-    if output.completion is not None:
-        st.text("Answer: " + (output.answer if output.answer else "(empty)"))
-        st.code(output.completion, language=None)
-    if output.rows:
-        st.dataframe(pd.DataFrame(output.rows), hide_index=True)
-
-
-def show_sanity(run: av.AttentionRun) -> None:
-    checks = av.sanity_checks(run)
-    failed = [c.name for c in checks if c.passed is False]
-    if failed:
-        st.error("Sanity check failed: " + "; ".join(failed) + ".")
-    with st.expander("Sanity checks", expanded=bool(failed)):
-        st.dataframe(pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
-                                    "detail": c.detail} for c in checks]), hide_index=True)
-
-
 info = checkpoint_picker()
 loaded = require_model()
 st.title("Attention")
 if info is None or loaded is None:
     st.stop()
 restore_widgets(loaded)
-text = st.text_area("Sentence", key="attn_text", height=80,
+text = st.text_area("Sentence", key="attn_text", height=68,
                     help="Type or paste any text; it is cut to what the model can read.")
 controls = st.columns([3, 1, 1, 2])
 view = controls[0].radio("View", list(VIEW_TITLES), key="attn_view", format_func=VIEW_TITLES.get,
@@ -198,10 +178,9 @@ for note in run.notes:
     st.info(note)
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
+VIEWS[view](run, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
 st.caption(f"How the model reads it: {run.n_tokens} tokens")
 st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
-
-VIEWS[view](run, layer, head, info.name)
 show_output(run.output)
 show_sanity(run)
 st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from core import playground as pg
-from core import viz
+from core.figures import teaching as figs
 from pages.common import checkpoint_picker, show_figure
 
 checkpoint_picker()
@@ -38,7 +38,8 @@ def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.nd
 by_hand, two_heads = st.tabs(["Attention by hand", "One head vs two heads"])
 
 with by_hand:
-    controls = st.columns([3, 2, 2, 2, 2])
+    top = st.columns([3, 1], vertical_alignment="bottom")  # the preset's long labels get a wide box
+    controls = [top[0], *st.columns(3), top[1]]
     preset_name = controls[0].selectbox("Preset", list(pg.PRESETS), index=list(pg.PRESETS).index("select"),
                                         format_func=lambda k: pg.PRESETS[k].label, key="pg_preset")
     n_asked = controls[1].slider("keys n", 1, pg.MAX_SIZE, 3, key="pg_n")
@@ -79,7 +80,7 @@ with by_hand:
     if result is not None:
         keys = [f"k_{i}" for i in range(n)]
         queries = [f"q_{j}" for j in range(len(Q))]
-        left, right = st.columns([3, 2])
+        left, right = st.columns([1, 1])
         with left:
             st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))
             st.dataframe(pd.DataFrame(result.scores, index=queries, columns=keys).style.format(precision=4),
@@ -87,7 +88,8 @@ with by_hand:
             st.markdown("**Weights** softmax over the keys (each row sums to 1)")
             st.dataframe(pd.DataFrame(result.weights, index=queries, columns=keys).style.format("{:.4f}"),
                          width="stretch")
-            st.markdown(f"**Output c** = Σ_i weight_i v_i, next to the preset's target {setup.target_label}")
+            st.markdown(r"**Output** $c = \sum_i \alpha_i v_i$, next to the preset's target "
+                        f"{setup.target_label}")
             outputs = pg.to_frame(result.output, "c")
             target = setup.target if setup.target.shape == result.output.shape else None
             if target is not None:
@@ -97,7 +99,7 @@ with by_hand:
             if target is not None:
                 st.dataframe(pg.to_frame(target, "target").style.format(precision=4), width="stretch")
         with right:
-            show_figure(viz.attention_weights_heatmap(result.weights, result.scores, keys, queries,
+            show_figure(figs.attention_weights_heatmap(result.weights, result.scores, keys, queries,
                                                       title="Attention weights"),
                         "playground-weights", key="pg_weights_fig")
             st.markdown("**Least squares for your keys**: q = lstsq(K, t) with t = β at key i, 0 elsewhere")
@@ -125,11 +127,12 @@ with two_heads:
                    "choose n ≤ d.")
     else:
         outcome = noisy_experiment(hn, hd, alpha, hbeta, samples, seed)
-        show_figure(viz.head_comparison_histograms(outcome.panels(), title=f"{samples} samples"),
+        show_figure(figs.head_comparison_histograms(outcome.panels(), title=f"{samples} samples"),
                     "one-vs-two-heads", key="heads_fig")
         st.dataframe(pd.DataFrame(outcome.summary()).style.format(precision=4), hide_index=True,
                      width="stretch")
-        st.write("One head: k_a = (1 + z/√2) μ_a + noise, so q·k_a = β(1 + z/√2) is above or below "
-                 "q·k_b = β from sample to sample and the output swings between v_a and v_b. Two heads: "
-                 "each head only compares its own key with near-zero scores, so head 1 returns v_a "
-                 "whenever 1 + z/√2 > 0 and c stays near (v_a + v_b)/2.")
+        st.markdown(r"One head: $k_a = (1 + z/\sqrt2)\,\mu_a + \text{noise}$, so $q \cdot k_a = \beta(1 + "
+                    r"z/\sqrt2)$ is above or below $q \cdot k_b = \beta$ from sample to sample and the output "
+                    r"swings between $v_a$ and $v_b$. Two heads: each head only compares its own key with "
+                    r"near-zero scores, so head 1 returns $v_a$ whenever $1 + z/\sqrt2 > 0$ and $c$ stays near "
+                    r"$(v_a + v_b)/2$.")

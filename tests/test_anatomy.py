@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from core import anatomy, checkpoint, viz
+from core import anatomy, checkpoint
 from core.config import PRESETS, ModelConfig
+from core.figures import teaching as viz
+from core.figures.common import ZERO_WIDTH
 from core.model import Transformer
 from core.tokenizer import PAD_CHAR, CharTokenizer, WordTokenizer
 from tests.conftest import TINY_CORPUS, save_tiny_checkpoint, tiny_model
@@ -169,8 +171,11 @@ def test_mask_heatmap_escapes_tokens_and_shows_whitespace():
     fig = viz.mask_heatmap(anatomy.causal_mask(3), ["<b>", " ", "<b>"])
     heat = fig.data[0]
     np.testing.assert_array_equal(heat.z, [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
-    assert list(fig.layout.xaxis.ticktext) == ["&lt;b&gt;", "␣", "&lt;b&gt;"]
-    assert list(fig.layout.yaxis.tickvals) == [0, 1, 2]  # duplicates kept apart
+    assert [x.replace(ZERO_WIDTH, "") for x in heat.x] == ["&lt;b&gt;", "␣", "&lt;b&gt;"]
+    assert len(set(heat.x)) == 3 and list(heat.y) == list(heat.x)  # duplicates kept apart
+    assert fig.layout.yaxis.scaleanchor is None  # a forced square left bands of white in narrow columns
+    assert [t.name for t in fig.data[1:]] == ["may attend", "masked"]  # a legend for blue and grey
+    assert fig.data[1].marker.color == heat.colorscale[-1][1] and fig.data[2].marker.color == heat.colorscale[0][1]
     assert "masked" in heat.text[0][1] and "allowed" in heat.text[1][0]
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from core import playground as pg
-from core import viz
+from core.figures import teaching as viz
 
 HAND_K = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
 HAND_V = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]

@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core import checkpoint
+from core.positional_url import SECTION_TITLES
 from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
 
 PAGE = str(ROOT / "pages" / "positional.py")
@@ -15,9 +16,11 @@ SCHEMES = ("learned", "sinusoidal", "alibi", "rope")
 BUNDLED = [ROOT / "checkpoints" / f"lm-{p}.safetensors" for p in SCHEMES]
 
 
-def page(folder: Path, monkeypatch) -> AppTest:
+def page(folder: Path, monkeypatch, tab: str = "tables") -> AppTest:
+    """The page with one tab open (only the open tab runs)."""
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
     at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["pos_tab"] = SECTION_TITLES[tab]
     at.run()
     assert not at.exception, at.exception
     return at
@@ -58,11 +61,15 @@ def tiny_family(tmp_path: Path) -> Path:
 
 def test_page_shows_the_family_and_runs_the_extrapolation(tiny_family, monkeypatch):
     at = page(tiny_family, monkeypatch)
-    shown = texts(at)
-    assert "4 lm checkpoints identical except positional encoding" in shown.replace("\\", "")
-    assert "the validation split of training" in shown.replace("\\", "")
+    assert "4 lm checkpoints identical except positional encoding" in texts(at).replace("\\", "")
     assert at.selectbox(key="pos_learned_source").value == "one"
-    assert len(at.get("plotly_chart")) >= 9  # tables, 4 similarities, ALiBi, RoPE, 4 maps, by distance...
+    assert len(at.get("plotly_chart")) == 2  # the sinusoidal and the learned table
+    assert [len(page(tiny_family, monkeypatch, tab).get("plotly_chart")) for tab in ("similarity", "alibi", "rope")
+            ] == [4, 1, 1]
+    at = page(tiny_family, monkeypatch, "sentence")
+    assert len(at.get("plotly_chart")) == 5  # 4 maps, by distance
+    at = page(tiny_family, monkeypatch, "extrapolation")
+    assert "the validation split of training" in texts(at).replace("\\", "")
     at = run_extrapolation(at, max_tokens=80)  # 4x the block size (64) fits in one window
     plain = [m.value.replace("\\", "") for m in at.markdown]
     summary = [m for m in plain if "training length (" in m]
@@ -83,21 +90,41 @@ def test_page_controls_rerun_without_errors(tiny_family, monkeypatch):
     at = page(tiny_family, monkeypatch)
     at.slider(key="pos_length").set_value(24)
     at.slider(key="pos_dim").set_value(16)
-    at.number_input(key="pos_heads").set_value(6)
+    at.number_input(key="pos_heads").set_value(6).run()
+    assert not at.exception, at.exception
+    for tab in ("similarity", "alibi", "rope"):
+        at.session_state["pos_tab"] = SECTION_TITLES[tab]
+        at.run()
+        assert not at.exception, at.exception
+        assert at.slider(key="pos_length").value == 24  # the sizes stay when the tab changes
+    at = page(tiny_family, monkeypatch, "sentence")
     at.text_input(key="pos_text").input("Ada <b>was</b> born in Zürich ☃")
-    at.selectbox(key="pos_layer").set_value(1)
-    at.radio(key="pos_metric").set_value("perplexity")
-    at.checkbox(key="pos_train").check()
-    at.run()
+    at.selectbox(key="pos_layer").set_value(1).run()
     assert not at.exception, at.exception
     assert any("not in the vocabulary" in w.value for w in at.warning)
     at.text_input(key="pos_text").input("").run()
     assert not at.exception and any("empty" in w.value for w in at.warning)
+    at = page(tiny_family, monkeypatch, "training")
+    at.radio(key="pos_metric").set_value("perplexity")
+    at.checkbox(key="pos_train").check().run()
+    assert not at.exception, at.exception
+
+
+def test_the_url_reopens_the_tab_sentence_and_head(tiny_family, monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_family))
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params.update({"pos_section": "sentence", "pos_text": "Ada was born", "pos_head": "1"})
+    at.run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="pos_text").value == "Ada was born" and at.selectbox(key="pos_head").value == 1
+    assert len(at.get("plotly_chart")) == 5  # the sentence tab is the open one
+    at.selectbox(key="pos_layer").set_value(1).run()
+    assert at.query_params["pos_layer"] == "1" and at.query_params["pos_section"] == "sentence"
 
 
 def test_page_with_unrelated_checkpoints_explains_and_evaluates_the_selected_model(tiny_checkpoints,
                                                                                   monkeypatch):
-    at = page(tiny_checkpoints, monkeypatch)
+    at = page(tiny_checkpoints, monkeypatch, "extrapolation")
     assert any("No checkpoints differ only in their positional encoding" in i.value for i in at.info)
     assert any("records no training corpus" in i.value.replace("\\", "") for i in at.info)
     at.text_area(key="pos_dev_text").input("Ada Lovelace was born in London . " * 3).run()
@@ -110,8 +137,10 @@ def test_page_with_unrelated_checkpoints_explains_and_evaluates_the_selected_mod
 def test_page_without_checkpoints_still_draws_the_encodings(tmp_path, monkeypatch):
     at = page(tmp_path / "empty", monkeypatch)
     assert any("No checkpoint with learned positions" in i.value for i in at.info)
-    assert any("need causal language models" in i.value for i in at.info)
-    assert len(at.get("plotly_chart")) >= 6
+    assert len(at.get("plotly_chart")) == 1
+    assert len(page(tmp_path / "empty", monkeypatch, "alibi").get("plotly_chart")) == 1
+    at = page(tmp_path / "empty", monkeypatch, "sentence")
+    assert any("needs causal language models" in i.value for i in at.info)
 
 
 def test_page_is_reachable_from_the_app(tiny_family, monkeypatch):
@@ -126,7 +155,7 @@ def test_page_is_reachable_from_the_app(tiny_family, monkeypatch):
 
 @pytest.mark.skipif(not all(p.exists() for p in BUNDLED), reason="the bundled LM set is not trained yet")
 def test_page_with_the_bundled_lm_set(monkeypatch):
-    at = page(ROOT / "checkpoints", monkeypatch)
+    at = page(ROOT / "checkpoints", monkeypatch, "extrapolation")
     shown = texts(at).replace("\\", "")
     assert "4 lm checkpoints identical except positional encoding" in shown
     at.multiselect(key="pos_factors").set_value([1.0, 4.0])
@@ -136,3 +165,15 @@ def test_page_with_the_bundled_lm_set(monkeypatch):
     learned = table[table["variant"] == "learned"]
     assert learned[learned["factor"] == 4.0]["perplexity"].isna().all()
     assert table[table["variant"] != "learned"]["perplexity"].notna().all()
+
+
+def test_the_sentence_tab_survives_every_hostile_input(tiny_family, monkeypatch):
+    """The sentence box now lives in a tab that the app-wide hostile suite (first runs only) never opens."""
+    from tests.hostile_inputs import HOSTILE_INPUTS
+
+    at = page(tiny_family, monkeypatch, "sentence")
+    for hostile in [h for h in HOSTILE_INPUTS if not h.surrogate and not h.huge]:
+        at.text_input(key="pos_text").input(hostile.text).run()
+        assert not at.exception, (hostile.id, at.exception)
+        shown = [m.value for m in [*at.markdown, *at.caption, *at.warning, *at.info]]
+        assert not any("<script" in value for value in shown), hostile.id  # user text never rendered as markup

@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from core import checkpoint, viz
+from core import checkpoint
+from core import extrapolation_view as xv
 from core import positional_view as pv
 from core.evaluate import LengthScore, VariantExtrapolation
+from core.figures import positional as viz
+from core.positional import POSITIONAL
 from core.text import markdown_escape
 from tests.conftest import save_tiny_checkpoint, tiny_model
 
@@ -92,7 +95,7 @@ def test_alibi_figure_shows_each_heads_bias_and_its_slope():
         assert np.allclose(z[lower], view.bias[h][lower])
         assert np.isnan(z[~lower]).all()  # no key there, drawn as a gap rather than 0
     titles = [a.text for a in fig.layout.annotations]
-    assert titles[2] == f"head 2: slope {view.slopes[2]:.4g}"
+    assert titles[2] == f"head 2: slope 2<sup>{math.log2(view.slopes[2]):.3g}</sup>"  # exact and short
 
 
 # --------------------------------------------------------------------------- RoPE (Su et al.)
@@ -239,7 +242,7 @@ def test_training_table_reads_final_numbers_from_the_history(tmp_path):
     assert np.allclose(train_ppl, np.exp(3.0 - 0.2 * np.arange(1, 6)))
     fig = viz.positional_training_figure(frame, ["a"], ["alibi"], "loss", ("val", "train"))
     assert [t.meta["split"] for t in fig.data] == ["val", "train"]
-    assert list(fig.data[0].y) == [2.5] and fig.data[0].line.color == viz.SCHEME_COLORS["alibi"]
+    assert list(fig.data[0].y) == [2.5] and fig.data[0].line.color == POSITIONAL["alibi"].color
 
 
 # --------------------------------------------------------------------------- extrapolation figures
@@ -318,7 +321,7 @@ def test_run_extrapolation_checks_the_weights_give_back_trainings_dev_loss(tmp_p
         ids, _ = ev.token_stream(loaded.tokenizer, text, max_tokens)
         return ev.score_length(loaded.model, ids, unit.length, unit.protocol, unit.factor)
 
-    run = pv.run_extrapolation(models, len(text), [1.0, 2.0], ["windows", "sliding"],
+    run = xv.run_extrapolation(models, len(text), [1.0, 2.0], ["windows", "sliding"],
                                {"windows": 100, "sliding": 30}, True, score, lambda f, _: fractions.append(f))
     assert run.checked and len(run.problems) == 1 and run.problems[0].startswith("b: its weights give")
     assert ("a", "windows", 8, None) in calls and ("a", "sliding", 16, 30) in calls
@@ -326,13 +329,13 @@ def test_run_extrapolation_checks_the_weights_give_back_trainings_dev_loss(tmp_p
     learned = run.variants[0]
     assert not learned.score("sliding", 2.0).applicable and learned.score("sliding", 1.0).tokens == 30
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
-    unchecked = pv.run_extrapolation(models, len(text), [1.0], ["windows"], {"windows": 50}, False, score)
+    unchecked = xv.run_extrapolation(models, len(text), [1.0], ["windows"], {"windows": 50}, False, score)
     assert not unchecked.checked and unchecked.problems == []
 
 
 def test_planned_work_counts_the_token_positions_a_run_reads():
     # windows: whole windows only; sliding: L for the first window, then L per further prediction
-    assert pv.planned_work(64, [1.0], ["windows"], {"windows": 1000}, 5000) == (1000 // 64) * 64
-    assert pv.planned_work(64, [4.0], ["sliding"], {"sliding": 512}, 5000) == 256 + (512 - 256) * 256
-    assert pv.planned_work(64, [4.0], ["sliding"], {"sliding": None}, 300) == 256 + 44 * 256
-    assert pv.planned_work(64, [2.0], ["sliding"], {"sliding": 512}, 5000, max_length=64) == 0
+    assert xv.planned_work(64, [1.0], ["windows"], {"windows": 1000}, 5000) == (1000 // 64) * 64
+    assert xv.planned_work(64, [4.0], ["sliding"], {"sliding": 512}, 5000) == 256 + (512 - 256) * 256
+    assert xv.planned_work(64, [4.0], ["sliding"], {"sliding": None}, 300) == 256 + 44 * 256
+    assert xv.planned_work(64, [2.0], ["sliding"], {"sliding": 512}, 5000, max_length=64) == 0

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from core import viz
+from core.figures import attention as viz
+from core.figures.common import ZERO_WIDTH
 
 
 def causal(T: int) -> np.ndarray:
@@ -36,31 +38,38 @@ def test_zero_weight_stays_zero_not_masked():
     assert np.asarray(fig.data[0].z)[0, 1] == 0.0
 
 
+def visible(labels) -> list[str]:
+    return [label.replace(ZERO_WIDTH, "") for label in labels]
+
+
 def test_duplicate_tokens_keep_their_own_positions():
     fig = viz.attention_heatmap(random_rows(4), ["a", "a", "a", "b"], causal(4))
-    assert list(fig.data[0].x) == [0, 1, 2, 3] and list(fig.data[0].y) == [0, 1, 2, 3]
-    assert list(fig.layout.xaxis.tickvals) == [0, 1, 2, 3]
-    assert list(fig.layout.xaxis.ticktext) == ["a", "a", "a", "b"]
+    assert fig.data[0].meta["positions"] == [0, 1, 2, 3]
+    assert len(set(fig.data[0].x)) == 4 and list(fig.data[0].x) == list(fig.data[0].y)  # 4 rows, not 2
+    assert visible(fig.data[0].x) == ["a", "a", "a", "b"]
+    assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "category"
     assert fig.layout.yaxis.autorange == "reversed"  # first query at the top
 
 
-def test_labels_are_thinned_and_smaller_for_128_tokens():
+def test_labels_stay_readable_and_the_browser_thins_them_for_128_tokens():
+    """Thinning happens in the browser (category axis, tickmode auto); tests/browser measures the boxes."""
     T = 128
     fig = viz.attention_heatmap(random_rows(T), [f"t{i}" for i in range(T)], causal(T))
-    ticks = list(fig.layout.xaxis.tickvals)
-    assert len(ticks) <= viz.TICK_LABELS_MAX and ticks[:3] == [0, 2, 4]
-    assert fig.layout.xaxis.ticktext[1] == "t2"
-    assert fig.layout.xaxis.tickfont.size < viz.attention_heatmap(
-        random_rows(8), list("abcdefgh"), causal(8)).layout.xaxis.tickfont.size
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert axis.type == "category" and axis.tickmode == "auto" and axis.tickvals is None
+        assert axis.tickfont.size >= 12 and axis.tickfont.color == "#1F2328"
+    assert visible(fig.data[0].x)[:3] == ["t0", "t1", "t2"]
     assert 320 <= fig.layout.height <= 900
-    assert fig.data[0].text is None  # positions only in the hover past HOVER_TOKENS_MAX
+    short = viz.attention_heatmap(random_rows(8), list("abcdefgh"), causal(8))
+    assert short.layout.xaxis.tickfont.size >= 12
+    assert fig.data[0].text is None  # tokens from the axes only in the hover past HOVER_TOKENS_MAX
 
 
 def test_user_text_is_escaped_in_labels_hover_and_title():
     tokens = ["<script>", "b&", "<b>x</b>"]
     fig = viz.attention_heatmap(random_rows(3), tokens, causal(3), title="<i>t</i>")
-    assert "<script>" not in "".join(fig.layout.xaxis.ticktext)
-    assert fig.layout.xaxis.ticktext[0] == "&lt;script&gt;"
+    assert "<script>" not in "".join(fig.data[0].x)
+    assert fig.data[0].x[0] == "&lt;script&gt;"
     assert all("<b>" not in cell for row in fig.data[0].text for cell in row)
     assert fig.layout.title.text == "&lt;i&gt;t&lt;/i&gt;"
 
@@ -68,7 +77,7 @@ def test_user_text_is_escaped_in_labels_hover_and_title():
 def test_hidden_positions_label_the_rows_they_are():
     w = random_rows(3)[1:, 1:]
     fig = viz.attention_heatmap(w, ["first", "b", "c"], causal(2), positions=[1, 2])
-    assert list(fig.data[0].x) == [1, 2] and list(fig.layout.xaxis.ticktext) == ["b", "c"]
+    assert fig.data[0].meta["positions"] == [1, 2] and visible(fig.data[0].x) == ["b", "c"]
 
 
 def test_difference_map_is_diverging_and_centred_on_zero():
@@ -89,6 +98,18 @@ def test_model_view_has_every_layer_and_head_and_frames_the_focus():
     frame = fig.layout.shapes[0]
     assert frame.xref == "x6 domain" and frame.yref == "y6 domain"
     assert [a.text for a in fig.layout.annotations][:2] == ["L0 H0", "L0 H1"]
+    assert all(a.font.size >= 12 for a in fig.layout.annotations)
+    assert fig.layout.margin.t >= 30  # room for the first row's titles
+
+
+def test_model_view_shows_tokens_and_one_colour_bar():
+    attention = np.random.default_rng(2).random((2, 2, 3, 3))
+    fig = viz.attention_model_view(attention, causal(3), tokens=["<a>", " ", "c"])
+    assert {t.coloraxis for t in fig.data} == {"coloraxis"} and fig.layout.coloraxis.colorbar.title.text == "weight"
+    assert fig.layout.coloraxis.cmax == pytest.approx(float(attention[:, :, causal(3)].max()))
+    assert visible(fig.data[0].y) == ["&lt;a&gt;", "␣", "c"]
+    assert fig.layout.yaxis.showticklabels and not fig.layout.yaxis2.showticklabels  # first column only
+    assert fig.layout.xaxis3.showticklabels and not fig.layout.xaxis.showticklabels  # last row only
 
 
 def test_token_figure_has_one_line_per_head_with_gaps_at_masked_keys():

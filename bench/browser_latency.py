@@ -1,0 +1,350 @@
+"""What a person in front of the app waits for, measured in headless Chromium, against a hello-world page.
+
+    python -m bench.browser_latency [--repeats 5] [--port 0] [--only attention positional]
+
+Starts `streamlit run app.py` (bundled checkpoints) and a two-page hello-world Streamlit app, each on its
+own loopback port, drives both from one Chromium (Playwright, Debian's /usr/bin/chromium) and prints one
+table: every page's first complete render after in-app navigation (a sidebar link click), every main
+interaction (new sentence, layer, head, view, checkpoint, probe name), and for the long run
+(extrapolation) the time until progress shows. Each row is the median of --repeats warm tries (one
+unmeasured try first); the hello-world page's navigation and text commit are timed in the same run and
+every row shows its ratio to them.
+
+"Complete" = the server sent `script_finished` for a run that started after the click (Streamlit's own
+websocket message, parsed with its protobuf) AND the browser shows no stale element, no "Running"
+widget, and every plotly chart has drawn, then one painted frame. Targets (issue 15): navigation
+<= 1.5 s, interaction <= 0.5 s, progress visible <= 0.2 s. Exit status 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.browser_driver import CHROMIUM, CHROMIUM_ARGS, IDLE_JS
+
+ROOT = Path(__file__).resolve().parent.parent
+NAV_TARGET_S, INTERACTION_TARGET_S, PROGRESS_TARGET_S = 1.5, 0.5, 0.2
+VIEWPORT = {"width": 1400, "height": 1000}
+HELLO_APP = '''import streamlit as st
+
+def hello():
+    st.title("Hello")
+    text = st.text_input("Sentence", "hello")
+    st.write(f"{len(text)} characters")
+
+def other():
+    st.title("Other")
+    st.write("world")
+
+st.navigation([st.Page(hello, title="Hello", default=True), st.Page(other, title="Other")]).run()
+'''
+PAGE_TITLES = {"": "Home", "attention": "Attention", "positional": "Positional encodings",
+               "curves": "Training curves", "probe": "Birthplace probe", "playground": "Attention playground",
+               "anatomy": "Model anatomy", "open_model": "Open your model"}
+PROGRESS_SELECTOR = '[data-testid="stProgress"], [data-testid="stSpinner"]'
+INPUT_CLOCK_JS = """window.__lastInput = 0;
+for (const kind of ['mousedown', 'keydown']) {
+    document.addEventListener(kind, () => { window.__lastInput = performance.now(); }, true);
+}"""
+FRAME_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+
+
+# --------------------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(script: Path, port: int, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true", "--server.port",
+         str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal"],
+        cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, **(env or {})})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{script.name} exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
+                if r.read().strip() == b"ok":
+                    return process
+        except OSError:
+            time.sleep(0.3)
+    stop(process)
+    raise RuntimeError(f"{script.name} was not healthy after 90 s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    import signal
+
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- one browser tab
+
+
+class Tab:
+    """A Playwright page that also records when the server finished each script run."""
+
+    def __init__(self, context) -> None:
+        self.page = context.new_page()
+        self.page.set_default_timeout(60_000)
+        self.page.add_init_script(INPUT_CLOCK_JS)
+        self.finished: list[float] = []
+        self.page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+
+    def _frame(self, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        if isinstance(payload, str):
+            return
+        message = ForwardMsg()
+        try:
+            message.ParseFromString(payload)
+        except Exception:  # noqa: BLE001 - not a ForwardMsg: not ours to time
+            return
+        if message.WhichOneof("type") == "script_finished" and \
+                message.script_finished != message.FINISHED_EARLY_FOR_RERUN:
+            self.finished.append(time.perf_counter())
+
+    def settle(self, since: float, timeout_s: float = 60.0) -> float:
+        """Seconds from `since` until a run started after it has finished and the page has drawn."""
+        deadline = time.monotonic() + timeout_s
+        while not any(t > since for t in self.finished):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server never finished a run")
+            self.page.wait_for_timeout(5)
+        self.page.wait_for_function(IDLE_JS, polling=10, timeout=int(timeout_s * 1000))
+        self.page.evaluate(FRAME_JS)
+        return time.perf_counter() - since
+
+    def timed(self, action: Callable[[], None]) -> float:
+        """From the person's last click or key press (the browser's own event time, so Playwright's
+        driving, e.g. opening a dropdown, is not counted) until the page is complete."""
+        self.page.wait_for_function(IDLE_JS, polling=50)
+        start = time.perf_counter()
+        action()
+        self.settle(start)
+        return self.page.evaluate("() => (performance.now() - window.__lastInput) / 1000")
+
+    def goto(self, url: str) -> None:
+        start = time.perf_counter()
+        self.page.goto(url, wait_until="domcontentloaded")
+        self.settle(start, timeout_s=180)  # a cold page (first model load) may take long
+        time.sleep(0.3)
+
+    # actions
+    def nav(self, title: str) -> Callable[[], None]:
+        link = self.page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first
+        return link.click
+
+    def commit(self, label: str, text: str, area: bool) -> Callable[[], None]:
+        box = self.page.get_by_label(label, exact=True).first
+
+        def act() -> None:
+            box.fill(text)
+            box.press("Control+Enter" if area else "Enter")
+        return act
+
+    def choose(self, label: str, option: str) -> Callable[[], None]:
+        def act() -> None:
+            self.page.get_by_role("combobox", name=label, exact=True).first.click()
+            self.page.get_by_role("option", name=option, exact=True).first.click()
+        return act
+
+    def tab(self, label: str) -> Callable[[], None]:
+        return self.page.get_by_role("tab", name=label, exact=True).first.click
+
+    def radio(self, label: str) -> Callable[[], None]:
+        return self.page.get_by_text(label, exact=True).first.click
+
+
+# --------------------------------------------------------------------------- what is measured
+
+
+@dataclass
+class Row:
+    what: str
+    kind: str  # navigation | interaction | progress
+    times: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times) if self.times else float("nan")
+
+    @property
+    def target(self) -> float:
+        return {"navigation": NAV_TARGET_S, "interaction": INTERACTION_TARGET_S,
+                "progress": PROGRESS_TARGET_S}[self.kind]
+
+
+def repeat(repeats: int, measure: Callable[[int], float]) -> list[float]:
+    measure(-1)  # warm: caches, imports, first plotly draw
+    return [measure(i) for i in range(repeats)]
+
+
+def navigation_rows(tab: Tab, url: str, repeats: int, pages: list[str]) -> list[Row]:
+    rows = []
+    tab.goto(url + "/")
+    for path in pages:
+        title = PAGE_TITLES[path]
+        away = "Attention" if path == "" else "Home"
+
+        def measure(_: int, title: str = title, away: str = away) -> float:
+            tab.timed(tab.nav(away))
+            return tab.timed(tab.nav(title))
+        rows.append(Row(f"open {title}", "navigation", repeat(repeats, measure)))
+        print(f"  {rows[-1].what}: {rows[-1].median:.2f} s", flush=True)
+    return rows
+
+
+SENTENCES = ["Alan Turing was born in Maida Vale .", "Ada Lovelace was born in London .",
+             "Karl Long was a British cyclist born in Leeds .", "Grace Hopper was born in New York .",
+             "Marie Curie was born in Warsaw .", "Emmy Noether was born in Erlangen .",
+             "Ida Wells was born in Holly Springs ."]
+
+
+def alternate(tab: Tab, first: Callable[[], None], second: Callable[[], None]) -> Callable[[int], float]:
+    return lambda i: tab.timed(first if i % 2 else second)
+
+
+def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpoints: list[str]) -> list[Row]:
+    rows: list[Row] = []
+
+    def add(what: str, measure: Callable[[int], float], kind: str = "interaction") -> None:
+        try:
+            rows.append(Row(what, kind, repeat(repeats, measure)))
+        except Exception as exc:  # noqa: BLE001 - one broken row must not lose the whole table
+            print(f"  {what}: FAILED ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+            rows.append(Row(what + " (failed)", kind, []))
+            return
+        print(f"  {what}: {rows[-1].median:.2f} s", flush=True)
+
+    if "attention" in pages:
+        model = next((c for c in checkpoints if c.startswith("birth-vanilla")), checkpoints[0])
+        tab.goto(f"{url}/attention?model={model}")
+        add("attention: new sentence", lambda i: tab.timed(tab.commit("Sentence", SENTENCES[i + 1], area=True)))
+        add("attention: layer", alternate(tab, tab.choose("Layer", "1"), tab.choose("Layer", "0")))
+        add("attention: head", alternate(tab, tab.choose("Head", "1"), tab.choose("Head", "0")))
+        add("attention: view (single <-> model view)",
+            alternate(tab, tab.radio("Model view"), tab.radio("Single head")))
+        other = next((c for c in checkpoints if c != model and c.startswith("birth")), checkpoints[-1])
+        add("attention: checkpoint", alternate(tab, tab.choose("Checkpoint", other), tab.choose("Checkpoint", model)))
+    if "probe" in pages:
+        tab.goto(f"{url}/probe")
+        names = ["Alan Turing", "Ada Lovelace", "Grace Hopper", "Marie Curie", "Emmy Noether", "Ida Wells",
+                 "Karl Long"]
+        add("probe: name", lambda i: tab.timed(tab.commit("A name, or a question 'Where was NAME born?'",
+                                                           names[i + 1], area=False)))
+    if "positional" in pages:
+        tab.goto(f"{url}/positional?pos_section=sentence")
+        add("positional: new sentence", lambda i: tab.timed(tab.commit("Sentence", SENTENCES[i + 1], area=False)))
+        add("positional: layer", alternate(tab, tab.choose("Layer", "1"), tab.choose("Layer", "0")))
+        add("positional: tab (sentence <-> training)",
+            alternate(tab, tab.tab("Training"), tab.tab("One sentence")))
+        tab.goto(f"{url}/positional?pos_section=extrapolation")
+        button = tab.page.get_by_role("button", name="Run extrapolation")
+        windows = tab.page.get_by_label("Predictions scored, windows", exact=True)
+
+        def progress(i: int) -> float:
+            """A cold run each time (a new number of predictions is a new cache key): the progress bar
+            must show before the work ends."""
+            tab.page.wait_for_function(IDLE_JS, polling=50)
+            windows.fill(str(64 + ((i + 2) * 37 + int(time.time())) % 500))
+            start = time.perf_counter()
+            button.click()
+            tab.page.wait_for_selector(PROGRESS_SELECTOR, state="attached", timeout=120_000)
+            shown = time.perf_counter() - start
+            tab.settle(start, timeout_s=300)
+            return shown
+        add("positional: extrapolation, progress shown", progress, "progress")
+        add("positional: extrapolation again (cached)", lambda i: tab.timed(button.click))
+    return rows
+
+
+def baseline(tab: Tab, url: str, repeats: int) -> tuple[Row, Row]:
+    tab.goto(url + "/")
+
+    def open_hello(_: int) -> float:
+        tab.timed(tab.nav("Other"))
+        return tab.timed(tab.nav("Hello"))
+    nav = Row("hello world: open page", "navigation", repeat(repeats, open_hello))
+    text = Row("hello world: commit text", "interaction",
+               repeat(repeats, lambda i: tab.timed(tab.commit("Sentence", SENTENCES[i + 1], area=False))))
+    return nav, text
+
+
+def table(rows: list[Row], nav_base: Row, text_base: Row) -> str:
+    lines = [f"{'what':<46} {'median':>8} {'target':>7} {'x hello':>8}  result", "-" * 82]
+    for row in [nav_base, text_base, *rows]:
+        base = nav_base if row.kind == "navigation" else text_base
+        ratio = row.median / base.median if base.median > 0 else float("nan")
+        result = "-" if row in (nav_base, text_base) else ("pass" if row.median <= row.target else "MISS")
+        lines.append(f"{row.what:<46} {row.median:>7.2f}s {row.target:>6.1f}s {ratio:>7.1f}x  {result}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--port", type=int, default=0, help="app port (the hello app gets port + 1); 0: free ports")
+    parser.add_argument("--only", nargs="*", default=None, metavar="PAGE",
+                        help="page paths to measure ('home' for /); default every page")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    from core.checkpoint import checkpoint_dir, list_checkpoints
+
+    pages = list(PAGE_TITLES) if args.only is None else ["" if p == "home" else p for p in args.only]
+    checkpoints = [i.name for i in list_checkpoints(checkpoint_dir()) if not i.error]
+    app_port = args.port or free_port()
+    hello_port = args.port + 1 if args.port else free_port()
+    with tempfile.TemporaryDirectory(prefix="browser-latency-") as tmp:
+        hello = Path(tmp) / "hello.py"
+        hello.write_text(HELLO_APP)
+        servers = [start(ROOT / "app.py", app_port, Path(tmp) / "app.log"),
+                   start(hello, hello_port, Path(tmp) / "hello.log")]
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                tab = Tab(browser.new_context(viewport=VIEWPORT))
+                print(f"repeats {args.repeats}, checkpoints {len(checkpoints)}; hello world baseline", flush=True)
+                nav_base, text_base = baseline(tab, f"http://127.0.0.1:{hello_port}", args.repeats)
+                app = f"http://127.0.0.1:{app_port}"
+                rows = navigation_rows(tab, app, args.repeats, pages)
+                rows += interaction_rows(tab, app, args.repeats, pages, checkpoints)
+                browser.close()
+        finally:
+            for server in servers:
+                stop(server)
+    print("\n" + table(rows, nav_base, text_base))
+    missed = [r.what for r in rows if not r.median <= r.target]
+    worst = max(rows, key=lambda r: r.median / r.target)
+    print(f"RESULT browser_latency measured={worst.median:.2f}s({worst.what.replace(' ', '_')}) "
+          f"target=nav<=1.5s,interaction<=0.5s,progress<=0.2s pass={'false' if missed else 'true'}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

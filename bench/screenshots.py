@@ -1,0 +1,70 @@
+"""Screenshots of every page at projector size (1024x768) and desktop size (1400x1000), for a person.
+
+    python -m bench.screenshots --url http://127.0.0.1:8631 --out test-artifacts/screens/after
+
+For each page and size: `<page>-<w>x<h>-fold.png` (what the first screen shows, the fold) and
+`<page>-<w>x<h>-full.png` (the whole page: Streamlit scrolls inside its main section, so the viewport
+is grown to fit it). Headless Debian Chromium through Playwright; the server is yours to start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from bench.browser_driver import APP_PAGES, CHROMIUM, CHROMIUM_ARGS
+from bench.browser_latency import Tab
+
+SIZES = ((1024, 768), (1400, 1000))
+VIEWS = {  # more than a page's first screen: views a lecture shows (name -> path and query)
+    "attention-model": "attention?view=model", "attention-compare": "attention?view=compare",
+    **{f"positional-{s}": f"positional?pos_section={s}" for s in
+       ("similarity", "alibi", "rope", "sentence", "training", "extrapolation")},
+    "curves-positional": "curves?runs=lm-learned,lm-sinusoidal,lm-alibi,lm-rope&metric=perplexity",
+}
+
+
+def full_height(page) -> int:
+    return int(page.evaluate("""() => Math.max(...['stMain', 'stSidebarContent'].map(id => {
+        const e = document.querySelector(`[data-testid="${id}"]`); return e ? e.scrollHeight : 0; }))"""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--pages", nargs="*", default=None, help="page paths ('' is home); default all")
+    parser.add_argument("--query", default="", help="query string added to every URL, e.g. 'model=lm-rope'")
+    parser.add_argument("--views", action="store_true", help="also the views in VIEWS (tabs, model view, ...)")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    pages = {path or "home": path for path in (APP_PAGES if args.pages is None else args.pages)}
+    if args.views:
+        pages.update(VIEWS)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for width, height in SIZES:
+            context = browser.new_context(viewport={"width": width, "height": height})
+            tab = Tab(context)  # waits for Streamlit's script_finished, not only for a quiet page
+            page = tab.page
+            for name, path in pages.items():
+                joiner = "&" if "?" in path else "?"
+                url = f"{args.url}/{path}" + (f"{joiner}{args.query}" if args.query else "")
+                tab.goto(url)
+                time.sleep(1.0)
+                page.screenshot(path=str(args.out / f"{name}-{width}x{height}-fold.png"))
+                page.set_viewport_size({"width": width, "height": min(max(full_height(page) + 40, height), 9000)})
+                time.sleep(1.0)  # plotly re-lays its charts out to the new size
+                page.screenshot(path=str(args.out / f"{name}-{width}x{height}-full.png"), full_page=True)
+                page.set_viewport_size({"width": width, "height": height})
+                print(f"{name} {width}x{height}", flush=True)
+            context.close()
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

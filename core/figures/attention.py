@@ -1,0 +1,178 @@
+"""Attention maps: one head, every head (model view), one token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from core.figures.common import (
+    DIVERGING,
+    LEGEND_RIGHT,
+    SEQUENTIAL,
+    TOKEN_FONT,
+    category_axis,
+    token_axis,
+    token_categories,
+    visible_token,
+    wrap_title,
+)
+
+# Token axes are category axes of distinct labels (core.figures.common.category_axis): the browser
+# thins and turns them so they never overlap. Masked cells are NaN drawn over a grey plot background:
+# "not allowed to look" must never read as "looked with weight 0". Which position a row or column is
+# stays in the trace's `meta["positions"]`.
+# Figures are built from one layout dict, without a named template: `update_layout` and template
+# validation cost 5-10 ms each per figure, more than this page's whole rerun budget (bench/), and
+# Streamlit's chart theme (plotly's default template under streamlit) styles the figure anyway.
+
+ATTENTION_MASKED_COLOR = "rgb(200, 200, 200)"  # MASKED_COLOR made opaque: distinct from weight 0's white
+HOVER_TOKENS_MAX = 32  # up to this many tokens the hover also names positions (a text per cell is
+# 2/3 of a 60-token map's JSON, 110 KB, which a projector laptop parses on every rerun); past it,
+# the hover names the two tokens from the category axes
+ROW_PX = 16  # a 13 px label needs ~15 px: every row labelled up to (900 - margins) / 16 tokens
+
+
+def attention_height(n_tokens: int) -> int:
+    return int(min(900, max(360, 170 + ROW_PX * n_tokens)))
+
+
+def attention_layout(title: str | None, height: int, **extra: Any) -> dict[str, Any]:
+    """base_layout's settings as a dict (see the section comment for why not base_layout)."""
+    import html
+
+    text = wrap_title(html.escape(title)) if title else None
+    layout = dict(title=dict(text=text) if text else None, height=height,
+                  margin=dict(l=10, r=10, t=20 + 22 * (text.count("<br>") + 1) if text else 10, b=10),
+                  paper_bgcolor="white",
+                  plot_bgcolor=ATTENTION_MASKED_COLOR, font=dict(color="#1F2328"))
+    return {**layout, **extra}
+
+
+def _labels(tokens: list[str], positions) -> list[str]:
+    import html
+
+    return [html.escape(visible_token(tokens[int(p)])) for p in positions]
+
+
+def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, title: str | None = None,
+                      diverging: bool = False, zmax: float | None = None,
+                      height: int | None = None) -> go.Figure:
+    """One (T, T) map: query tokens as rows, key tokens as columns.
+
+    `tokens` are display labels for positions 0..; `positions` (default 0..T-1) says which positions
+    the rows/columns are (after hiding tokens); they are in `fig.data[0].meta["positions"]`, and x / y
+    are the tokens as distinct categories. fig.data[0].z is `weights` with NaN where `allowed` is
+    False; the hover shows the exact weight. `zmax` fixes the colour scale (e.g. shared by two maps).
+    """
+    import numpy as np
+
+    weights = np.asarray(weights)
+    T = weights.shape[-1]
+    positions = np.arange(T) if positions is None else np.asarray(positions)
+    z = weights if allowed is None else np.where(allowed, weights, np.nan)
+    labels = _labels(tokens, positions)
+    finite = np.abs(z[np.isfinite(z)])
+    top = float(zmax) if zmax is not None else (float(finite.max()) if finite.size else 1.0)
+    top = max(top, 1e-9)
+    scale = dict(colorscale=DIVERGING, zmid=0.0, zmin=-top, zmax=top) if diverging else \
+        dict(colorscale=SEQUENTIAL, zmin=0.0, zmax=top)
+    value = "difference" if diverging else "weight"
+    if T <= HOVER_TOKENS_MAX:
+        text = [[f"query {int(q)} {labels[i]} → key {int(k)} {labels[j]}" for j, k in enumerate(positions)]
+                for i, q in enumerate(positions)]
+        hover = f"%{{text}}<br>{value} %{{z:.7g}}<extra></extra>"
+    else:
+        text = None
+        hover = f"query %{{y}} → key %{{x}}<br>{value} %{{z:.7g}}<extra></extra>"
+    categories = token_categories(labels)
+    layout = attention_layout(title, height or attention_height(T),
+                              xaxis=category_axis(title=dict(text="key")),
+                              yaxis=category_axis(title=dict(text="query"), autorange="reversed"))
+    trace = go.Heatmap(z=z, x=categories, y=categories, text=text, hovertemplate=hover, hoverongaps=False,
+                       colorbar=dict(thickness=12, title=dict(text=value), tickfont=TOKEN_FONT),
+                       meta={"positions": [int(p) for p in positions]}, **scale)
+    return go.Figure(data=[trace], layout=layout)
+
+
+def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None = None,
+                         title: str | None = None, tokens: list[str] | None = None) -> go.Figure:
+    """Small multiples: every layer (rows) x head (columns) on one shared colour scale (0 to the largest
+    weight, one colour bar); tokens label the first column's rows and the last row's columns.
+
+    The focused (layer, head) gets a frame. Trace order is layer-major: data[l * n_head + h]. The
+    grid comes from make_subplots once, as a dict; per-axis `update_*` calls would cost ~0.2 s at 32 heads.
+    """
+    import numpy as np
+    from plotly.subplots import make_subplots
+
+    attention = np.asarray(attention)
+    L, H, T, _ = attention.shape
+    labels = _labels(tokens, range(T)) if tokens is not None else [str(i) for i in range(T)]
+    categories = token_categories(labels)
+    grid = make_subplots(rows=L, cols=H, horizontal_spacing=min(0.02, 0.2 / H),
+                         vertical_spacing=min(0.08, 0.4 / L),
+                         subplot_titles=[f"L{l} H{h}" for l in range(L) for h in range(H)]
+                         ).layout.to_plotly_json()
+    for key in grid:
+        if key.startswith(("xaxis", "yaxis")):
+            n = int(key[5:] or 1) - 1
+            l, h = divmod(n, H)
+            shown = (l == L - 1) if key.startswith("x") else (h == 0)
+            grid[key].update(category_axis(showticklabels=shown, ticks=""))
+            if key.startswith("y"):
+                grid[key]["autorange"] = "reversed"
+    for note in grid.get("annotations", []):
+        note["font"] = dict(size=13, color="#1F2328")
+    z_all = attention if allowed is None else np.where(allowed, attention, np.nan)
+    top = float(np.nanmax(z_all)) if np.isfinite(z_all).any() else 1.0
+    traces = []
+    for l in range(L):
+        for h in range(H):
+            n = l * H + h + 1
+            traces.append(go.Heatmap(
+                z=z_all[l, h], x=categories, y=categories, xaxis=f"x{n if n > 1 else ''}",
+                yaxis=f"y{n if n > 1 else ''}", coloraxis="coloraxis", hoverongaps=False,
+                hovertemplate=f"layer {l} head {h}<br>query %{{y}} → key %{{x}}<br>weight %{{z:.7g}}"
+                              "<extra></extra>"))
+    shapes = []
+    if focus is not None and 0 <= focus[0] < L and 0 <= focus[1] < H:
+        n = focus[0] * H + focus[1] + 1
+        suffix = "" if n == 1 else str(n)
+        shapes.append(dict(type="rect", xref=f"x{suffix} domain", yref=f"y{suffix} domain", x0=-0.04,
+                           x1=1.04, y0=-0.04, y1=1.04, line=dict(color="crimson", width=3)))
+    cell = max(90, min(170, 1100 // H))
+    coloraxis = dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=max(top, 1e-9),
+                     colorbar=dict(thickness=12, title=dict(text="weight"), tickfont=TOKEN_FONT))
+    layout = {**grid, **attention_layout(title, 90 + L * (cell + 30), shapes=shapes, coloraxis=coloraxis)}
+    layout["margin"] = dict(l=10, r=10, t=60 if title else 30, b=10)
+    return go.Figure(data=traces, layout=layout)
+
+
+def token_attention_figure(weights, tokens: list[str], query: int, allowed_row=None,
+                           title: str | None = None) -> go.Figure:
+    """Where one query token looks, per head: weights (n_head, T) -> one line per head over the keys.
+
+    Masked keys are gaps (NaN), not zeros; a dotted line marks the query's own position.
+    """
+    import html
+
+    import numpy as np
+
+    weights = np.asarray(weights)
+    H, T = weights.shape
+    positions = np.arange(T)
+    labels = [html.escape(visible_token(t)) for t in tokens[:T]]
+    traces = [go.Scatter(x=positions, y=weights[h] if allowed_row is None else
+                         np.where(allowed_row, weights[h], np.nan),
+                         mode="lines+markers", name=f"head {h}", marker=dict(size=5), connectgaps=False,
+                         hovertemplate=f"head {h}<br>key %{{x}}<br>weight %{{y:.7g}}<extra></extra>")
+               for h in range(H)]
+    layout = attention_layout(
+        title, 420, plot_bgcolor="white", hovermode="closest",
+        legend=LEGEND_RIGHT,
+        shapes=[dict(type="line", xref="x", yref="paper", x0=int(query), x1=int(query), y0=0, y1=1,
+                     line=dict(color="crimson", dash="dot", width=1))],
+        xaxis=dict(title=dict(text="key"), tickangle=-90, **token_axis(labels, positions)),
+        yaxis=dict(title=dict(text="attention weight"), rangemode="tozero"))
+    return go.Figure(data=traces, layout=layout)

@@ -1,0 +1,128 @@
+"""What every figure shares: palettes, layouts, token axes, the chart toolbar's export config.
+
+Figures are pure functions, data in (tensors, arrays, frames), plotly Figure out; no streamlit, so
+every chart is unit-tested by inspecting `fig.data` / `fig.layout`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+IMAGE_FORMATS = ("png", "svg")
+SEQUENTIAL = "Blues"  # attention weights and other [0, 1] quantities
+DIVERGING = "RdBu"  # differences and signed values, centred on 0
+ALLOWED_COLOR = "#2E6DB4"  # "may attend", bars
+MASKED_COLOR = "rgba(200, 200, 200, 0.35)"  # masked cells: visibly not the same as weight 0
+TICK_LABELS_MAX = 64  # more tokens than this: label every k-th one
+# Legends sit right of the plot, where plotly makes room for them: under the plot (y=-0.18) they
+# landed on the x axis title, above it on the figure's title.
+LEGEND_RIGHT = dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.02)
+
+
+def chart_config(filename: str, image_format: str = "png") -> dict[str, Any]:
+    """Plotly config: the toolbar camera downloads this chart as PNG or SVG under a useful name."""
+    if image_format not in IMAGE_FORMATS:
+        image_format = "png"
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": image_format, "filename": filename, "scale": 2},
+    }
+
+
+TITLE_WIDTH = 34  # characters per title line: a half-width column at 1024 px holds about this many (bold 14 px)
+
+
+def wrap_title(title: str, width: int = TITLE_WIDTH) -> str:
+    """Break a long (already escaped) title at spaces with <br>: plotly cuts a title at the chart's edge."""
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False)) or title
+
+
+def base_layout(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
+    title = wrap_title(title) if title else None
+    lines = title.count("<br>") + 1 if title else 0
+    fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=20 + 22 * lines if title else 10, b=10),
+                      template="plotly_white", font=dict(color="#1F2328"))
+    return fig
+
+
+RUN_COLORS = (
+    "#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880", "#FF97FF",
+    "#FECB52", "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86",
+)  # plotly's qualitative palette, then Dark24's most distinct; repeats past 18 runs
+
+
+def run_color(index: int) -> str:
+    return RUN_COLORS[index % len(RUN_COLORS)]
+
+
+def run_colors(names) -> dict[str, str]:
+    """One colour per run NAME, the same on every chart and page: the palette slot is a hash of the
+    name (crc32, stable across processes); two names of one chart that land on the same slot take the
+    next free one (the later name moves), so a chart never shows two runs in one colour (up to 18)."""
+    import zlib
+
+    colors: dict[str, str] = {}
+    taken: set[int] = set()
+    for name in dict.fromkeys(str(n) for n in names):
+        slot = zlib.crc32(name.encode("utf-8")) % len(RUN_COLORS)
+        for step in range(len(RUN_COLORS)):
+            if (slot + step) % len(RUN_COLORS) not in taken:
+                slot = (slot + step) % len(RUN_COLORS)
+                break
+        taken.add(slot)
+        colors[name] = RUN_COLORS[slot]
+        if len(taken) == len(RUN_COLORS):
+            taken.clear()
+    return colors
+
+
+def index_axis(labels: list[str]) -> dict[str, Any]:
+    """Numeric positions with text ticks: category axes would merge two equal labels into one."""
+    import html
+
+    return dict(tickmode="array", tickvals=list(range(len(labels))),
+                ticktext=[html.escape(str(label)) for label in labels])
+
+
+def visible_token(token: str) -> str:
+    """Whitespace would be an invisible tick label."""
+    return {" ": "␣", "\n": "↵", "\t": "⇥", "": "∅"}.get(token, token)
+
+
+def token_axis(labels: list[str], positions) -> dict[str, Any]:
+    """Numeric positions labelled with (escaped) tokens, every k-th past TICK_LABELS_MAX; 12 px, dark.
+    For charts whose x must stay numeric (lines over positions); heatmaps use `category_axis`."""
+    import math
+
+    n = len(positions)
+    step = max(1, math.ceil(n / TICK_LABELS_MAX))
+    shown = range(0, n, step)
+    return dict(tickmode="array", tickvals=[int(positions[i]) for i in shown],
+                ticktext=[labels[i] for i in shown], tickfont=TOKEN_FONT, showgrid=False, zeroline=False)
+
+
+# Token axes of heatmaps are category axes: plotly then spaces the labels by their font size in the
+# browser, drops every k-th label when they would overlap and turns x labels 90 degrees when they do
+# not fit flat (measured at 1024x768 in tests/browser). Categories must be distinct, so a repeated
+# token gets zero-width spaces appended: it looks the same and stays its own row.
+TOKEN_FONT = dict(size=13, color="#1F2328")  # >= 12 px and dark: readable on a projector
+ZERO_WIDTH = "\u200b"
+
+
+def token_categories(labels: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        count = seen.get(label, 0)
+        seen[label] = count + 1
+        out.append(label + ZERO_WIDTH * count)
+    return out
+
+
+def category_axis(**extra: Any) -> dict[str, Any]:
+    return dict(type="category", tickmode="auto", tickfont=TOKEN_FONT, showgrid=False, zeroline=False,
+                automargin=True, **extra)

@@ -1,0 +1,70 @@
+"""Training curves: runs overlaid, smoothing, best-value markers."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from core.figures.common import LEGEND_RIGHT, base_layout, run_color, run_colors
+
+SPLIT_DASH = {"train": "solid", "val": "dash"}  # any other split: dotted
+RAW_OPACITY_UNDER_SMOOTHING = 0.25
+
+
+def training_curves_figure(plot, title: str | None = None, height: int = 480) -> go.Figure:
+    """Runs overlaid (one colour each), train solid / val dashed, the smoothed curve over a faint raw
+    one, a star at each run's best validation value. `plot` is a `core.history.CurvePlot`.
+
+    Every user string (run, split, metric names) is HTML-escaped: plotly renders tags in labels.
+    `uirevision` is constant per (metric, x, scale), so a live refresh or a new smoothing keeps the
+    user's zoom and legend clicks.
+    """
+    import html
+
+    from core.history import METRIC_GOAL, X_AXES
+
+    scatter = go.Scattergl if plot.webgl else go.Scatter
+    colors = run_colors(plot.runs)  # by name: a run has its colour on every page
+    smoothed = plot.smoothing > 0
+    fig = go.Figure()
+    for curve in plot.curves:
+        color = colors.get(curve.run, run_color(0))
+        dash = SPLIT_DASH.get(curve.split, "dot")
+        label = html.escape(f"{curve.run} · {curve.split}")
+        group = html.escape(curve.run)
+        mode = "lines+markers" if curve.x.size == 1 else "lines"
+        hover = "<b>%{fullData.name}</b><br>%{x}<br>%{y:.4g}<extra></extra>"
+        fig.add_trace(scatter(
+            x=curve.x, y=curve.y, mode=mode, name=label + (" (raw)" if smoothed else ""),
+            legendgroup=group, showlegend=not smoothed, connectgaps=False, hovertemplate=hover,
+            line=dict(color=color, dash=dash, width=1 if smoothed else 2),
+            opacity=RAW_OPACITY_UNDER_SMOOTHING if smoothed else 1.0,
+            uid=f"{curve.run}|{curve.split}|raw",
+            meta={"run": curve.run, "split": curve.split, "kind": "raw"}))
+        if smoothed and curve.smooth_x is not None:
+            fig.add_trace(scatter(
+                x=curve.smooth_x, y=curve.smooth_y, mode=mode, name=label, legendgroup=group,
+                connectgaps=False, hovertemplate=hover, line=dict(color=color, dash=dash, width=2),
+                uid=f"{curve.run}|{curve.split}|smooth",
+                meta={"run": curve.run, "split": curve.split, "kind": "smoothed"}))
+    if plot.best:
+        # One small star per run, in the run's legend group (hiding a run hides its star), drawn on top;
+        # runs that peak at the same step no longer pile into one big marker of one colour.
+        goal = "lowest" if METRIC_GOAL.get(plot.metric) == "min" else "highest"
+        for b in plot.best:
+            fig.add_trace(scatter(
+                x=[b.x], y=[b.y], mode="markers", name=f"best val ({goal})", legendgroup=html.escape(b.run),
+                showlegend=False,
+                marker=dict(symbol="star", size=11, color=colors.get(b.run, run_color(0)),
+                            line=dict(color="black", width=1)),
+                customdata=[[html.escape(b.run), b.epoch, b.step]],
+                hovertemplate="<b>%{customdata[0]}</b> best val %{y:.4g}<br>epoch %{customdata[1]}, "
+                              "step %{customdata[2]}<extra></extra>",
+                uid=f"best|{b.run}", meta={"kind": "best", "run": b.run}))
+    metric = html.escape(plot.metric)
+    base_layout(fig, title=html.escape(title) if title else None, height=height)
+    fig.update_layout(
+        uirevision=plot.uirevision, hovermode="closest",
+        legend=LEGEND_RIGHT,
+        xaxis_title=X_AXES.get(plot.x, plot.x), yaxis_title=metric,
+        yaxis_type="log" if plot.logy else "linear")
+    return fig

@@ -1,0 +1,170 @@
+"""Birthplace probe: candidates, attention at the answer, dev-set error analysis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from core.figures.common import ALLOWED_COLOR, LEGEND_RIGHT, SEQUENTIAL, base_layout, index_axis, run_colors, token_axis
+
+PROBE_CATEGORY_COLORS = {
+    "retrieved": "#1CA71C", "wrong despite evidence": "#EF553B", "correct by prior": "#FFA15A",
+    "unseen name": "#AB63FA", "wrong, no evidence": "#7F7F7F",
+}  # keys: core.probe.CATEGORIES
+PROBE_GREEDY_COLOR = "#EF553B"
+PROBE_TRUTH_COLOR = "#1CA71C"
+PROBE_TRAINING_COLOR = "#7F7F7F"
+
+
+def _probe_visible(token: str) -> str:
+    return {" ": "␣", "\n": "↵", "\t": "⇥", "": "∅"}.get(token, token)
+
+
+def candidate_bars(places: list[str], probabilities, greedy: str | None = None, truth: str | None = None,
+                   title: str | None = None) -> go.Figure:
+    """Top candidates as horizontal bars (best on top), probability normalised over the candidate list.
+    The greedy answer is red, the true place green, the rest blue; bar text is the percentage."""
+    import html
+
+    probabilities = [float(p) for p in probabilities]
+    colors = [PROBE_TRUTH_COLOR if p == truth else PROBE_GREEDY_COLOR if p == greedy else ALLOWED_COLOR
+              for p in places]
+    marks = [" (true)" if p == truth else "" for p in places]
+    marks = [m + (" (greedy)" if p == greedy else "") for p, m in zip(places, marks)]
+    labels = [p + m for p, m in zip(places, marks)]
+    fig = go.Figure(go.Bar(
+        x=probabilities, y=list(range(len(places))), orientation="h", marker_color=colors,
+        text=[f"{100 * p:.1f}%" for p in probabilities], textposition="auto",
+        customdata=[html.escape(label) for label in labels],
+        hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", **index_axis(labels))  # index_axis escapes
+    fig.update_xaxes(title="probability among the candidates", range=[0, 1], tickformat=".0%")
+    return base_layout(fig, html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
+
+
+def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
+                             title: str | None = None) -> go.Figure:
+    """(rows, T): where the last prompt position (⁇, which predicts the answer's first character) looks,
+    one row per layer (mean over heads) or per head. fig.data[0].z is `weights`."""
+    import html
+
+    import numpy as np
+
+    weights = np.asarray(weights, dtype=float)
+    labels = [html.escape(_probe_visible(t)) for t in tokens]
+    rows = [html.escape(r) for r in row_labels]
+    text = [[f"{row}: key {j} '{label}'" for j, label in enumerate(labels)] for row in rows]
+    fig = go.Figure(go.Heatmap(
+        z=weights, x=list(range(weights.shape[1])), y=list(range(weights.shape[0])), colorscale=SEQUENTIAL,
+        zmin=0.0, zmax=max(float(weights.max()) if weights.size else 1.0, 1e-9), text=text,
+        hovertemplate="%{text}<br>weight %{z:.4f}<extra></extra>", colorbar=dict(thickness=12)))
+    fig.update_xaxes(title="prompt character (key)", tickangle=0,
+                     **token_axis(labels, list(range(len(labels)))))
+    fig.update_yaxes(autorange="reversed", **index_axis(row_labels))
+    return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 1))
+
+
+def place_share_bars(shares, title: str | None = None) -> go.Figure:
+    """Grouped bars: share of each place (rows of `shares`) per column (training labels, then one per
+    model). `shares` is `core.probe.place_shares`' frame."""
+    import html
+
+    fig = go.Figure()
+    places = [html.escape(str(p)) for p in shares.index]
+    for i, column in enumerate(shares.columns):
+        name = html.escape(str(column))
+        color = PROBE_TRAINING_COLOR if i == 0 else run_colors(shares.columns[1:])[str(column)]
+        fig.add_trace(go.Bar(x=list(range(len(places))), y=shares[column].tolist(), name=name,
+                             marker_color=color, customdata=places, meta={"column": str(column)},
+                             hovertemplate=f"{name}<br>%{{customdata}}: %{{y:.1%}}<extra></extra>"))
+    fig.update_xaxes(tickangle=-45, **index_axis(list(shares.index)))
+    fig.update_yaxes(title="share of answers", tickformat=".0%")
+    base_layout(fig, html.escape(title) if title else None, 420)
+    fig.update_layout(barmode="group", legend=LEGEND_RIGHT)
+    return fig
+
+
+def locale_place_heatmap(counts, title: str | None = None) -> go.Figure:
+    """Counts of predicted places (columns) for names of each locale (rows): the model's strategy at a
+    glance (one column = one city for everyone; a diagonal-ish pattern = a city of the name's country)."""
+    import html
+
+    import numpy as np
+
+    z = np.asarray(counts.values, dtype=float)
+    rows, cols = [str(r) for r in counts.index], [str(c) for c in counts.columns]
+    text = [[f"{html.escape(r)} names → {html.escape(c)}" for c in cols] for r in rows]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(len(cols))), y=list(range(len(rows))), colorscale=SEQUENTIAL, zmin=0,
+        text=text, hovertemplate="%{text}: %{z:.0f}<extra></extra>", colorbar=dict(thickness=12)))
+    fig.update_xaxes(title="predicted place", tickangle=-45, **index_axis(cols))
+    fig.update_yaxes(title="locale of the name", autorange="reversed", **index_axis(rows))
+    return base_layout(fig, html.escape(title) if title else None, 160 + 26 * max(len(rows), 1))
+
+
+def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.Figure:
+    """Accuracy per confidence bin, one bar group per model (bar text = questions in the bin), over a
+    dotted diagonal (perfect calibration). `tables`: model -> `core.probe.reliability_table` frame."""
+    import html
+
+    fig = go.Figure()
+    for model, table in tables.items():
+        name = html.escape(model)
+        middle = ((table["low"] + table["high"]) / 2).tolist()
+        fig.add_trace(go.Bar(
+            x=middle, y=table["accuracy"].tolist(), name=name, marker_color=run_colors(tables)[model],
+            text=[f"n={c}" for c in table["count"]], textposition="outside", meta={"model": model},
+            customdata=table["count"].tolist(),
+            hovertemplate=f"{name}<br>confidence %{{x:.2f}}<br>accuracy %{{y:.1%}}<br>%{{customdata}} "
+                          "questions<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
+                             line=dict(color="grey", dash="dot", width=1), hoverinfo="skip"))
+    base_layout(fig, html.escape(title) if title else None, 420)
+    fig.update_xaxes(title="confidence (probability of the greedy answer)", range=[0, 1])
+    fig.update_yaxes(title="accuracy", range=[0, 1.1], tickformat=".0%")
+    fig.update_layout(barmode="group", legend=LEGEND_RIGHT)
+    return fig
+
+
+def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> go.Figure:
+    """Stacked horizontal bars: each model's questions split by evidence category (one trace per
+    category, in `core.probe.CATEGORIES` order). `summaries`: model -> `category_summary` frame."""
+    import html
+
+    models = list(summaries)
+    categories = list(next(iter(summaries.values()))["category"]) if summaries else []
+    fig = go.Figure()
+    for category in categories:
+        shares = [float(summaries[m].set_index("category").loc[category, "share"]) for m in models]
+        counts = [int(summaries[m].set_index("category").loc[category, "count"]) for m in models]
+        fig.add_trace(go.Bar(
+            x=shares, y=list(range(len(models))), orientation="h", name=category,
+            marker_color=PROBE_CATEGORY_COLORS.get(category, "#636EFA"), customdata=counts,
+            text=[f"{s:.0%}" if s >= 0.04 else "" for s in shares], textposition="inside",
+            meta={"category": category},
+            hovertemplate=f"{category}: %{{x:.1%}} (%{{customdata}} questions)<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", **index_axis(models))
+    fig.update_xaxes(title="share of questions", range=[0, 1], tickformat=".0%")
+    base_layout(fig, html.escape(title) if title else None, 140 + 40 * max(len(models), 1))
+    fig.update_layout(barmode="stack", legend=LEGEND_RIGHT)
+    return fig
+
+
+def confidence_by_category(frame, title: str | None = None) -> go.Figure:
+    """Box plot of the greedy answer's confidence per evidence category: can confidence tell
+    retrieval from invention? `frame` is `core.probe.DevAnalysis.frame`."""
+    import html
+
+    fig = go.Figure()
+    for category, color in PROBE_CATEGORY_COLORS.items():
+        values = frame.loc[frame["category"] == category, "confidence"].dropna().tolist()
+        if not values:
+            continue
+        fig.add_trace(go.Box(y=values, name=f"{category} ({len(values)})", marker_color=color,
+                             boxpoints="all" if len(values) <= 200 else "outliers", jitter=0.4,
+                             meta={"category": category}))
+    base_layout(fig, html.escape(title) if title else None, 380)
+    fig.update_yaxes(title="confidence", range=[0, 1.02])
+    fig.update_layout(showlegend=False)
+    return fig

@@ -1,0 +1,30 @@
+"""The attention page's secondary parts, under the figure: what the model made of the text (its answer,
+label or next tokens) and the sanity checks of the run. Not a page (app.py lists pages explicitly)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core import attention_view as av
+
+
+def show_output(output: av.ModelOutput) -> None:
+    st.subheader(output.title)
+    if output.note:
+        st.info(output.note)
+    if output.completion is not None:
+        st.text("Answer: " + (output.answer if output.answer else "(empty)"))
+        st.code(output.completion, language=None)
+    if output.rows:
+        st.dataframe(pd.DataFrame(output.rows), hide_index=True)
+
+
+def show_sanity(run: av.AttentionRun) -> None:
+    checks = av.sanity_checks(run)
+    failed = [c.name for c in checks if c.passed is False]
+    if failed:
+        st.error("Sanity check failed: " + "; ".join(failed) + ".")
+    with st.expander("Sanity checks", expanded=bool(failed)):
+        st.dataframe(pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
+                                    "detail": c.detail} for c in checks]), hide_index=True)
