@@ -16,13 +16,13 @@ from urllib.parse import quote, urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core import probe, viz
+from core import probe, urlstate, viz
 from core.data.datasets import DataError
 from core.evaluate import predict_birthplaces
 from core.tokenizer import MASK_CHAR
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
 
-TABS = ("Ask", "Fabricate", "Dev set")
+TABS = tuple(urlstate.PROBE_TABS.values())
 TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
 CONFIDENCE = st.column_config.NumberColumn(
@@ -78,11 +78,29 @@ def version(loaded) -> tuple[str, float]:
 
 
 def warn_unknown(texts) -> None:
-    texts = list(texts)
-    for name, loaded in models.items():
-        message = probe.unknown_message(probe.unknown_characters(texts, loaded.tokenizer), name)
-        if message:
-            st.warning(plain(message))
+    message = probe.unknown_summary(texts, {name: loaded.tokenizer for name, loaded in models.items()})
+    if message:
+        st.warning(plain(message))
+
+
+def restore_state() -> urlstate.ProbePageState:
+    """Widgets from the URL on first render, else from this session's last visit (page switches)."""
+    saved = st.session_state.get("probe_saved") or urlstate.decode_probe(st.query_params.to_dict())
+    st.session_state.setdefault("probe_tab", saved.tab_label)
+    if saved.name is not None:
+        st.session_state.setdefault("probe_ask", saved.name)
+    return saved
+
+
+def save_state(focus: str) -> None:
+    previous = st.session_state.get("probe_saved") or urlstate.ProbePageState()
+    state = urlstate.ProbePageState(tab=urlstate.probe_tab(st.session_state.get("probe_tab")),
+                                    name=st.session_state.get("probe_ask", previous.name), focus=focus)
+    params = urlstate.encode_probe(state)
+    for stale in set(urlstate.PROBE_KEYS.values()) - set(params):
+        st.query_params.pop(stale, None)
+    st.query_params.update(params)
+    st.session_state["probe_saved"] = state
 
 
 def attention_link(model_name: str, question: str) -> None:
@@ -110,7 +128,8 @@ def show_attention(question: str, key: str) -> None:
     if attention.cut:
         st.caption(plain(f"The first {attention.cut} characters are past what {focus} reads at once; it "
                          f"answers from the rest, as generation does."))
-    fig = viz.answer_attention_heatmap(weights, attention.tokens, rows, title=f"{focus}: where ⁇ looks")
+    fig = viz.answer_attention_heatmap(weights, probe.display_tokens(attention.tokens), rows,
+                                       title=f"{focus}: where the MASK looks")
     show_figure(fig, f"{focus}-answer-attention", key=f"{key}_chart")
     attention_link(focus, question)
 
@@ -132,7 +151,9 @@ def show_example(question: str, name: str, truth: str | None, source: str | None
     """Every selected model's answer to one question, the focus model's candidates and attention."""
     labels = tuple(data.labels)
     answers = {m: cached_ask(*version(loaded), question, labels, loaded) for m, loaded in models.items()}
-    st.text(f"Question: {question}")
+    st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{probe.MASK_LABEL}]",
+                help="The page appends the MASK character (⁇, U+2047) to the question: the model writes its "
+                     "answer after it, as in the assignment. You type '?' (or nothing); never the MASK.")
     st.text(f"True birthplace ({source}): {truth}" if truth else
             "True birthplace: unknown (not a question of the train or dev file).")
     st.dataframe(probe.answers_frame(answers, truth), hide_index=True,
@@ -156,7 +177,8 @@ def show_example(question: str, name: str, truth: str | None, source: str | None
 
 def ask_tab() -> None:
     default = probe.name_from_question(data.dev_pairs[0][0]) if data.dev_pairs else "Ada Lovelace"
-    text = st.text_input("A name, or a question 'Where was NAME born?'", value=default, key="probe_ask")
+    st.session_state.setdefault("probe_ask", default)
+    text = st.text_input("A name, or a question 'Where was NAME born?'", key="probe_ask")
     asked = probe.read_probe_input(text)
     if asked.problem:
         st.warning(plain(asked.problem))
@@ -318,13 +340,16 @@ try:
 except DataError as exc:
     st.warning(plain(exc))
     st.stop()
+saved = restore_state()
 if st.session_state.get("probe_focus") not in models:
-    picked = info.name if info is not None else None
-    st.session_state["probe_focus"] = picked if picked in models else next(iter(models))
+    picked = next((n for n in (saved.focus, info.name if info else None) if n in models), next(iter(models)))
+    st.session_state["probe_focus"] = picked
 focus = st.selectbox("Model for the details (candidates, attention, table)", list(models), key="probe_focus")
 st.caption(plain(f"Corpus: {folder / probe.CORPUS_FILE} ({len(data.index.documents)} documents); "
                  f"candidates: the {len(data.labels)} places of {probe.TRAIN_FILE}."))
-for tab, show in zip(st.tabs(TABS, key="probe_tab", on_change="rerun"), (ask_tab, fabricate_tab, dev_tab)):
+tabs = st.tabs(TABS, key="probe_tab", on_change="rerun")
+save_state(focus)
+for tab, show in zip(tabs, (ask_tab, fabricate_tab, dev_tab)):
     if tab.open:
         with tab:
             show()
