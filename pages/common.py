@@ -91,8 +91,10 @@ def checkpoint_picker() -> CheckpointInfo | None:
             st.session_state["checkpoint"] = None
             return None
         names = [i.name for i in infos]
-        if st.session_state.get("picker_model") not in names:
-            st.session_state["picker_model"] = initial_model(names)
+        # Written back on every run: after a page switch the selectbox is a new widget that would
+        # otherwise start on the first option, whatever the session state says (seen in a browser).
+        current = st.session_state.get("picker_model")
+        st.session_state["picker_model"] = current if current in names else initial_model(names)
         name = st.selectbox("Checkpoint", names, key="picker_model")
         st.session_state[MODEL_CHOICE] = name
         st.query_params.update(urlstate.encode_model(name))

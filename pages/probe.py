@@ -86,9 +86,10 @@ def warn_unknown(texts) -> None:
 def restore_state() -> urlstate.ProbePageState:
     """Widgets from the URL on first render, else from this session's last visit (page switches)."""
     saved = st.session_state.get("probe_saved") or urlstate.decode_probe(st.query_params.to_dict())
-    st.session_state.setdefault("probe_tab", saved.tab_label)
-    if saved.name is not None:
-        st.session_state.setdefault("probe_ask", saved.name)
+    default = probe.name_from_question(data.dev_pairs[0][0]) if data.dev_pairs else "Ada Lovelace"
+    # Written back every run, as the sidebar picker does: after a page switch these are new widgets.
+    st.session_state["probe_tab"] = st.session_state.get("probe_tab", saved.tab_label)
+    st.session_state["probe_ask"] = st.session_state.get("probe_ask", saved.name or default)
     return saved
 
 
@@ -176,8 +177,6 @@ def show_example(question: str, name: str, truth: str | None, source: str | None
 
 
 def ask_tab() -> None:
-    default = probe.name_from_question(data.dev_pairs[0][0]) if data.dev_pairs else "Ada Lovelace"
-    st.session_state.setdefault("probe_ask", default)
     text = st.text_input("A name, or a question 'Where was NAME born?'", key="probe_ask")
     asked = probe.read_probe_input(text)
     if asked.problem:
