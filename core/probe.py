@@ -53,7 +53,8 @@ QUESTION_TEMPLATE = "Where was {name} born?"
 # What people type to end a question: '?', the full-width '？', or the MASK itself ('⁇', or '??' for it).
 QUESTION_MARKS = "?？" + MASK_CHAR
 QUESTION_PATTERN = re.compile(r"\s*Where\s+was\s+(.+?)\s+born\s*[?？⁇]*\s*", re.IGNORECASE)
-MASK_LABEL = "⁇ MASK"  # how the page shows the MASK it appends: a labelled marker, not a lookalike of '??'
+# How the page shows the MASK (⁇, U+2047) it appends: a word, since many fonts draw ⁇ exactly like "??".
+MASK_LABEL = "MASK"
 MAX_INPUT_CHARS = 300  # a name or question; the models read ~128 characters
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 MAX_UPLOAD_QUESTIONS = 5000
