@@ -15,6 +15,7 @@ from core import folders, uploads
 from pages.common import all_checkpoints, checkpoint_picker, plain, select_checkpoint
 
 checkpoint_picker()
+allowed = folders.allowed_dirs()  # server folders a browser may name: none unless the operator says
 
 
 def session_folder() -> Path:
@@ -50,7 +51,6 @@ if added := st.session_state.pop("open_model_added", None):
     for warning in warnings:
         st.warning(plain(warning))
 
-allowed = folders.allowed_dirs()
 if allowed:
     st.text_input("Save to a folder (optional)", key="open_model_folder", placeholder=str(allowed[0]),
                   help="An existing folder inside " + ", ".join(str(a) for a in allowed) + " (the folders "

@@ -80,3 +80,20 @@ def test_a_probe_link_reopens_its_tab_name_and_focus(monkeypatch, tiny_checkpoin
     assert "name" not in at.query_params and urlstate.decode_probe(at.query_params).tab == "dev"
     at = start(monkeypatch, tiny_checkpoints, {"tab": "<script>", "focus": "nobody"}, "pages/probe.py")
     assert at.session_state["probe_tab"] == "Ask" and urlstate.decode_probe(at.query_params).tab == "ask"
+
+
+def test_curves_runs_come_back_after_a_page_switch_and_from_a_link(monkeypatch, tiny_checkpoints):
+    at = start(monkeypatch, tiny_checkpoints, page="pages/curves.py")
+    runs = at.multiselect(key="curves_runs")
+    chosen = [n for n in runs.options if n.startswith("tiny-")][:2]
+    runs.set_value(chosen).run()
+    at.slider(key="curves_smoothing").set_value(0.9).run()
+    at.switch_page("pages/home.py").run()
+    at.switch_page("pages/curves.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.multiselect(key="curves_runs").value == chosen
+    assert at.slider(key="curves_smoothing").value == 0.9
+    link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    again = start(monkeypatch, tiny_checkpoints, link, "pages/curves.py")
+    assert again.multiselect(key="curves_runs").value == chosen
+    assert again.slider(key="curves_smoothing").value == 0.9
