@@ -5,8 +5,8 @@ Pure (no streamlit): the page hands over objects with `.name`, `.size` and `.get
 before the bytes are read. A file is validated completely (every tensor's name, shape and dtype)
 in a hidden folder next to its destination and only then given its final name, never over an
 existing file, so a refused upload leaves nothing behind. Uploads live in a private temporary
-folder per session unless the user names an existing folder; the bundled checkpoints/ folder is
-never written to.
+folder per session unless the user names a folder the operator allowed (`ATTENTION_LAB_ALLOWED_DIRS`,
+see core.folders); the bundled checkpoints/ folder is never written to.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from core import checkpoint
+from core import checkpoint, folders
 from core.checkpoint import CheckpointError, CheckpointInfo
 from core.convert import (
     DEFAULT_N_HEAD,
@@ -30,7 +30,6 @@ from core.convert import (
     save_conversion,
     sha256_bytes,
 )
-from core.text import existing_folder
 
 MB = 1024 * 1024
 CHECKPOINT_LIMIT_MB = 512
@@ -76,18 +75,18 @@ def new_session_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="attention-lab-uploads-"))
 
 
-def destination_folder(requested: str | None, session_folder: Callable[[], Path]) -> Path:
-    """Where to save: an existing folder the user typed (never the bundled one), else the session's
-    private folder (`session_folder()` creates it on first use)."""
+def destination_folder(requested: str | None, session_folder: Callable[[], Path],
+                       allowed: Sequence[Path] = ()) -> Path:
+    """Where to save: this session's private folder (`session_folder()` creates it on first use), or a
+    folder the user typed, which must lie inside a folder the operator allowed (core.folders), must not
+    be the bundled one and must be writable."""
     text = (requested or "").strip()
     if not text:
         return session_folder()
-    if not (text.startswith("/") or text.startswith("~")):
-        raise UploadError(f"Give the folder as an absolute path (like /home/you/models), not {text[:200]!r}.")
-    folder = existing_folder(text)
-    if folder is None:
-        raise UploadError(f"The folder {text[:200]!r} does not exist; create it first.")
-    resolved = folder.resolve()
+    try:
+        resolved = folders.resolve_allowed(text, allowed)
+    except folders.FolderError as exc:
+        raise UploadError(str(exc)) from None
     # The picker lists these folders already (and a model there would show up twice); the bundled
     # one belongs to the app.
     for listed in {checkpoint.DEFAULT_DIR.resolve(), checkpoint.checkpoint_dir().resolve()}:
@@ -95,7 +94,7 @@ def destination_folder(requested: str | None, session_folder: Callable[[], Path]
             raise UploadError("That is the app's bundled checkpoints folder, which uploads never write "
                               "to; choose another folder.")
     if not os.access(resolved, os.W_OK):
-        raise UploadError(f"The folder {text} is not writable.")
+        raise UploadError(f"The folder {text[:200]!r} is not writable.")
     return resolved
 
 

@@ -1,17 +1,22 @@
-"""Shareable page state <-> URL query parameters (strings only).
+"""Shareable page state <-> URL query parameters (strings only): the one codec of the app.
 
-`st.query_params` holds strings. Everything a link should reopen (sentence, layer, head, view, ...)
-is encoded and decoded here, in one place, so a page never parses the URL itself. Decoding never
-raises: a missing or bad value (hand-edited links, old links, other tools) becomes the default.
-The checkpoint is not here: the shared sidebar picker owns `model`.
+`st.query_params` holds strings. Everything a link should reopen (the sidebar's model; the attention
+page's sentence, layer, head, view; the probe page's tab, name and focus model; the curves page's runs
+and settings) is encoded and decoded here, in one place, so a page never parses the URL itself.
+Decoding never raises: a missing or bad value (hand-edited links, old links, other tools) becomes the
+default. No streamlit here: pages hand over `st.query_params.to_dict()` and write back what `encode*`
+returns.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+from core.history import DEFAULT_SMOOTHING, MAX_NAME_CHARS, MAX_SMOOTHING, X_AXES
 
 ATTENTION_VIEWS = ("single", "model", "token", "combine", "compare")
 COMBINE_METHODS = ("mean", "max", "rollout")
@@ -71,6 +76,11 @@ def _flag(value: str | None, default: bool) -> bool:
     return True if value in (TRUE, "true", "yes") else False if value in (FALSE, "false", "no") else default
 
 
+def _text(value: str | None, limit: int) -> str | None:
+    """Free text from a link, cut to `limit`; None when absent, empty or only whitespace."""
+    return value[:limit] if value and value.strip() else None
+
+
 def decode(params: Mapping[str, Any]) -> AttentionPageState:
     """Query parameters -> state; every missing or invalid value falls back to its default."""
     default = AttentionPageState()
@@ -106,3 +116,135 @@ def encode(state: AttentionPageState) -> dict[str, str]:
             value = value[:MAX_URL_TEXT]
         params[URL_KEYS[f.name]] = (TRUE if value else FALSE) if isinstance(value, bool) else str(value)
     return params
+
+
+# --- the sidebar's model (every page) -------------------------------------------------------------
+
+MODEL_KEY = "model"
+MAX_MODEL_NAME = 200
+
+
+def decode_model(params: Mapping[str, Any]) -> str | None:
+    """The checkpoint name a link asks for (the picker checks that it exists)."""
+    return _text(_last(params.get(MODEL_KEY)), MAX_MODEL_NAME)
+
+
+def encode_model(name: str) -> dict[str, str]:
+    return {MODEL_KEY: name[:MAX_MODEL_NAME]}
+
+
+# --- the birthplace probe ---------------------------------------------------------------------------
+
+PROBE_TABS = {"ask": "Ask", "fabricate": "Fabricate", "dev": "Dev set"}  # URL value -> tab label
+PROBE_KEYS = {"tab": "tab", "name": "name", "focus": "focus"}
+MAX_PROBE_TEXT = 300  # what the probe's text box accepts
+
+
+@dataclass(frozen=True)
+class ProbePageState:
+    """What a link to the probe page reopens: the tab, the name typed on Ask (None: the default name),
+    the model the details are drawn for (None: the sidebar's model)."""
+
+    tab: str = "ask"
+    name: str | None = None
+    focus: str | None = None
+
+    def replace(self, **changes: Any) -> ProbePageState:
+        return replace(self, **changes)
+
+    @property
+    def tab_label(self) -> str:
+        return PROBE_TABS[self.tab]
+
+
+def probe_tab(label: str | None) -> str:
+    """Tab label ('Dev set') -> URL value ('dev'); unknown labels -> 'ask'."""
+    return next((value for value, shown in PROBE_TABS.items() if shown == label), "ask")
+
+
+def decode_probe(params: Mapping[str, Any]) -> ProbePageState:
+    tab = _last(params.get(PROBE_KEYS["tab"]))
+    tab = tab.strip().lower() if tab else None
+    return ProbePageState(tab=tab if tab in PROBE_TABS else "ask",
+                          name=_text(_last(params.get(PROBE_KEYS["name"])), MAX_PROBE_TEXT),
+                          focus=_text(_last(params.get(PROBE_KEYS["focus"])), MAX_MODEL_NAME))
+
+
+def encode_probe(state: ProbePageState) -> dict[str, str]:
+    """The tab always; the name on the Ask tab; the focus model when it is set."""
+    params = {PROBE_KEYS["tab"]: state.tab}
+    if state.tab == "ask" and state.name:
+        params[PROBE_KEYS["name"]] = state.name[:MAX_PROBE_TEXT]
+    if state.focus:
+        params[PROBE_KEYS["focus"]] = state.focus[:MAX_MODEL_NAME]
+    return params
+
+
+# --- training curves ----------------------------------------------------------------------------------
+
+CURVE_KEYS = ("runs", "metric", "x", "smoothing", "logy")
+
+
+@dataclass
+class CurveSettings:
+    """What a link to the curves page reopens."""
+
+    runs: list[str] = field(default_factory=list)
+    metric: str = "loss"
+    x: str = "step"
+    smoothing: float = DEFAULT_SMOOTHING
+    logy: bool = False
+
+
+def _escape_run(name: str) -> str:
+    """Runs are joined with ',' in one parameter; names may hold ',' and '%'."""
+    return name.replace("%", "%25").replace(",", "%2C")
+
+
+def _unescape_run(text: str) -> str:
+    return text.replace("%2C", ",").replace("%2c", ",").replace("%25", "%")
+
+
+def encode_curves(settings: CurveSettings) -> dict[str, str]:
+    return {"runs": ",".join(_escape_run(r) for r in settings.runs), "metric": settings.metric,
+            "x": settings.x, "smoothing": f"{settings.smoothing:g}", "logy": TRUE if settings.logy else FALSE}
+
+
+def decode_curves(params: Mapping[str, Any], known_runs: Iterable[str]) -> tuple[CurveSettings, list[str]]:
+    """(settings, sentences about values that were ignored). Unknown runs are dropped."""
+    notes: list[str] = []
+    out = CurveSettings()
+    known = set(known_runs)
+    raw_runs = _last(params.get("runs"))
+    if raw_runs:
+        wanted = [_unescape_run(r) for r in raw_runs.split(",") if r]
+        out.runs = [r for r in dict.fromkeys(wanted) if r in known]
+        missing = len(set(wanted) - known)
+        if missing:
+            notes.append(f"{missing} run(s) named in the link are not available here.")
+    metric = _last(params.get("metric"))
+    if metric is not None:
+        if 0 < len(metric) <= MAX_NAME_CHARS:
+            out.metric = metric
+        else:
+            notes.append("The metric in the link is not valid; showing loss.")
+    x = _last(params.get("x"))
+    if x is not None:
+        if x in X_AXES:
+            out.x = x
+        else:
+            notes.append("The x axis in the link is not one of step, epoch, tokens, wall_time.")
+    smoothing = _last(params.get("smoothing"))
+    if smoothing is not None:
+        try:
+            value = float(smoothing)
+        except ValueError:
+            value = math.nan
+        if 0.0 <= value <= MAX_SMOOTHING:
+            out.smoothing = value
+        else:
+            notes.append(f"Smoothing in the link must be between 0 and {MAX_SMOOTHING}.")
+    logy = _last(params.get("logy"))
+    if logy is not None:
+        out.logy = _flag(logy, False) or logy.strip().lower() == "on"
+    return out, notes

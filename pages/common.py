@@ -1,7 +1,8 @@
 """What every page shares: the sidebar model picker and the cached model loader.
 
 Not a page itself (app.py lists pages explicitly). The selected checkpoint lives in
-`st.session_state["checkpoint"]` and in the URL as `?model=<name>`, so a link reopens it.
+`st.session_state["checkpoint"]`, in `st.session_state["model_choice"]` (so a page switch keeps it) and
+in the URL as `?model=<name>` (core.urlstate), so a reload or a copied link reopens it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import streamlit as st
 from streamlit import config as st_config
 from streamlit.runtime.pages_manager import PagesManager
 
+from core import urlstate
 from core.checkpoint import (
     CheckpointError,
     CheckpointInfo,
@@ -65,6 +67,20 @@ def leave_legacy_multipage_mode() -> None:
         st.rerun()
 
 
+MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches (widget state is not)
+
+
+def initial_model(names: list[str]) -> str:
+    """The picker's value when it appears on a page: the link's model (a reload, a shared link, a
+    link from another page), else this session's last choice, else the first checkpoint."""
+    wanted = urlstate.decode_model(st.query_params.to_dict())
+    if wanted is not None and wanted not in names:
+        st.info(plain(f"The link asks for the model {wanted!r}, which is not here (models added on Open your "
+                      f"model last only for the browser session that added them)."))
+    remembered = st.session_state.get(MODEL_CHOICE)
+    return next((n for n in (wanted, remembered) if n in names), names[0])
+
+
 def checkpoint_picker() -> CheckpointInfo | None:
     leave_legacy_multipage_mode()
     infos = [i for i in all_checkpoints() if not i.error]
@@ -75,11 +91,13 @@ def checkpoint_picker() -> CheckpointInfo | None:
             st.session_state["checkpoint"] = None
             return None
         names = [i.name for i in infos]
-        wanted = st.query_params.get("model")
-        if "picker_model" not in st.session_state or st.session_state["picker_model"] not in names:
-            st.session_state["picker_model"] = wanted if wanted in names else names[0]
+        # Written back on every run: after a page switch the selectbox is a new widget that would
+        # otherwise start on the first option, whatever the session state says (seen in a browser).
+        current = st.session_state.get("picker_model")
+        st.session_state["picker_model"] = current if current in names else initial_model(names)
         name = st.selectbox("Checkpoint", names, key="picker_model")
-        st.query_params["model"] = name
+        st.session_state[MODEL_CHOICE] = name
+        st.query_params.update(urlstate.encode_model(name))
         info = infos[names.index(name)]
         st.session_state["checkpoint"] = info
         with st.expander("Model card", expanded=False):
@@ -97,7 +115,8 @@ def checkpoint_picker() -> CheckpointInfo | None:
 
 def select_checkpoint(name: str) -> None:
     """Make `name` the picker's choice on the next run (e.g. after an upload)."""
-    st.query_params["model"] = name
+    st.session_state[MODEL_CHOICE] = name
+    st.query_params.update(urlstate.encode_model(name))
     st.session_state.pop("picker_model", None)
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from core import folders, urlstate
 from core import history as hist
 from core.checkpoint import checkpoint_dir
-from core.text import existing_folder
 from core.viz import training_curves_figure
 from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure
 
@@ -81,22 +81,32 @@ def load_runs(names: list[str], sources: dict[str, hist.RunSource],
 
 
 # --- where runs come from -------------------------------------------------------------------
+allowed = folders.allowed_dirs()
 with st.expander("More runs: a folder of checkpoints and training logs, or uploaded files"):
-    folder_text = st.text_input("Folder on this machine", key="curves_folder",
-                                help="Checkpoints (*.safetensors) and running jobs' *.log.jsonl files.")
+    folder_text = ""
+    if allowed:
+        folder_text = st.text_input("Folder on this machine", key="curves_folder",
+                                    help="Checkpoints (*.safetensors) and running jobs' *.log.jsonl files, in "
+                                         "one of: " + ", ".join(str(a) for a in allowed))
+    else:
+        st.caption(f"Folders on the server are off; the operator can allow some with {folders.ALLOWED_DIRS_ENV}.")
     files = st.file_uploader("Upload checkpoints or histories", type=["safetensors", "jsonl"],
                              accept_multiple_files=True, max_upload_size=MAX_UPLOAD_MB, key="curves_files",
                              help=f"Only the metadata is read, never the weights. Up to {MAX_UPLOAD_MB} MB.")
 extra_folder: Path | None = None
 if folder_text.strip():
-    extra_folder = existing_folder(folder_text)
-    if extra_folder is None:
-        st.warning("That folder does not exist on this machine; type the path of a folder.")
+    try:
+        extra_folder = folders.resolve_allowed(folder_text, allowed)
+    except folders.FolderError as exc:
+        st.warning(plain(exc))
 
 checkpoints = [(i.name, i.path) for i in all_checkpoints() if not i.error]
 if extra_folder is not None:
     checkpoints += [(i.name, i.path) for i in available_checkpoints(str(extra_folder)) if not i.error]
 sources = hist.catalog(checkpoints, [checkpoint_dir()] + ([extra_folder] if extra_folder else []))
+# A link inside the typed folder must not lead out of the allowed ones.
+sources = {n: s for n, s in sources.items() if extra_folder is None or extra_folder not in Path(s.path).parents
+           or folders.inside_allowed(s.path, allowed)}
 uploads = uploaded_histories(files)
 names = list(sources) + [n for n in uploads if n not in sources]
 if not names:
@@ -105,7 +115,10 @@ if not names:
 
 # --- settings: from the URL on first load, then from the widgets ---------------------------------
 if "curves_runs" not in st.session_state:
-    url, url_notes = hist.CurveSettings.from_query(st.query_params.to_dict(), names)
+    params = st.query_params.to_dict()
+    if "curves_saved" in st.session_state and not set(urlstate.CURVE_KEYS) & set(params):  # back from a page
+        params = urlstate.encode_curves(st.session_state["curves_saved"])
+    url, url_notes = urlstate.decode_curves(params, names)
     picked = st.session_state.get("checkpoint")  # the sidebar's model: the run you are looking at
     default = [picked.name] if picked is not None and picked.name in sources else names[:1]
     st.session_state.update(curves_runs=url.runs or default, curves_metric=url.metric, curves_x=url.x,
@@ -154,11 +167,12 @@ live = bool(running) and far.toggle(
     "Follow running jobs", value=True, key="curves_live",
     help=f"Re-read logs written in the last {hist.LIVE_WINDOW_S // 60} minutes every {REFRESH_SECONDS} s; "
          "your zoom is kept.")
-settings = hist.CurveSettings(runs=selected, metric=metric, x=x_axis, smoothing=smoothing, logy=logy)
-st.query_params.update(settings.to_query())
+settings = urlstate.CurveSettings(runs=selected, metric=metric, x=x_axis, smoothing=smoothing, logy=logy)
+st.query_params.update(urlstate.encode_curves(settings))
+st.session_state["curves_saved"] = settings
 
 
-def chart_part(settings: hist.CurveSettings, following: list[str]) -> None:
+def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
     """Everything that changes when a log grows; a fragment, so a refresh redraws only this."""
     if following and not any(hist.is_running(sources[n].path) for n in following):
         st.rerun(scope="app")  # the jobs stopped writing: a full rerun turns the auto-refresh off

@@ -37,4 +37,5 @@ else:
     st.subheader("Checkpoints")
     rows = [{"name": i.name, "task": i.task or "", "attention": i.config.get("attention", ""),
              "positional": i.config.get("positional", ""), "status": i.error or "ok"} for i in infos]
-    st.dataframe(rows, hide_index=True, width="stretch")
+    # Tall enough for every row (35 px each, plus the header): the default height hid the last one.
+    st.dataframe(rows, hide_index=True, width="stretch", height=35 * (len(rows) + 1) + 3)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import uploads
+from core import folders, uploads
 from pages.common import all_checkpoints, checkpoint_picker, plain, select_checkpoint
 
 checkpoint_picker()
+allowed = folders.allowed_dirs()  # server folders a browser may name: none unless the operator says
 
 
 def session_folder() -> Path:
@@ -29,7 +30,7 @@ def session_folder() -> Path:
 def add_to_picker(make: Callable[[Path, list[str]], uploads.Added]) -> None:
     """Run one core call; on success remember the model, select it in the picker and rerun."""
     try:
-        folder = uploads.destination_folder(st.session_state.get("open_model_folder"), session_folder)
+        folder = uploads.destination_folder(st.session_state.get("open_model_folder"), session_folder, allowed)
         added = make(folder, [info.name for info in all_checkpoints()])
     except uploads.UploadError as exc:
         st.error(plain(str(exc)))
@@ -50,12 +51,20 @@ if added := st.session_state.pop("open_model_added", None):
     for warning in warnings:
         st.warning(plain(warning))
 
-st.text_input("Save to a folder (optional)", key="open_model_folder", placeholder="/home/you/models",
-              help="An existing folder on the machine running this app; no file there is ever overwritten. "
-                   "Leave empty to keep the model for this browser session only (a private temporary "
-                   "folder, gone when the tab is closed or reloaded).")
+if allowed:
+    st.text_input("Save to a folder (optional)", key="open_model_folder", placeholder=str(allowed[0]),
+                  help="An existing folder inside " + ", ".join(str(a) for a in allowed) + " (the folders "
+                       "this app's operator allows); no file there is ever overwritten. Leave empty to keep "
+                       "the model for this browser session only.")
+else:
+    st.caption("Models you add stay for this browser session only: other visitors do not see them, and a "
+               f"reload forgets them. (Saving into a server folder is off unless the operator allows folders "
+               f"with {folders.ALLOWED_DIRS_ENV}.)")
 
-mingpt_tab, ours_tab = st.tabs(["CS224N minGPT params", "Attention Lab checkpoint"])
+# A key keeps the open tab across the rerun that follows an upload (the success message above would
+# otherwise remount the tabs on their first one).
+mingpt_tab, ours_tab = st.tabs(["CS224N minGPT params", "Attention Lab checkpoint"], key="open_model_tab",
+                               on_change="rerun")
 
 with mingpt_tab:
     st.write("The assignment ends with files such as `vanilla.finetune.params` or "

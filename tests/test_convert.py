@@ -359,12 +359,14 @@ def test_destination_folder_rules(tmp_path, monkeypatch):
         made.append(tmp_path / "session")
         return made[-1]
 
-    assert uploads.destination_folder("  ", session) == tmp_path / "session" and made
-    assert uploads.destination_folder(str(tmp_path), session) == tmp_path.resolve()
-    for bad, words in [(str(tmp_path / "nope"), "does not exist"), ("relative/dir", "absolute path"),
+    allowed = [tmp_path.resolve(), ROOT.resolve()]
+    assert uploads.destination_folder("  ", session, allowed) == tmp_path / "session" and made
+    assert uploads.destination_folder(str(tmp_path), session, allowed) == tmp_path.resolve()
+    for bad, words in [(str(tmp_path / "nope"), "does not exist"), ("~/x", "full path"),
                        (str(ROOT / "checkpoints"), "bundled checkpoints folder"),
-                       (str(ROOT / "checkpoints" / "."), "bundled checkpoints folder")]:
+                       (str(ROOT / "checkpoints" / "."), "bundled checkpoints folder"),
+                       (str(tmp_path), "ATTENTION_LAB_ALLOWED_DIRS")]:
         with pytest.raises(uploads.UploadError, match=words):
-            uploads.destination_folder(bad, session)
+            uploads.destination_folder(bad, session, allowed if "ALLOWED" not in words else [])
     with pytest.raises(uploads.UploadError, match="bundled checkpoints folder"):
-        uploads.destination_folder(str(tmp_path / "listed" / "sub"), session)
+        uploads.destination_folder(str(tmp_path / "listed" / "sub"), session, allowed)

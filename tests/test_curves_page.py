@@ -121,6 +121,7 @@ def test_folder_with_odd_logs_gives_notes_not_errors(monkeypatch, tiny_checkpoin
     (other / "odd.log.jsonl").write_text(
         log_line(1, float("nan")) + log_line(2, float("inf")) + "junk\n"
         + log_line(3, 0.7, metric="accuracy", split="val") + log_line(4, 2.0))
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_DIRS", str(tmp_path))
     at = open_page(monkeypatch, tiny_checkpoints, {"runs": "tiny-lm"})
     at.text_input(key="curves_folder").input(str(other)).run()
     at.multiselect(key="curves_runs").select("odd (log)").run()
@@ -187,3 +188,26 @@ def test_a_finished_log_is_drawn_without_auto_refresh(monkeypatch, tiny_checkpoi
     at = open_page(monkeypatch, tiny_checkpoints, {"runs": "tiny-lm (log)"})
     assert not at.get("toggle")
     assert ("tiny-lm (log)", "train") in traces(chart(at))
+
+
+def test_folder_box_is_off_by_default_and_refuses_escapes(monkeypatch, tiny_checkpoints, tmp_path):
+    monkeypatch.delenv("ATTENTION_LAB_ALLOWED_DIRS", raising=False)
+    at = open_page(monkeypatch, tiny_checkpoints)
+    assert not [t for t in at.text_input if t.key == "curves_folder"]
+    allowed, secret = tmp_path / "class", tmp_path / "secret"
+    allowed.mkdir()
+    secret.mkdir()
+    (secret / "private.log.jsonl").write_text(log_line(1, 1.0))
+    (allowed / "out").symlink_to(secret, target_is_directory=True)
+    (allowed / "leak.log.jsonl").symlink_to(secret / "private.log.jsonl")
+    (allowed / "own.log.jsonl").write_text(log_line(1, 2.0))
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_DIRS", str(allowed))
+    at = open_page(monkeypatch, tiny_checkpoints)
+    for escape, words in ((f"{allowed}/../secret", "'..'"), (f"{allowed}/out", "outside the folders"),
+                          (str(secret), "outside the folders"), ("/", "outside the folders")):
+        at.text_input(key="curves_folder").input(escape).run()
+        assert not at.exception and words in warnings(at), warnings(at)
+        assert "private (log)" not in at.multiselect(key="curves_runs").options
+    at.text_input(key="curves_folder").input(str(allowed)).run()
+    options = at.multiselect(key="curves_runs").options
+    assert "own (log)" in options and "leak (log)" not in options and "private (log)" not in options

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from core import history as hist
+from core import urlstate
 from core.viz import SPLIT_DASH, training_curves_figure
 from tests.conftest import save_tiny_checkpoint
 
@@ -349,15 +350,15 @@ def test_comparisons_are_data_and_match_checkpoint_names():
 
 
 def test_settings_round_trip_through_the_url_and_survive_bad_values():
-    settings = hist.CurveSettings(runs=["a,b", "c"], metric="accuracy", x="tokens", smoothing=0.95, logy=True)
-    query = settings.to_query()
+    settings = urlstate.CurveSettings(runs=["a,b", "c"], metric="accuracy", x="tokens", smoothing=0.95, logy=True)
+    query = urlstate.encode_curves(settings)
     assert all(isinstance(v, str) for v in query.values())
-    back, notes = hist.CurveSettings.from_query(query, ["a,b", "c"])
+    back, notes = urlstate.decode_curves(query, ["a,b", "c"])
     assert back == settings and notes == []
-    bad, notes = hist.CurveSettings.from_query(
+    bad, notes = urlstate.decode_curves(
         {"runs": "ghost,c", "x": "banana", "smoothing": "2", "logy": "maybe", "metric": "x" * 500}, ["c"])
-    assert bad == hist.CurveSettings(runs=["c"]) and len(notes) == 4
-    assert hist.CurveSettings.from_query({"smoothing": "nan"}, [])[0].smoothing == hist.DEFAULT_SMOOTHING
+    assert bad == urlstate.CurveSettings(runs=["c"]) and len(notes) == 4
+    assert urlstate.decode_curves({"smoothing": "nan"}, [])[0].smoothing == hist.DEFAULT_SMOOTHING
 
 
 def test_log_stem_handles_both_spellings():

@@ -142,6 +142,8 @@ def sessions(tmp_path_factory) -> Iterator[Sessions]:
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+            # The folder boxes appear only when the operator allows folders: allow one, so they are tried.
+            mp.setenv("ATTENTION_LAB_ALLOWED_DIRS", str(folder.parent))
             yield Sessions()
     finally:
         logger.removeHandler(ERRORS)
@@ -341,7 +343,7 @@ def test_upload_folder_box_refuses_with_a_sentence(hostile, tmp_path):
     from core.uploads import UploadError, destination_folder
 
     try:
-        folder = destination_folder(hostile.text, lambda: tmp_path)
+        folder = destination_folder(hostile.text, lambda: tmp_path, [tmp_path])
     except UploadError as exc:
         assert str(exc).strip() and "\n" not in str(exc)[:200]
     else:

@@ -92,16 +92,42 @@ def test_our_checkpoint_upload_joins_an_empty_picker(monkeypatch, tmp_path):
 def test_saving_into_a_named_folder_and_refusals_there(monkeypatch, tiny_checkpoints, tmp_path):
     target = tmp_path / "kept"
     target.mkdir()
+    (target / "out").symlink_to(tmp_path, target_is_directory=True)
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_DIRS", f"{target}{os.pathsep}{ROOT / 'checkpoints'}")
     at = _page(monkeypatch, tiny_checkpoints)
     at.text_input(key="open_model_folder").input(str(ROOT / "checkpoints")).run()
     _convert(at, _params_bytes(mingpt_state_dict("vanilla")), CORPUS.encode(), "vanilla.finetune.params")
     assert "bundled checkpoints folder" in shown(at.error[0])
+    for escape, words in ((f"{target}/../", "'..'"), (f"{target}/out", "outside the folders")):
+        at.text_input(key="open_model_folder").input(escape).run()
+        at.button(key="convert_params").click().run()
+        assert not at.exception and words in shown(at.error[0]), shown(at.error[0])
     at.text_input(key="open_model_folder").input(str(target)).run()
     at.button(key="convert_params").click().run()
     assert not at.error and (target / "vanilla.finetune.safetensors").is_file()
     at.button(key="convert_params").click().run()  # the same upload again: never overwritten
     assert "already exists" in shown(at.error[0])
-    assert sorted(p.name for p in target.iterdir()) == ["vanilla.finetune.safetensors"]
+    assert sorted(p.name for p in target.iterdir()) == ["out", "vanilla.finetune.safetensors"]
+    assert not list(tmp_path.glob("*.safetensors"))
+
+
+def test_no_server_folder_box_unless_the_operator_allows_folders(monkeypatch, tiny_checkpoints):
+    monkeypatch.delenv("ATTENTION_LAB_ALLOWED_DIRS", raising=False)
+    at = _page(monkeypatch, tiny_checkpoints)
+    assert not [t for t in at.text_input if t.key == "open_model_folder"]
+    assert any("ATTENTION_LAB_ALLOWED_DIRS" in c.value for c in at.caption)
+
+
+def test_the_open_tab_stays_after_adding_a_model(monkeypatch, tmp_path):
+    at = _page(monkeypatch, tmp_path / "none")
+    at.session_state["open_model_tab"] = "Attention Lab checkpoint"
+    data = save_tiny_checkpoint(tmp_path / "mine.safetensors", "lm").read_bytes()
+    at.file_uploader(key="upload_checkpoint").upload("mine.safetensors", data)
+    at.run()
+    at.button(key="add_checkpoint").click().run()
+    assert not at.exception and not at.error
+    assert at.session_state["open_model_tab"] == "Attention Lab checkpoint"
+    assert _picker(at).value == "mine"
 
 
 def _refusal_on_screen(at: AppTest) -> str:

@@ -21,7 +21,7 @@ from core.data.datasets import NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
 from core.evaluate import evaluate_birthplaces, predict_birthplaces, predict_birthplaces_one_by_one
 from core.model import Transformer
-from core.tokenizer import MASK_CHAR, CharTokenizer
+from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from tests.conftest import tiny_model
 
 BLOCK = 56
@@ -297,17 +297,32 @@ def test_probe_input_reads_a_name_or_a_question():
     assert probe.read_probe_input("  Ada   Lovelace ") == probe.ProbeInput("Where was Ada Lovelace born?",
                                                                          "Ada Lovelace")
     assert probe.read_probe_input("where was Ada Lovelace born").name == "Ada Lovelace"
-    for bad in ("", "   ", "x" * 400, f"Ada{MASK_CHAR}"):
+    for typed in ("Where was Ada Lovelace born?", "Where was Ada Lovelace born??", "Ada Lovelace?",
+                  f"where  was Ada Lovelace born {MASK_CHAR}", "Where was Ada Lovelace born？", "Ada Lovelace"):
+        assert probe.read_probe_input(typed) == probe.ProbeInput("Where was Ada Lovelace born?", "Ada Lovelace")
+    for bad in ("", "   ", "x" * 400, f"Ada{MASK_CHAR} Lovelace", "???", f"Ada{PAD_CHAR}"):
         result = probe.read_probe_input(bad)
         assert result.problem and result.problem.endswith(".") and "\n" not in result.problem
 
 
-def test_unknown_characters_are_named():
+def test_unknown_characters_are_named_once_for_every_model():
     tokenizer = CharTokenizer.from_corpus("abc ")
+    wider = CharTokenizer.from_corpus("abcz ")
     assert probe.unknown_characters(["abz", "cy z"], tokenizer) == ["z", "y"]
-    message = probe.unknown_message(["z", "y"], "tiny")
-    assert "'z'" in message and "PAD" in message
-    assert probe.unknown_message([], "tiny") is None
+    same = probe.unknown_summary(["abŚ", "cŚ a"], {"m1": tokenizer, "m2": tokenizer, "m3": tokenizer})
+    assert same.count("Ś") == 1 and "(m1, m2 and m3) have never seen 'Ś' (U+015A)" in same and "PAD" in same
+    mixed = probe.unknown_summary(["abz", "Śa"], {"m1": tokenizer, "m2": wider})
+    assert "'z' (U+007A) (m1); 'Ś' (U+015A) (m1 and m2)" in mixed and "\n" not in mixed
+    one = probe.unknown_summary(["abz"], {"m1": tokenizer})
+    assert one.startswith("m1 has never seen 'z'") and "it reads it as PAD" in one
+    assert probe.unknown_summary(["abc"], {"m1": tokenizer}) is None
+    many = probe.unknown_summary(["".join(chr(0x400 + i) for i in range(20))], {"m1": tokenizer}, limit=5)
+    assert "and 15 more" in many
+
+
+def test_the_appended_mask_is_shown_as_a_labelled_marker():
+    assert probe.display_tokens(["a", "?", MASK_CHAR]) == ["a", "?", probe.MASK_LABEL]
+    assert probe.MASK_LABEL == "MASK" and MASK_CHAR not in probe.MASK_LABEL
 
 
 @pytest.mark.parametrize("data, fragment", [

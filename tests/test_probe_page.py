@@ -59,6 +59,15 @@ def messages(elements) -> list[str]:
     return [e.value.replace("\\", "") for e in elements]
 
 
+def prompts(at: AppTest) -> list[str]:
+    """The prompt lines as shown (Markdown, user text escaped): the question, then the MASK marker."""
+    return [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**Prompt:**")]
+
+
+def asked(question: str) -> str:
+    return f"**Prompt:** {question} :violet-badge[{probe.MASK_LABEL}]"
+
+
 def frames(at: AppTest) -> list:
     return [d.value for d in at.dataframe]
 
@@ -69,7 +78,7 @@ def test_ask_shows_every_model_answer_truth_and_evidence(monkeypatch, models, sm
     data = probe.load_probe_data(small_world)
     question, truth = data.dev_pairs[0]
     shown = texts(at)
-    assert f"Question: {question}" in shown
+    assert prompts(at) == [asked(question)]
     assert f"True birthplace (birth_dev.tsv): {truth}" in shown
     assert "The true place is among them." in shown
     answers = frames(at)[0]
@@ -99,12 +108,12 @@ def test_ask_about_an_unseen_name_and_bad_input(monkeypatch, models, small_world
     at.text_input(key="probe_ask").set_value("Where was <b>Nobody</b> Known born?").run()
     assert not at.exception
     shown = texts(at)
-    assert "Question: Where was <b>Nobody</b> Known born?" in shown
+    assert prompts(at) == [asked("Where was <b>Nobody</b> Known born?")]
     assert any(s.startswith("No document of wiki.txt mentions this name") for s in shown)
     assert "True birthplace: unknown (not a question of the train or dev file)." in shown
     at.radio(key="probe_ask_view").set_value("heads").run()
     assert not at.exception and at.selectbox(key="probe_ask_layer").value == 0
-    for bad, fragment in (("", "Type a name"), (f"Ada{MASK_CHAR}", "reserved"), ("x" * 500, "at most")):
+    for bad, fragment in (("", "Type a name"), (f"Ada{MASK_CHAR} Lovelace", "reserved"), ("x" * 500, "at most")):
         at.text_input(key="probe_ask").set_value(bad).run()
         assert not at.exception
         assert any(fragment in m for m in messages(at.warning)), messages(at.warning)
@@ -143,7 +152,7 @@ def test_dev_set_analysis_table_filters_and_example(monkeypatch, models, small_w
     data = probe.load_probe_data(small_world)
     at.selectbox(key="probe_dev_example").set_value(3).run()
     assert not at.exception
-    assert f"Question: {data.dev_pairs[3][0]}" in texts(at)
+    assert prompts(at) == [asked(data.dev_pairs[3][0])]
     at.radio(key="probe_dev_outcome").set_value("wrong").run()
     assert not at.exception
     filtered = next(f for f in frames(at) if "category" in getattr(f, "columns", []) and "truth" in f.columns)

@@ -104,7 +104,8 @@ def probe_interaction(page, server) -> str:
         assert page.get_by_text("There is no birthplace checkpoint yet").count() == 1
         pytest.skip(f"no birthplace checkpoint in {server.checkpoints}: the page shows its note instead")
     commit_text(page, "A name, or a question 'Where was NAME born?'", "Alan Turing", area=False)
-    page.get_by_text("Question: Where was Alan Turing born?").wait_for(timeout=WAIT_MS)
+    page.locator('[data-testid="stMarkdown"]', has_text="Prompt: Where was Alan Turing born?").first.wait_for(
+        timeout=WAIT_MS)
     wait_idle(page)
     assert page.locator('[data-testid="stDataFrame"]').count() >= 1, "no answers table"
     return "asked 'Alan Turing': question and answer table shown"

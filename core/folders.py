@@ -1,0 +1,85 @@
+"""Which server folders a browser user may name: none, unless the operator allows some.
+
+The app is served to a class as often as it runs on a laptop, so a path typed into a text box is a
+request to read or write the server's file system. By default no typed path is accepted. The operator
+names the folders a browser may use in `ATTENTION_LAB_ALLOWED_DIRS` (separated by `os.pathsep`, ':'
+on Linux and macOS); a typed folder is accepted only when, with every symlink resolved, it is one of
+them or lies inside one. `..` is refused before anything touches the disk. No streamlit here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+ALLOWED_DIRS_ENV = "ATTENTION_LAB_ALLOWED_DIRS"
+MAX_PATH_CHARS = 1024
+NOT_ALLOWED = (f"This app does not open folders on the server; its operator can allow some with "
+               f"{ALLOWED_DIRS_ENV}.")
+
+
+class FolderError(ValueError):
+    """A typed folder that was refused; str() is one sentence for the user."""
+
+
+def allowed_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The operator's allowed folders, symlinks resolved; entries that are not existing folders are
+    dropped (a typo there must not widen anything)."""
+    raw = (os.environ if environ is None else environ).get(ALLOWED_DIRS_ENV, "")
+    folders: list[Path] = []
+    for entry in raw.split(os.pathsep):
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            folder = Path(entry).expanduser().resolve(strict=True)
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if folder.is_dir() and folder not in folders:
+            folders.append(folder)
+    return folders
+
+
+def _shown(text: str) -> str:
+    return repr(text[:200])
+
+
+def resolve_allowed(text: str | None, allowed: Sequence[Path]) -> Path:
+    """The existing folder `text` names, symlinks resolved, if it lies inside an allowed folder.
+
+    Relative paths are taken inside the first allowed folder. Refusals (no allowed folders, '..',
+    a missing folder, a file, a path outside) raise FolderError with one sentence."""
+    text = (text or "").strip()
+    if not allowed:
+        raise FolderError(NOT_ALLOWED)
+    if not text:
+        raise FolderError("Type the path of a folder.")
+    if len(text) > MAX_PATH_CHARS or "\x00" in text:
+        raise FolderError("That is not a folder path.")
+    typed = Path(text)
+    if ".." in typed.parts:
+        raise FolderError(f"Paths with '..' are not accepted; type the folder's full path, not {_shown(text)}.")
+    if text.startswith("~"):
+        raise FolderError(f"Type the folder's full path (like {allowed[0]}), not {_shown(text)}.")
+    candidate = typed if typed.is_absolute() else allowed[0] / typed
+    try:
+        folder = candidate.resolve(strict=True)
+    except (OSError, RuntimeError, ValueError):
+        raise FolderError(f"The folder {_shown(text)} does not exist.") from None
+    if not folder.is_dir():
+        raise FolderError(f"{_shown(text)} is a file, not a folder.")
+    if not any(folder == root or root in folder.parents for root in allowed):
+        raise FolderError(f"{_shown(text)} is outside the folders this app may use: "
+                          + ", ".join(str(root) for root in allowed) + ".")
+    return folder
+
+
+def inside_allowed(path: Path, allowed: Sequence[Path]) -> bool:
+    """Whether a file (symlinks resolved) lies inside an allowed folder: for listing a folder's files,
+    so that a link inside it cannot lead out."""
+    try:
+        resolved = Path(path).resolve(strict=True)
+    except (OSError, RuntimeError, ValueError):
+        return False
+    return any(root in resolved.parents for root in allowed)

@@ -1,0 +1,140 @@
+"""The birthplace probe's parts (pages/probe.py is the storyboard): cached core calls and one example
+(every model's answer, the focus model's candidates, corpus evidence and attention). pages/probe_dev.py
+draws the Dev set tab.
+
+Not a page (app.py lists pages explicitly). Everything a part needs arrives in one `Probe` value, never
+through module globals. User text is shown only with st.text / st.code / dataframes / escaped plotly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+from core import probe, viz
+from core.checkpoint import LoadedCheckpoint
+from core.evaluate import predict_birthplaces
+from core.tokenizer import MASK_CHAR
+from pages.common import plain, show_figure
+
+TOP_K = 10
+PERCENT = st.column_config.NumberColumn(format="percent")
+CONFIDENCE = st.column_config.NumberColumn(
+    format="percent", help="Probability of the greedy answer (its characters and the closing ⁇).")
+MASS = st.column_config.NumberColumn(
+    format="percent", help="Total probability of the training places as answers (the rest: other strings).")
+ATTENTION_VIEWS = {"layers": "every layer (mean over heads)", "heads": "every head of one layer"}
+
+
+@dataclass
+class Probe:
+    """What the page chose: the models to compare, the one for the details, the corpus and its stamp."""
+
+    models: dict[str, LoadedCheckpoint]
+    focus: str
+    data: probe.ProbeData
+    stamp: tuple[float, ...]
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def cached_ask(path: str, modified: float, question: str, places: tuple[str, ...],
+               _loaded) -> probe.ProbeAnswer:
+    return probe.ask(_loaded.model, _loaded.tokenizer, question, places)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_attention(path: str, modified: float, question: str, _loaded) -> probe.AnswerAttention:
+    return probe.answer_attention(_loaded.model, _loaded.tokenizer, question)
+
+
+@st.cache_data(show_spinner="Asking the models…", max_entries=32)
+def cached_answers(path: str, modified: float, questions: tuple[str, ...], _loaded) -> list[str]:
+    return predict_birthplaces(_loaded.model, _loaded.tokenizer, questions)
+
+
+def version(loaded) -> tuple[str, float]:
+    return str(loaded.path), Path(loaded.path).stat().st_mtime
+
+
+def warn_unknown(p: Probe, texts) -> None:
+    message = probe.unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()})
+    if message:
+        st.warning(plain(message))
+
+
+def attention_link(model_name: str, question: str) -> None:
+    params = {"model": model_name, "text": question + MASK_CHAR}
+    try:
+        st.page_link("pages/attention.py", label="Open this question on the Attention page",
+                     icon=":material/visibility:", query_params=params)
+    except StreamlitAPIException:  # the attention page is not in this app's navigation
+        st.text("Attention page: attention?" + urlencode(params, quote_via=quote))
+
+
+def show_attention(p: Probe, question: str, key: str) -> None:
+    focus = p.focus
+    loaded = p.models[focus]
+    attention = cached_attention(*version(loaded), question, loaded)
+    n_layer = attention.weights.shape[0]
+    view = st.radio("Attention at the answer's first character", list(ATTENTION_VIEWS), horizontal=True,
+                    format_func=ATTENTION_VIEWS.get, key=f"{key}_view")
+    if view == "layers":
+        weights, rows = attention.layer_means, [f"layer {i}" for i in range(n_layer)]
+    else:
+        if st.session_state.get(f"{key}_layer", 0) >= n_layer:
+            st.session_state[f"{key}_layer"] = 0
+        layer = st.selectbox("Layer", range(n_layer), key=f"{key}_layer")
+        weights, rows = attention.weights[layer], [f"head {h}" for h in range(attention.weights.shape[1])]
+    if attention.cut:
+        st.caption(plain(f"The first {attention.cut} characters are past what {focus} reads at once; it "
+                         f"answers from the rest, as generation does."))
+    fig = viz.answer_attention_heatmap(weights, probe.display_tokens(attention.tokens), rows,
+                                       title=f"{focus}: where the MASK looks")
+    show_figure(fig, f"{focus}-answer-attention", key=f"{key}_chart")
+    attention_link(focus, question)
+
+
+def show_evidence(evidence: probe.Evidence) -> None:
+    st.markdown("**Evidence in the pretraining corpus**")
+    if not evidence.in_corpus:
+        st.text(f"No document of {probe.CORPUS_FILE} mentions this name: an answer cannot be retrieved.")
+        return
+    st.text(f"{len(evidence.documents)} document(s) mention this name:")
+    for document in evidence.documents[:5]:
+        st.code(document, language=None, wrap_lines=True)
+    st.text("Known places they mention: " + (", ".join(evidence.places) or "none"))
+    if evidence.truth is not None:
+        st.text("The true place is " + ("among them." if evidence.truth_mentioned else "NOT among them."))
+
+
+def show_example(p: Probe, question: str, name: str, truth: str | None, source: str | None, key: str) -> None:
+    """Every selected model's answer to one question, the focus model's candidates and attention."""
+    models, focus, data = p.models, p.focus, p.data
+    labels = tuple(data.labels)
+    answers = {m: cached_ask(*version(loaded), question, labels, loaded) for m, loaded in models.items()}
+    st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{probe.MASK_LABEL}]",
+                help="The page appends the MASK character (⁇, U+2047) to the question: the model writes its "
+                     "answer after it, as in the assignment. You type '?' (or nothing); never the MASK.")
+    st.text(f"True birthplace ({source}): {truth}" if truth else
+            "True birthplace: unknown (not a question of the train or dev file).")
+    st.dataframe(probe.answers_frame(answers, truth), hide_index=True,
+                 column_config={"confidence": CONFIDENCE, "probability on the candidate list": MASS})
+    left, right = st.columns(2)
+    with left:
+        ranking = answers[focus].ranking
+        if not ranking.places:
+            st.info(plain(f"No candidate place fits in {focus}'s context with this question."))
+        else:
+            k = st.slider("Top candidates", 3, min(40, len(ranking.places)), min(TOP_K, len(ranking.places)),
+                          key=f"{key}_k") if len(ranking.places) > 3 else len(ranking.places)
+            top = ranking.top(k)
+            fig = viz.candidate_bars(list(top["place"]), top["probability"], answers[focus].answer, truth,
+                                     title=f"{focus}: top {len(top)} of {len(ranking.places)} candidates")
+            show_figure(fig, f"{focus}-candidates", key=f"{key}_candidates")
+    with right:
+        show_evidence(data.index.evidence(name, truth))
+    show_attention(p, question, key)
