@@ -124,8 +124,9 @@ def token_chips(tokens: list[str]) -> str:
 
 
 def special_ids(tokenizer: Tokenizer) -> set[int]:
-    """PAD and (character tokenizers) MASK: the tokens 'hide special tokens' removes."""
-    ids = {tokenizer.pad_id}
+    """PAD, (character tokenizers) MASK and (Hugging Face tokenizers) [CLS]/[SEP]/<s>…: the tokens
+    'hide special tokens' removes."""
+    ids = {tokenizer.pad_id} | set(getattr(tokenizer, "special_ids", ()))
     mask_id = getattr(tokenizer, "mask_id", None)  # word tokenizers have no MASK
     return ids if mask_id is None else ids | {mask_id}
 
@@ -165,9 +166,20 @@ def cut_notes(n_tokens: int, limit: int, block_size: int, max_length: int | None
 # --- the forward pass --------------------------------------------------------------------------
 
 
+def birthplace_prompt(text: str) -> str:
+    """A question typed with '?' (or '？') gets the MASK a birthplace model answers after: no keyboard
+    has ⁇ (U+2047). Text already ending with the MASK, or with no question mark, is left alone."""
+    stripped = text.rstrip()
+    if stripped.endswith(("?", "？")):
+        return stripped.rstrip("?？") + "?" + MASK_CHAR
+    return text
+
+
 def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: list[str] | None = None,
                   run_past_block: bool = False) -> AttentionRun:
     """Tokenise, cut to what the model reads, one forward pass with attention, the model's output."""
+    if task == "birthplace":
+        text = birthplace_prompt(text)
     if not text.strip():
         raise AttentionInputError("Type a sentence to see its attention (the box is empty or only "
                                   "whitespace).")
@@ -238,9 +250,9 @@ def birthplace_answer(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: to
     if not model.config.causal or model.config.head != "lm":
         return ModelOutput(title=title, note="This model cannot generate text.")
     if getattr(tokenizer, "mask_id", None) not in idx[0].tolist():
-        return ModelOutput(title=title, note=f"A birthplace model answers after {MASK_CHAR} (MASK): end "
-                                             f"the question with it, e.g. 'Where was Ada Lovelace "
-                                             f"born?{MASK_CHAR}'.")
+        return ModelOutput(title=title, note="A birthplace model answers a question: end it with '?', "
+                                             "e.g. 'Where was Ada Lovelace born?' (the MASK it answers "
+                                             "after is added for you).")
     out = idx
     with torch.inference_mode():
         # Greedy decoding is deterministic, so stopping once the answer's closing MASK is out changes

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from core.model import Transformer
+from core.positional import scheme_label
 from core.tokenizer import MASK_CHAR, CharTokenizer
 
 ANSWER_CHARS = 32
@@ -161,8 +162,6 @@ PROTOCOL_DESCRIPTIONS = {  # the comment above, in the words the page and --help
                "prediction after the first L.",
 }
 WINDOWS_PER_BATCH = 64
-POSITIONAL_LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "alibi": "ALiBi", "rope": "RoPE",
-                     "none": "no positions"}
 _ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -476,7 +475,7 @@ def reproduction_note(name: str, recorded: float | None, measured: float,
 
 def variant_labels(variants: Sequence[VariantExtrapolation]) -> list[str]:
     """'ALiBi', 'RoPE', ...; the checkpoint name is added when two variants share a scheme."""
-    schemes = [POSITIONAL_LABELS.get(v.positional, v.positional) for v in variants]
+    schemes = [scheme_label(v.positional) for v in variants]
     return [s if schemes.count(s) == 1 else f"{s} ({v.name})" for s, v in zip(schemes, variants)]
 
 

@@ -667,10 +667,13 @@ def summarize_runs(frame: pd.DataFrame, runs: Sequence[str], metric: str) -> pd.
                                        "best at epoch", "best at step", "train - val gap"])
 
 
-def comparison_verdicts(preset: ComparisonPreset, frame: pd.DataFrame, min_points: float = 2.0) -> list[str]:
+def comparison_verdicts(preset: ComparisonPreset | None, frame: pd.DataFrame, min_points: float = 2.0
+                        ) -> list[str]:
     """One sentence per (with, without) pair whose final validation values are in `frame`: both values,
     the difference, and whether it reaches `min_points` percentage points (accuracy; 2 points is about one
     standard error of an accuracy near 50% on 600 questions) or 1% (other metrics)."""
+    if preset is None:
+        return []
     subset = frame[(frame["metric"] == preset.metric) & (frame["split"] == "val")]
     lines = []
     for with_, without in preset.pairs:

@@ -99,7 +99,8 @@ def assignment_final_tokens(trainer: TrainerConfig, n_documents: int, block_size
 
 
 def pretrain(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
-             resume: bool = False, force: bool = False, command: str = "") -> Trainer:
+             resume: bool = False, force: bool = False, command: str = "", report: EpochReport | None = None
+             ) -> Trainer:
     """CS224N span-corruption pretraining on wiki.txt."""
     corpus = read_text(corpus_path)
     dataset = CharCorruptionDataset(corpus, shape.block_size, seed=trainer.seed)
@@ -109,13 +110,13 @@ def pretrain(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
     model = _build(shape, dataset.tokenizer.vocab_size, trainer.seed)
     plan = CheckpointPlan(out, dataset.tokenizer, "lm", data=[file_record(corpus_path)], command=command,
                           extra={"objective": "span-corruption"})
-    return _run(Trainer(model, dataset, trainer, plan), resume)
+    return _run(_reporting(Trainer(model, dataset, trainer, plan), report), resume)
 
 
 def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: str, shape: ModelShape,
              trainer: TrainerConfig, reading_params_path: str | None = None,
              eval_corpus_path: str | None = None, resume: bool = False, force: bool = False,
-             command: str = "") -> Trainer:
+             command: str = "", report: EpochReport | None = None) -> Trainer:
     """CS224N finetuning on 'Where was X born?<TAB>PLACE', from a pretrained model or from scratch.
 
     The vocabulary always comes from the pretraining corpus, as in the assignment."""
@@ -152,7 +153,7 @@ def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: s
     plan = CheckpointPlan(out, tokenizer, "birthplace", data=data, command=command,
                           extra={"pretrained_from": Path(reading_params_path).name if reading_params_path
                                  else "", "baseline_place": baseline})
-    return _run(Trainer(model, dataset, trainer, plan, evaluate), resume)
+    return _run(_reporting(Trainer(model, dataset, trainer, plan, evaluate), report), resume)
 
 
 def _split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:

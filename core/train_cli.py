@@ -119,8 +119,12 @@ def trainer_config(args, function: str) -> TrainerConfig:
     epochs = args.epochs or (75 if function == "finetune" and not args.reading_params_path else d["epochs"])
     if args.max_iters and not args.epochs:
         epochs = 10**6  # --max-iters alone: the steps decide (recipes.bounded runs only the epochs they need)
+    # The birthplace functions use the assignment's decay groups and unclamped cosine (TrainerConfig's
+    # defaults); the others the project's own, as `make checkpoints` does: minGPT groups, clamped cosine.
+    own = {} if function in ("pretrain", "finetune") else dict(decay="mingpt", schedule="cosine-clamped")
     # ~20 saves a run, and one at least every 5 minutes: 650 epochs do not write 650 checkpoints
-    return TrainerConfig(max_epochs=epochs, max_steps=args.max_iters, batch_size=args.batch_size or d["batch_size"],
+    return TrainerConfig(**own, max_epochs=epochs, max_steps=args.max_iters,
+                         batch_size=args.batch_size or d["batch_size"],
                          save_every=max(1, min(epochs, 10**4) // 20), save_seconds=300.0,
                          learning_rate=args.lr or d["lr"], lr_decay=args.lr_schedule == "cosine", seed=args.seed,
                          device=args.device,
@@ -157,12 +161,14 @@ def run_command(args, command: str, out=print) -> str:
     common = dict(resume=args.resume, force=args.force, command=command)
     report = None
     if args.function == "pretrain":
+        report = EpochReport("tokens", out=out)
         t = recipes.pretrain(need("corpus"), need("writing_params_path"), shape, trainer_config(args, "pretrain"),
-                             **common)
+                             report=report, **common)
     elif args.function == "finetune":
+        report = EpochReport("tokens", best=("val_accuracy", True) if evals else None, out=out)
         t = recipes.finetune(need("corpus"), need("finetune_corpus_path"), need("writing_params_path"), shape,
                              trainer_config(args, "finetune"), reading_params_path=args.reading_params_path,
-                             eval_corpus_path=one_eval(False), **common)
+                             eval_corpus_path=one_eval(False), report=report, **common)
     elif args.function == "lm":
         first = recipes.split_names(evals)[0] if evals else "val"
         report = EpochReport("tokens", best=(f"{first}_loss", False), out=out)

@@ -1,8 +1,9 @@
 """Shareable page state <-> URL query parameters (strings only): the one codec of the app.
 
 `st.query_params` holds strings. Everything a link should reopen (the sidebar's model; the attention
-page's sentence, layer, head, view; the probe page's tab, name and focus model; the curves page's runs
-and settings) is encoded and decoded here, in one place, so a page never parses the URL itself.
+page's sentence, layer, head, view; the positional page's section, sentence and sizes; the probe page's
+tab, name and focus model; the curves page's runs and settings) is encoded and decoded here, in one place,
+so a page never parses the URL itself.
 Decoding never raises: a missing or bad value (hand-edited links, old links, other tools) becomes the
 default. No streamlit here: pages hand over `st.query_params.to_dict()` and write back what `encode*`
 returns.
@@ -248,3 +249,72 @@ def decode_curves(params: Mapping[str, Any], known_runs: Iterable[str]) -> tuple
     if logy is not None:
         out.logy = _flag(logy, False) or logy.strip().lower() == "on"
     return out, notes
+
+
+# --------------------------------------------------------------------------- the positional page
+# Keys are prefixed `pos_` where a bare name would collide with another page's (`text`, `layer`, `head`).
+
+POSITIONAL_SECTIONS = ("tables", "similarity", "alibi", "rope", "sentence", "training", "extrapolation")
+POSITIONAL_SECTION_TITLES = {"tables": "Tables", "similarity": "Similarity", "alibi": "ALiBi", "rope": "RoPE",
+                  "sentence": "One sentence", "training": "Training", "extrapolation": "Longer than trained"}
+POSITIONAL_ENCODING_SECTIONS = POSITIONAL_SECTIONS[:4]  # need no checkpoint
+POSITIONAL_METRICS = ("loss", "perplexity")
+POSITIONAL_DEFAULT_SENTENCE = "Karl Long was a British cyclist and engineer born in Leeds ."
+MAX_POSITIONAL_TEXT = 1000
+POSITIONAL_LENGTHS = range(8, 257, 8)  # the sliders' steps
+POSITIONAL_DIMS = range(8, 257, 8)
+SMALL_DIGITS = re.compile(r"[0-9]{1,4}")
+
+
+@dataclass(frozen=True)
+class PositionalPageState:
+    section: str = "tables"
+    text: str = POSITIONAL_DEFAULT_SENTENCE
+    layer: int = 0
+    head: int = 0
+    length: int = 64
+    dim: int = 128
+    heads: int = 8  # ALiBi heads
+    metric: str = "loss"
+    train: bool = False  # also the per-batch training curve
+
+
+POSITIONAL_KEYS = {"section": "pos_section", "text": "pos_text", "layer": "pos_layer", "head": "pos_head",
+                   "length": "pos_length", "dim": "pos_dim", "heads": "pos_heads", "metric": "pos_metric",
+                   "train": "pos_train"}
+
+
+def _int_in(value: str | None, allowed, default: int) -> int:
+    if value is None or not SMALL_DIGITS.fullmatch(value.strip()):
+        return default
+    number = int(value)
+    return number if number in allowed else default
+
+
+def decode_positional(params: Mapping[str, Any]) -> PositionalPageState:
+    """Query parameters -> state; every missing or invalid value falls back to its default. Layer and
+    head are only bounded here (0..63); the page clips them to the model it shows."""
+    d = PositionalPageState()
+    get = {field: _last(params.get(key)) for field, key in POSITIONAL_KEYS.items()}
+    section = get["section"] if get["section"] in POSITIONAL_SECTIONS else d.section
+    metric = get["metric"] if get["metric"] in POSITIONAL_METRICS else d.metric
+    text = get["text"][:MAX_POSITIONAL_TEXT] if get["text"] is not None else d.text
+    return PositionalPageState(
+        section=section, text=text, layer=_int_in(get["layer"], range(64), d.layer),
+        head=_int_in(get["head"], range(64), d.head),
+        length=_int_in(get["length"], POSITIONAL_LENGTHS, d.length), dim=_int_in(get["dim"], POSITIONAL_DIMS, d.dim),
+        heads=_int_in(get["heads"], range(1, 17), d.heads), metric=metric,
+        train=get["train"] == "1" if get["train"] in ("0", "1") else d.train)
+
+
+def encode_positional(state: PositionalPageState) -> dict[str, str]:
+    """State -> query parameters; values at their defaults are left out so links stay short (a page
+    writing these should drop the POSITIONAL_KEYS that are absent)."""
+    default = PositionalPageState()
+    params = {}
+    for f in fields(state):
+        value = getattr(state, f.name)
+        if value == getattr(default, f.name):
+            continue
+        params[POSITIONAL_KEYS[f.name]] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return params

@@ -1,7 +1,7 @@
 """Attention: type a sentence, see what every head of the selected model attends to.
 
 Storyboard: widgets -> `core.attention_view.run_attention` (one forward pass, cached per checkpoint
-file, modification time, text and options) -> `core.viz` figures. The URL (`core.urlstate`) holds the
+file, modification time, text and options) -> `core.figures` figures. The URL (`core.urlstate`) holds the
 sentence, layer, head, view and options, so a copied link reopens exactly this view. User text is
 only ever shown through st.text / st.code / dataframes / escaped plotly labels.
 """
@@ -90,7 +90,7 @@ def show_combine(run: av.AttentionRun, layer: int, head: int, name: str) -> None
     method = st.radio("Combine", urlstate.COMBINE_METHODS, key="attn_combine", horizontal=True,
                       format_func=av.COMBINE_TITLES.get)
     hide_first = st.checkbox("Hide the first token", key="attn_hide_first")
-    hide_special = st.checkbox("Hide special tokens (PAD/MASK)", key="attn_hide_special")
+    hide_special = st.checkbox("Hide special tokens (PAD/MASK, [CLS]/[SEP])", key="attn_hide_special")
     weights, allowed = av.combined_attention(run, method, layer)
     keep = av.keep_mask(run, hide_first, hide_special)
     if not keep.any():

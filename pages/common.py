@@ -155,6 +155,6 @@ def image_format() -> str:
 
 def show_figure(fig, filename: str, key: str | None = None) -> None:
     """Draw a plotly figure whose toolbar camera exports PNG or SVG (chosen in the sidebar)."""
-    from core.viz import chart_config
+    from core.figures.common import chart_config
 
     st.plotly_chart(fig, config=chart_config(filename, image_format()), key=key)

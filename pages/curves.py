@@ -1,7 +1,7 @@
 """Training curves: overlay runs' histories (finished checkpoints and live training logs).
 
 Storyboard: pick runs (a ready-made comparison, bundled checkpoints, a folder, uploads) -> one tidy
-table (`core.history`) -> metric / x / smoothing / log-y -> figure (`core.viz`) + summary + CSV.
+table (`core.history`) -> metric / x / smoothing / log-y -> figure (`core.figures`) + summary + CSV.
 Settings live in the URL; a live log refreshes the chart part only, keeping the zoom.
 """
 
@@ -15,7 +15,7 @@ import streamlit as st
 from core import folders, urlstate
 from core import history as hist
 from core.checkpoint import checkpoint_dir
-from core.viz import training_curves_figure
+from core.figures.curves import training_curves_figure
 from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure
 
 MAX_UPLOAD_MB = 200
@@ -31,9 +31,8 @@ st.write("Compare how runs trained: pick runs, a metric and an x axis. Solid lin
 
 def show_notes(notes: list[str]) -> None:
     if notes:
-        shown = [f"- {plain(n)}" for n in notes[:MAX_NOTES_SHOWN]]
-        if len(notes) > MAX_NOTES_SHOWN:
-            shown.append(f"- …and {len(notes) - MAX_NOTES_SHOWN} more.")
+        more = [f"- …and {len(notes) - MAX_NOTES_SHOWN} more."] if len(notes) > MAX_NOTES_SHOWN else []
+        shown = [f"- {plain(n)}" for n in notes[:MAX_NOTES_SHOWN]] + more
         st.warning("\n".join(shown))
 
 
@@ -150,6 +149,8 @@ if not selected:
     st.stop()
 
 loaded = load_runs(selected, sources, uploads)
+for line in hist.comparison_verdicts(hist.COMPARISONS.get(preset_name), loaded.frame):
+    st.caption(plain(line))  # computed from the final values in the table below
 metrics = hist.ordered_metrics(loaded.frame["metric"].unique()) or ["loss"]
 if st.session_state.get("curves_metric") not in metrics:
     st.session_state["curves_metric"] = "loss" if "loss" in metrics else metrics[0]

@@ -5,15 +5,15 @@ four tabs, of which only the open one runs: (1) the encodings from `core.positio
 `core.positional_view`; (2) one sentence through each model; (3) their training histories (metadata
 only); (4) train short, test long: `core.evaluate.score_length` per (model, protocol, length) behind a
 Run button. Results are cached on (checkpoint path, modification time, inputs) and figures once per
-input, so a visit redraws rather than recomputes. The URL (`core.positional_url`) reopens the view.
+input, so a visit redraws rather than recomputes. The URL (`core.urlstate`) reopens the view.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from core import positional_url as url
 from core import positional_view as pv
+from core import urlstate as url
 from core.text import markdown_escape
 from pages import positional_tabs as sections
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, selected_info
@@ -22,16 +22,16 @@ from pages.positional_extrapolation import extrapolation
 WIDGETS = {"section": "pos_tab", "text": "pos_text", "layer": "pos_layer", "head": "pos_head",
            "length": "pos_length", "dim": "pos_dim", "heads": "pos_heads", "metric": "pos_metric",
            "train": "pos_train"}
-TAB_OF = {url.SECTION_TITLES[s]: s for s in url.SECTIONS}
+TAB_OF = {url.POSITIONAL_SECTION_TITLES[s]: s for s in url.POSITIONAL_SECTIONS}
 
 
 def restore_widgets() -> url.PositionalPageState:
     """Widget values: the URL on the first visit, else this session's last state (tabs come and go)."""
-    saved = st.session_state.get("pos_saved") or url.decode(st.query_params.to_dict())
+    saved = st.session_state.get("pos_saved") or url.decode_positional(st.query_params.to_dict())
     for field, key in WIDGETS.items():
         if key not in st.session_state:
             value = getattr(saved, field)
-            st.session_state[key] = url.SECTION_TITLES[value] if field == "section" else value
+            st.session_state[key] = url.POSITIONAL_SECTION_TITLES[value] if field == "section" else value
     return saved
 
 
@@ -40,8 +40,8 @@ def remember(saved: url.PositionalPageState) -> None:
     values["section"] = TAB_OF.get(values["section"], saved.section)
     state = url.PositionalPageState(**values)
     st.session_state["pos_saved"] = state
-    params = url.encode(state)
-    for stale in set(url.URL_KEYS.values()) - set(params):
+    params = url.encode_positional(state)
+    for stale in set(url.POSITIONAL_KEYS.values()) - set(params):
         st.query_params.pop(stale, None)
     st.query_params.update(params)
 
@@ -75,11 +75,11 @@ elif info is not None and pv.is_causal_lm(info):
 tabs = st.tabs(list(TAB_OF), key="pos_tab", on_change="rerun")
 loaded = [(m, lc) for m, lc in ((m, load_checkpoint(m)) for m in members) if lc is not None]
 
-for tab, name in zip(tabs, url.SECTIONS):
+for tab, name in zip(tabs, url.POSITIONAL_SECTIONS):
     if not tab.open:  # only the open tab runs: a visit costs one section, not four
         continue
     with tab:
-        if name in url.ENCODING_SECTIONS:
+        if name in url.POSITIONAL_ENCODING_SECTIONS:
             sections.encodings(name, infos, members)
         elif not loaded:
             st.info("This tab needs causal language models; none is loaded. `make checkpoints` trains a set "

@@ -15,9 +15,10 @@ from urllib.parse import quote, urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core import probe, viz
+from core import probe
 from core.checkpoint import LoadedCheckpoint
 from core.evaluate import predict_birthplaces
+from core.figures import probe as viz
 from core.tokenizer import MASK_CHAR
 from pages.common import plain, show_figure
 

@@ -211,3 +211,17 @@ def test_folder_box_is_off_by_default_and_refuses_escapes(monkeypatch, tiny_chec
     at.text_input(key="curves_folder").input(str(allowed)).run()
     options = at.multiselect(key="curves_runs").options
     assert "own (log)" in options and "leak (log)" not in options and "private (log)" not in options
+
+
+def test_pretrained_vs_scratch_caption_is_computed_from_the_bundled_runs(monkeypatch):
+    from core import checkpoint as ckpt
+
+    at = open_page(monkeypatch, ROOT / "checkpoints")
+    at.selectbox(key="curves_preset").select("pretrained vs from scratch").run()
+    assert not at.exception
+    finals = {n: ckpt.read_metadata(ROOT / "checkpoints" / f"{n}.safetensors")["metrics"]["val_accuracy"]
+              for n in ("names-pretrained", "names-scratch")}
+    expected = (f"names-pretrained ends at {100 * finals['names-pretrained']:.1f}% validation accuracy, "
+                f"names-scratch at {100 * finals['names-scratch']:.1f}%")
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")  # drop the Markdown escapes
+    assert expected in captions

@@ -12,7 +12,7 @@ import pytest
 
 from core import history as hist
 from core import urlstate
-from core.viz import SPLIT_DASH, training_curves_figure
+from core.figures.curves import SPLIT_DASH, training_curves_figure
 from tests.conftest import save_tiny_checkpoint
 
 

@@ -15,11 +15,12 @@ import pandas as pd
 import pytest
 import torch
 
-from core import probe, viz
+from core import probe
 from core.config import ModelConfig
 from core.data.datasets import NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
 from core.evaluate import evaluate_birthplaces, predict_birthplaces, predict_birthplaces_one_by_one
+from core.figures import probe as viz
 from core.model import Transformer
 from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from tests.conftest import tiny_model

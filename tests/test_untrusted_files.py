@@ -358,7 +358,7 @@ def test_history_from_hostile_checkpoints_is_a_note(materials, tmp_path, no_cana
 
 def draw_curves(result: history.LoadedHistory) -> None:
     """What the curves page does with a table: every metric and x axis, smoothed, into a figure."""
-    from core.viz import training_curves_figure
+    from core.figures.curves import training_curves_figure
 
     runs = sorted(result.frame["run"].unique())
     for metric in (history.ordered_metrics(result.frame["metric"].unique()) or ["loss"])[:2]:

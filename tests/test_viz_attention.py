@@ -1,4 +1,4 @@
-"""core.viz attention figures, checked by inspecting fig.data and fig.layout (no browser)."""
+"""core.figures.attention, checked by inspecting fig.data and fig.layout (no browser)."""
 
 from __future__ import annotations
 

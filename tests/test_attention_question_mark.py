@@ -1,0 +1,21 @@
+"""On the attention page a birthplace question typed with '?' is answered: the MASK is appended."""
+
+from core.attention_view import birthplace_prompt, run_attention
+from core.tokenizer import MASK_CHAR, CharTokenizer
+from tests.conftest import tiny_model
+
+
+def test_question_marks_become_the_mask_prompt():
+    assert birthplace_prompt("Where was Ada born?") == "Where was Ada born?" + MASK_CHAR
+    assert birthplace_prompt("Where was Ada born？ ") == "Where was Ada born?" + MASK_CHAR
+    assert birthplace_prompt("Where was Ada born?" + MASK_CHAR) == "Where was Ada born?" + MASK_CHAR
+    assert birthplace_prompt("Ada Lovelace") == "Ada Lovelace"
+
+
+def test_a_typed_question_gets_an_answer_not_a_note():
+    tokenizer = CharTokenizer.from_corpus("Where was Ada born? London")
+    model = tiny_model(tokenizer.vocab_size, block_size=64)
+    run = run_attention(model, tokenizer, "birthplace", "Where was Ada born?")
+    assert run.ids[-1] == tokenizer.mask_id
+    assert run.output.note is None or "end it with" not in run.output.note
+    assert run.output.completion is not None
