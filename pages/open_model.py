@@ -1,4 +1,5 @@
-"""Open your model: a CS224N minGPT params file (+ its wiki.txt), or an Attention Lab checkpoint.
+"""Open your model: a CS224N minGPT params file (+ its wiki.txt), an Attention Lab checkpoint, or a
+Hugging Face model folder on the server (inside the operator's allowed folders).
 
 Storyboard: where to keep it -> upload -> one core call (core.uploads) -> the model joins the
 sidebar picker (st.session_state["uploaded_checkpoints"], which pages.common reads) and is selected.
@@ -7,11 +8,13 @@ sidebar picker (st.session_state["uploaded_checkpoints"], which pages.common rea
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import streamlit as st
 
-from core import folders, uploads
+from core import folders, hf, uploads
+from core.checkpoint import CheckpointError
 from pages.common import all_checkpoints, checkpoint_picker, plain, select_checkpoint
 
 checkpoint_picker()
@@ -32,7 +35,7 @@ def add_to_picker(make: Callable[[Path, list[str]], uploads.Added]) -> None:
     try:
         folder = uploads.destination_folder(st.session_state.get("open_model_folder"), session_folder, allowed)
         added = make(folder, [info.name for info in all_checkpoints()])
-    except uploads.UploadError as exc:
+    except (uploads.UploadError, folders.FolderError, CheckpointError) as exc:
         st.error(plain(str(exc)))
         return
     st.session_state.setdefault("uploaded_checkpoints", []).append(added.info)
@@ -63,8 +66,8 @@ else:
 
 # A key keeps the open tab across the rerun that follows an upload (the success message above would
 # otherwise remount the tabs on their first one).
-mingpt_tab, ours_tab = st.tabs(["CS224N minGPT params", "Attention Lab checkpoint"], key="open_model_tab",
-                               on_change="rerun")
+mingpt_tab, ours_tab, hf_tab = st.tabs(["CS224N minGPT params", "Attention Lab checkpoint",
+                                        "Hugging Face folder"], key="open_model_tab", on_change="rerun")
 
 with mingpt_tab:
     st.write("The assignment ends with files such as `vanilla.finetune.params` or "
@@ -86,7 +89,6 @@ with mingpt_tab:
     if st.button("Convert and add to the picker", key="convert_params", type="primary",
                  disabled=params is None or corpus is None):
         add_to_picker(lambda folder, taken: uploads.add_cs224n(params, corpus, folder, int(n_head), taken))
-    st.caption("Hugging Face model folders are not supported yet.")
 
 with ours_tab:
     st.write("A `.safetensors` checkpoint written by Attention Lab (`core.train`, `core.convert`, or "
@@ -96,6 +98,21 @@ with ours_tab:
                               help=f"Up to {uploads.CHECKPOINT_LIMIT_MB} MB.")
     if st.button("Add to the picker", key="add_checkpoint", type="primary", disabled=upload is None):
         add_to_picker(lambda folder, taken: uploads.add_checkpoint(upload, folder, taken))
+
+with hf_tab:
+    st.write("A folder saved by `transformers` (`config.json`, `*.safetensors`, tokenizer files): BERT, "
+             "RoBERTa, DistilBERT, ELECTRA or GPT-2 family. It is opened offline, never downloaded, and needs "
+             "the optional extra (`pip install -r requirements-hf.txt`).")
+    if allowed:
+        typed = st.text_input("Model folder on the server", key="hf_folder", placeholder=str(allowed[0]),
+                              help="A folder inside " + ", ".join(str(a) for a in allowed) + ".")
+        if st.button("Open and add to the picker", key="add_hf", type="primary", disabled=not typed.strip()):
+            add_to_picker(lambda _folder, taken: uploads.Added(
+                replace(info := hf.folder_info(folders.resolve_allowed(typed, allowed)),
+                        name=uploads.picker_name(info.name, taken)), []))
+    else:
+        st.info("Opening server folders is off: the operator can allow some with "
+                f"{folders.ALLOWED_DIRS_ENV}, or list Hugging Face folders in ATTENTION_LAB_CHECKPOINTS.")
 
 session_uploads = st.session_state.get("uploaded_checkpoints", [])
 if session_uploads:

@@ -228,9 +228,11 @@ def test_birthplace_generation_stops_once_the_answer_is_closed():
     assert run.output.completion == prompt + MASK_CHAR * av.ANSWER_CHUNKS[0]
 
 
-def test_birthplace_without_mask_asks_for_one():
-    run = av.run_attention(tiny_model(CHARS.vocab_size), CHARS, "birthplace", "Where was Ada born?")
-    assert run.output.answer is None and MASK_CHAR in run.output.note
+def test_birthplace_without_a_question_asks_for_one():
+    run = av.run_attention(tiny_model(CHARS.vocab_size), CHARS, "birthplace", "Where was Ada born")
+    assert run.output.answer is None and "end it with '?'" in run.output.note
+    typed = av.run_attention(tiny_model(CHARS.vocab_size), CHARS, "birthplace", "Where was Ada born?")
+    assert typed.output.note is None and typed.tokens[-1] != "?"  # the MASK was appended
 
 
 def test_classifier_output_uses_the_checkpoint_labels():

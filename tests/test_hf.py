@@ -247,3 +247,25 @@ def test_evaluate_gives_a_gpt2_folders_perplexity_as_transformers_computes_it(fo
     assert main(["evaluate", "--reading_params_path", str(folders / "bert"), "--eval_corpus_path",
                  str(tmp_path / "t.txt")]) == 2
     assert "is a masked-lm model; evaluate scores language models" in capsys.readouterr().err
+
+
+def test_open_your_model_adds_a_folder_inside_the_allowed_folders_and_refuses_others(folders, monkeypatch,
+                                                                                      tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    allowed = tmp_path / "allowed"
+    shutil.copytree(folders / "gpt2", allowed / "gpt2")
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_DIRS", str(allowed))
+    at = AppTest.from_file(str(ROOT / "pages" / "open_model.py"), default_timeout=60)
+    at.run()
+    at.text_input(key="hf_folder").input(str(folders / "bert")).run()  # exists, but outside
+    at.button(key="add_hf").click().run()
+    assert_no_exception(at)
+    assert any("outside the folders" in e.value for e in at.error)
+    at.text_input(key="hf_folder").input(str(allowed / "gpt2")).run()
+    at.button(key="add_hf").click().run()
+    assert_no_exception(at)
+    assert [i.name for i in at.session_state["uploaded_checkpoints"]] == ["gpt2"]
+    assert at.sidebar.selectbox(key="picker_model").value == "gpt2"
