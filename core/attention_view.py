@@ -33,7 +33,7 @@ COMBINING_CATEGORIES = {"Mn", "Mc", "Me"}
 
 # Sensible first sentences per task; the first one the tokenizer can read fully wins.
 DEFAULT_SENTENCES: dict[str, tuple[str, ...]] = {
-    "birthplace": tuple(f"Where was {name} born?{MASK_CHAR}"
+    "birthplace": tuple(f"Where was {name} born?"  # the page appends the MASK (birthplace_prompt)
                         for name in ("Daniel Dunn", "Giulia Rossi", "Ada Lovelace", "Alan Turing")),
     "lm": ("Daniel Dunn was an American actor, born in Baltimore.",
            "Ada Lovelace was born in London.", "Alan Turing was born in Maida Vale."),

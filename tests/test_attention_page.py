@@ -49,6 +49,8 @@ def model_attention(folder, name: str, text: str | None = None, ids: list[int] |
                     ) -> tuple[np.ndarray, np.ndarray]:
     """What the model itself says for this text (or these ids): attention and mask, batch dropped."""
     loaded = load(folder / f"{name}.safetensors")
+    if loaded.task == "birthplace" and text is not None and text.endswith("?"):
+        text += "\u2047"  # a typed question: the page appends the MASK the model answers after
     idx = torch.tensor([loaded.tokenizer.encode(text) if ids is None else ids])
     with torch.no_grad():
         _, _, attention = loaded.model(idx, return_attention=True)

@@ -177,7 +177,7 @@ def test_token_chips_are_plain_text():
 
 
 def test_default_sentences_fit_each_task_and_vocabulary():
-    assert av.default_sentence("birthplace", CHARS) == f"Where was Ada Lovelace born?{MASK_CHAR}"
+    assert av.default_sentence("birthplace", CHARS) == "Where was Ada Lovelace born?"
     assert av.default_sentence("lm", CHARS) == "Ada Lovelace was born in London."
     assert av.default_sentence("classify", WORDS) == "Ada Lovelace"
 
