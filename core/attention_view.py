@@ -89,7 +89,10 @@ class AttentionRun:
 
 
 def visible_token(token: str) -> str:
-    """A label a person can see: '␣' for a space, U+XXXX for control/format/invisible characters."""
+    """A label a person can see: 'MASK' for the CS224N MASK token (⁇ reads as two question marks), '␣'
+    for a space, U+XXXX for control/format/invisible characters."""
+    if token == MASK_CHAR:
+        return "MASK"
     out = []
     for ch in token:
         if ch in VISIBLE:

@@ -681,7 +681,8 @@ def comparison_verdicts(preset: ComparisonPreset | None, frame: pd.DataFrame, mi
         if not (math.isfinite(a) and math.isfinite(b)):
             continue
         if preset.metric == "accuracy":
-            diff, shown = 100 * (a - b), (f"{100 * a:.1f}%", f"{100 * b:.1f}%")
+            # the difference of the numbers as shown, so the sentence adds up for a reader
+            diff, shown = round(100 * a, 1) - round(100 * b, 1), (f"{100 * a:.1f}%", f"{100 * b:.1f}%")
             size, unit, clear = f"{diff:+.1f}", " points", abs(diff) >= min_points
         else:
             diff, shown = a - b, (f"{a:.4g}", f"{b:.4g}")

@@ -19,3 +19,10 @@ def test_a_typed_question_gets_an_answer_not_a_note():
     assert run.ids[-1] == tokenizer.mask_id
     assert run.output.note is None or "end it with" not in run.output.note
     assert run.output.completion is not None
+
+
+def test_the_appended_mask_is_labelled_not_shown_as_two_question_marks():
+    tokenizer = CharTokenizer.from_corpus("Where was Ada born? London")
+    run = run_attention(tiny_model(tokenizer.vocab_size, block_size=64), tokenizer, "birthplace",
+                        "Where was Ada born?")
+    assert run.tokens[-2:] == ["?", "MASK"]

@@ -41,3 +41,8 @@ def test_a_loss_is_better_when_lower_and_missing_runs_say_nothing():
 def test_preset_stories_state_no_result():
     for preset in hist.COMPARISONS.values():
         assert not any(word in preset.story.lower() for word in ("higher", "better", "lower", "helps", "lets"))
+
+
+def test_the_difference_adds_up_with_the_rounded_values_shown():
+    (line,) = hist.comparison_verdicts(PRESET, _frame({"names-pretrained": 0.51333, "names-scratch": 0.51667}))
+    assert "51.3%" in line and "51.7%" in line and "-0.4 points" in line
