@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import dataclass, replace
 
 import torch
 
-from core.data.datasets import CharCorruptionDataset, read_text, read_tsv_pairs
+from core.data.datasets import CharCorruptionDataset, DataError, read_text, read_tsv_pairs
 from core.evaluate import memorization_rate
-from core.recipes import ModelShape, _build
+from core.recipes import ModelShape, build_model
 from core.train import Trainer, TrainerConfig
 
 ROWS = [  # (label, decay policy, schedule)
@@ -68,7 +69,7 @@ def residual_rms(model, x: torch.Tensor) -> float:
 
 def run_row(corpus: str, pairs, preset: Preset, decay: str, schedule: str, device: str, seed: int = 0) -> dict:
     dataset = CharCorruptionDataset(corpus, preset.shape.block_size, seed=seed)
-    model = _build(preset.shape, dataset.tokenizer.vocab_size, seed)
+    model = build_model(preset.shape, dataset.tokenizer.vocab_size, seed)
     tokens_per_epoch = len(dataset) * (preset.shape.block_size - 1)
     config = TrainerConfig(max_epochs=preset.epochs, batch_size=preset.batch_size, learning_rate=6e-3,
                            warmup_tokens=512 * 20, decay=decay, schedule=schedule, seed=seed, device=device,
@@ -112,9 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     preset = PRESETS[args.preset]
     if args.epochs:
         preset = replace(preset, epochs=args.epochs)
-    lines = [line for line in read_text(f"{args.world}/wiki.txt").split("\n") if line.strip()]
+    try:
+        lines = [line for line in read_text(f"{args.world}/wiki.txt").split("\n") if line.strip()]
+        pairs = read_tsv_pairs(f"{args.world}/birth_places_train.tsv") + read_tsv_pairs(f"{args.world}/birth_dev.tsv")
+    except (DataError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.epochs is not None and args.epochs < 1:
+        print("error: --epochs must be 1 or more.", file=sys.stderr)
+        return 2
+    if any(i not in range(len(ROWS)) for i in args.only or []):
+        print(f"error: --only takes row numbers 0 to {len(ROWS) - 1}.", file=sys.stderr)
+        return 2
     corpus = "\n".join(lines[: preset.documents] if preset.documents else lines)
-    pairs = read_tsv_pairs(f"{args.world}/birth_places_train.tsv") + read_tsv_pairs(f"{args.world}/birth_dev.tsv")
     chosen = [ROWS[i] for i in args.only] if args.only is not None else ROWS
     rows = []
     for label, decay, schedule in chosen:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.text import markdown_escape
+from core.text import TYPED_QUESTION_MARKS, markdown_escape
 from core.tokenizer import MASK_CHAR, Tokenizer
 
 MAX_TOKENS_PAST_BLOCK = 512  # no-hard-limit schemes: how far past block_size a user may run (memory)
@@ -173,8 +173,8 @@ def birthplace_prompt(text: str) -> str:
     """A question typed with '?' (or '？') gets the MASK a birthplace model answers after: no keyboard
     has ⁇ (U+2047). Text already ending with the MASK, or with no question mark, is left alone."""
     stripped = text.rstrip()
-    if stripped.endswith(("?", "？")):
-        return stripped.rstrip("?？") + "?" + MASK_CHAR
+    if stripped.endswith(tuple(TYPED_QUESTION_MARKS)):
+        return stripped.rstrip(TYPED_QUESTION_MARKS) + "?" + MASK_CHAR
     return text
 
 

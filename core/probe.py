@@ -39,6 +39,7 @@ from core.evaluate import (
     predict_birthplaces,
 )
 from core.model import Transformer
+from core.text import TYPED_QUESTION_MARKS
 from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 
 # --- the data the probe reads ------------------------------------------------------------------
@@ -51,7 +52,7 @@ DEV_FILE = "birth_dev.tsv"
 
 QUESTION_TEMPLATE = "Where was {name} born?"
 # What people type to end a question: '?', the full-width '？', or the MASK itself ('⁇', or '??' for it).
-QUESTION_MARKS = "?？" + MASK_CHAR
+QUESTION_MARKS = TYPED_QUESTION_MARKS + MASK_CHAR
 QUESTION_PATTERN = re.compile(r"\s*Where\s+was\s+(.+?)\s+born\s*[?？⁇]*\s*", re.IGNORECASE)
 # How the page shows the MASK (⁇, U+2047) it appends: a word, since many fonts draw ⁇ exactly like "??".
 MASK_LABEL = "MASK"

@@ -68,7 +68,7 @@ def _run(trainer: Trainer, resume: bool) -> Trainer:
     return trainer
 
 
-def _build(shape: ModelShape, vocab_size: int, seed: int, **fields) -> Transformer:
+def build_model(shape: ModelShape, vocab_size: int, seed: int, **fields) -> Transformer:
     torch.manual_seed(seed)
     config = ModelConfig(vocab_size=vocab_size, block_size=shape.block_size, n_layer=shape.n_layer,
                          n_head=shape.n_head, n_embd=shape.n_embd, dropout=shape.dropout,
@@ -107,7 +107,7 @@ def pretrain(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
     trainer = assignment_final_tokens(trainer, len(dataset), shape.block_size)
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
-    model = _build(shape, dataset.tokenizer.vocab_size, trainer.seed)
+    model = build_model(shape, dataset.tokenizer.vocab_size, trainer.seed)
     plan = CheckpointPlan(out, dataset.tokenizer, "lm", data=[file_record(corpus_path)], command=command,
                           extra={"objective": "span-corruption"})
     return _run(_reporting(Trainer(model, dataset, trainer, plan), report), resume)
@@ -129,7 +129,7 @@ def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: s
     dataset = NameDataset(pairs, tokenizer, shape.block_size)
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
-    model = _build(shape, tokenizer.vocab_size, trainer.seed)
+    model = build_model(shape, tokenizer.vocab_size, trainer.seed)
     if reading_params_path:
         pretrained = ckpt.read_metadata(reading_params_path)
         if pretrained["tokenizer"] != tokenizer.to_dict():
@@ -208,7 +208,7 @@ def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
             raise DataError(f"{Path(path).name} has fewer than two tokens; there is nothing to predict.")
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
-    model = _build(shape, tokenizer.vocab_size, trainer.seed)
+    model = build_model(shape, tokenizer.vocab_size, trainer.seed)
 
     def evaluate(m: Transformer) -> dict[str, float]:
         scores = {}
@@ -241,7 +241,7 @@ def pretrain_encoder(corpus_path: str, writing_params_path: str, shape: ModelSha
                               seed=trainer.seed)
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
-    model = _build(shape, tokenizer.vocab_size, trainer.seed, causal=False)
+    model = build_model(shape, tokenizer.vocab_size, trainer.seed, causal=False)
     plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(corpus_path)], command=command,
                           extra={"objective": "masked-lm"})
     return _run(_reporting(Trainer(model, dataset, bounded(trainer, dataset), plan), report), resume)
@@ -267,7 +267,7 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
     test = ClassificationDataset(test_pairs, tokenizer, shape.block_size, labels)
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
-    model = _build(shape, tokenizer.vocab_size, trainer.seed, causal=False, head="classifier",
+    model = build_model(shape, tokenizer.vocab_size, trainer.seed, causal=False, head="classifier",
                    n_classes=len(labels), pooling=pooling)
     _warm_start(model, reading_params_path, skip_prefix="head.")
 

@@ -1,7 +1,9 @@
-"""Showing user-controlled text (names, paths, sentences) safely in Markdown-rendering elements."""
+"""Showing user-controlled text (names, paths, sentences) safely in Markdown-rendering elements, and
+reading what people type."""
 
 from __future__ import annotations
 
+TYPED_QUESTION_MARKS = "?？"  # what keyboards type at the end of a question (ASCII and full-width)
 _MARKDOWN_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 

@@ -21,3 +21,13 @@ def test_rows_differ_only_in_what_they_ablate():
     assert all(math.isfinite(a[k]) for k in ("final_loss", "embedding_rms", "residual_rms"))
     text = table([a, c], {(d, s): label for label, d, s in ROWS})
     assert text.count("\n") == 3 and "| cs224n | cosine |" in text
+
+
+def test_the_cli_refuses_bad_input_with_one_sentence(tmp_path, capsys):
+    from core.ablation import main
+
+    assert main(["--world", str(tmp_path / "missing")]) == 2
+    assert main(["--only", "9"]) == 2
+    assert main(["--epochs", "-3"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("error: ") and line.endswith(".") for line in lines)

@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,11 +231,18 @@ def first_visit(server, browser) -> dict[str, list[str]]:
         context.close()
 
 
-@pytest.fixture
-def page(server, browser, first_visit) -> Iterator:
-    context = browser.new_context(viewport=VIEWPORT)
+@contextmanager
+def browser_page(browser, viewport: dict) -> Iterator:
+    """A fresh page in its own context (no shared cookies or storage), closed afterwards."""
+    context = browser.new_context(viewport=viewport)
     context.set_default_timeout(WAIT_MS)
     try:
         yield context.new_page()
     finally:
         context.close()
+
+
+@pytest.fixture
+def page(server, browser, first_visit) -> Iterator:
+    with browser_page(browser, VIEWPORT) as fresh:
+        yield fresh

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import WAIT_MS, open_page, screenshot
+from tests.browser.conftest import WAIT_MS, browser_page, open_page, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -26,12 +26,8 @@ LABELS_JS = """(index) => {
 
 @pytest.fixture
 def projector(server, browser, first_visit):
-    context = browser.new_context(viewport=PROJECTOR)
-    context.set_default_timeout(WAIT_MS)
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
+    with browser_page(browser, PROJECTOR) as page:
+        yield page
 
 
 def overlap(a, b) -> bool:

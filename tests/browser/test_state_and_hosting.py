@@ -18,7 +18,7 @@ import pytest
 
 from core.checkpoint import list_checkpoints
 from core.tokenizer import MASK_CHAR
-from tests.browser.conftest import ARTIFACTS, WAIT_MS, open_page, start_server, stop, wait_idle
+from tests.browser.conftest import ARTIFACTS, browser_page, open_page, start_server, stop, wait_idle
 from tests.conftest import save_tiny_checkpoint
 
 pytestmark = pytest.mark.browser
@@ -47,12 +47,8 @@ def hosted(chromium, checkpoint_folder, tmp_path_factory) -> Iterator:
 
 @pytest.fixture
 def tab(hosted, browser) -> Iterator:
-    context = browser.new_context(viewport=SMALL)
-    context.set_default_timeout(WAIT_MS)
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
+    with browser_page(browser, SMALL) as page:
+        yield page
 
 
 def picked(page) -> str:
@@ -158,10 +154,7 @@ def test_a_copied_probe_link_reopens_the_probe_view(tab, hosted, browser, checkp
     fabricate = tab.url
     assert query(tab)["tab"] == ["fabricate"]
     for link, selected in ((copied, "Ask"), (fabricate, "Fabricate")):
-        context = browser.new_context(viewport=SMALL)  # a new session, as a student opening the link
-        try:
-            other = context.new_page()
-            other.set_default_timeout(WAIT_MS)
+        with browser_page(browser, SMALL) as other:  # a new session, as a student opening the link
             open_page(other, link)
             assert other.get_by_role("tab", selected=True).inner_text().strip() == selected
             focus = other.get_by_role("combobox", name="Model for the details (candidates, attention, table)")
@@ -170,8 +163,6 @@ def test_a_copied_probe_link_reopens_the_probe_view(tab, hosted, browser, checkp
                 assert other.get_by_label(ASK_BOX, exact=True).input_value() == "Ada Lovelace"
                 assert "Where was Ada Lovelace born?" in other.locator(
                     '[data-testid="stMarkdown"]', has_text="Prompt:").first.inner_text()
-        finally:
-            context.close()
 
 
 def test_server_folders_refuse_traversal_and_symlink_escapes(tab, hosted):
