@@ -31,7 +31,7 @@ clean-venv:
 # Retrain every bundled checkpoint from data/world/ (CUDA when present; see checkpoints/README.md for
 # the minutes). QUICK=1: a smaller, weaker birthplace family that fits a CPU hour, in checkpoints/quick/.
 checkpoints: $(STAMP)
-	$(PY) -m core.bundle $(if $(QUICK),--quick)
+	$(PY) -m core.train.bundle $(if $(QUICK),--quick)
 
 # Benchmarks against baselines measured in the same run (minutes; not part of `make test`).
 # One summary table; exits non-zero if a target is missed. See bench/README.md.

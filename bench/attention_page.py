@@ -39,10 +39,10 @@ def build_tiny_checkpoints(folder: Path) -> None:
     """One random checkpoint per task, like the test fixtures (no tests import: it pins threads)."""
     import torch
 
-    from core import checkpoint
-    from core.config import ModelConfig
-    from core.model import Transformer
-    from core.tokenizer import CharTokenizer, WordTokenizer
+    from core.io import checkpoint
+    from core.model.config import ModelConfig
+    from core.model.tokenizer import CharTokenizer, WordTokenizer
+    from core.model.transformer import Transformer
 
     corpus = "Ada Lovelace. Ada Lovelace was born in London .\nAlan Turing was born in Maida Vale .\n"
     for name, task in (("tiny-lm", "lm"), ("tiny-birthplace", "birthplace"), ("tiny-classifier", "classify")):
@@ -61,8 +61,8 @@ def build_tiny_checkpoints(folder: Path) -> None:
 
 def sentence_of(loaded, n_tokens: int, variant: int) -> str:
     """A new text of n_tokens tokens (before any cut) made of the checkpoint's default sentence."""
-    from core.attention_view import default_sentence
-    from core.tokenizer import MASK_CHAR
+    from core.lens.attention import default_sentence
+    from core.model.tokenizer import MASK_CHAR
 
     base = default_sentence(loaded.task, loaded.tokenizer).replace(MASK_CHAR, "")
     pieces = base.split() if loaded.tokenizer.kind == "word" else list(base + " ")
@@ -115,7 +115,7 @@ def measure(workdir: Path, repeats: int, n_tokens: int) -> int:
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: "missing ScriptRunContext" not in record.getMessage())
 
-    from core.checkpoint import checkpoint_dir, list_checkpoints, load
+    from core.io.checkpoint import checkpoint_dir, list_checkpoints, load
 
     folder = checkpoint_dir()
     infos = [i for i in list_checkpoints(folder) if not i.error]

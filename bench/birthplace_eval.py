@@ -2,7 +2,7 @@
 
     python -m bench.birthplace_eval [--checkpoint PATH] [--limit N] [--questions TSV]
 
-Same checkpoint, same run: `core.evaluate.predict_birthplaces` (prompts grouped by length, batched,
+Same checkpoint, same run: `core.lens.evaluate.predict_birthplaces` (prompts grouped by length, batched,
 cached) against `predict_birthplaces_one_by_one` (one question at a time, no cache: how the CS224N
 assignment evaluates). The uncached loop is slow on a CPU, so `--limit N` times it on the first N
 questions only; both decoders are compared on those N (measured), and the loop's time for the whole
@@ -33,11 +33,11 @@ def train_tiny_checkpoint(folder: Path, steps: int = 150) -> Path:
     bundled checkpoints. Its answers are mostly guesses; the decoders must still agree exactly."""
     import torch
 
-    from core import checkpoint
-    from core.config import ModelConfig
     from core.data.datasets import NameDataset, read_text, read_tsv_pairs
-    from core.model import Transformer
-    from core.tokenizer import CharTokenizer
+    from core.io import checkpoint
+    from core.model.config import ModelConfig
+    from core.model.tokenizer import CharTokenizer
+    from core.model.transformer import Transformer
 
     world = ROOT / "data" / "world"
     tokenizer = CharTokenizer.from_corpus(read_text(world / "wiki.txt"))
@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from core import checkpoint
     from core.data.datasets import read_tsv_pairs
-    from core.evaluate import predict_birthplaces, predict_birthplaces_one_by_one
+    from core.io import checkpoint
+    from core.lens.evaluate import predict_birthplaces, predict_birthplaces_one_by_one
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    from core.checkpoint import checkpoint_dir, list_checkpoints
+    from core.io.checkpoint import checkpoint_dir, list_checkpoints
 
     pages = list(PAGE_TITLES) if args.only is None else ["" if p == "home" else p for p in args.only]
     checkpoints = [i.name for i in list_checkpoints(checkpoint_dir()) if not i.error]

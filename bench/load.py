@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="attention-load-") as tmp:
         folder = args.checkpoints
         if folder is None and bundled_has_checkpoints():
-            from core.checkpoint import DEFAULT_DIR
+            from core.io.checkpoint import DEFAULT_DIR
 
             folder = DEFAULT_DIR
         if folder is None:

@@ -5,7 +5,7 @@
 
 Same configuration, same data, same optimizer (AdamW), same run: the baseline below is minGPT's model
 written out plainly (explicit q @ k^T, a registered causal mask, masked_fill(-inf), softmax, dropout,
-att @ v: what the CS224N assignment ships), ours is `core.model.Transformer` on its training path
+att @ v: what the CS224N assignment ships), ours is `core.model.transformer.Transformer` on its training path
 (`scaled_dot_product_attention` with is_causal, no attention weights kept). Our weights are copied
 into the baseline first and the logits compared, so both really compute the same function.
 
@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.config import ModelConfig
-from core.model import Transformer
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 
 TARGET_RATIO = 1.0
 

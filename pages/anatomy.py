@@ -1,15 +1,15 @@
 """Model anatomy: parameters per module with closed-form formulas, course presets, and masks.
 
 Storyboard: a model (the selected checkpoint, or a course preset built on the meta device) ->
-`core.anatomy.parameter_table` -> a table, totals and a bar chart; then a typed input ->
-`core.anatomy.mask_input` -> the causal and padding masks as matrices.
+`core.lens.anatomy.parameter_table` -> a table, totals and a bar chart; then a typed input ->
+`core.lens.anatomy.mask_input` -> the causal and padding masks as matrices.
 """
 
 import pandas as pd
 import streamlit as st
 
-from core import anatomy
 from core.figures import teaching as figs
+from core.lens import anatomy
 from pages.common import checkpoint_picker, require_model, selected_info, show_figure
 
 checkpoint_picker()

@@ -1,6 +1,6 @@
 """Attention: type a sentence, see what every head of the selected model attends to.
 
-Storyboard: widgets -> `core.attention_view.run_attention` (one forward pass, cached per checkpoint
+Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass, cached per checkpoint
 file, modification time, text and options) -> `core.figures` figures. The URL (`core.urlstate`) holds the
 sentence, layer, head, view and options, so a copied link reopens exactly this view. User text is
 only ever shown through st.text / st.code / dataframes / escaped plotly labels.
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import attention_view as av
 from core import urlstate
 from core.figures import attention as figs
+from core.lens import attention as av
 from pages.attention_output import show_output, show_sanity
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, require_model, show_figure
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core import attention_view as av
+from core.lens import attention as av
 
 
 def show_output(output: av.ModelOutput) -> None:

@@ -14,7 +14,7 @@ from streamlit import config as st_config
 from streamlit.runtime.pages_manager import PagesManager
 
 from core import urlstate
-from core.checkpoint import (
+from core.io.checkpoint import (
     CheckpointError,
     CheckpointInfo,
     LoadedCheckpoint,
@@ -22,7 +22,7 @@ from core.checkpoint import (
     list_checkpoints,
     load,
 )
-from core.describe import model_card
+from core.lens.describe import model_card
 from core.text import markdown_escape
 
 NO_CHECKPOINTS = (

@@ -1,7 +1,7 @@
 """Training curves: overlay runs' histories (finished checkpoints and live training logs).
 
 Storyboard: pick runs (a ready-made comparison, bundled checkpoints, a folder, uploads) -> one tidy
-table (`core.history`) -> metric / x / smoothing / log-y -> figure (`core.figures`) + summary + CSV.
+table (`core.lens.history`) -> metric / x / smoothing / log-y -> figure (`core.figures`) + summary + CSV.
 Settings live in the URL; a live log refreshes the chart part only, keeping the zoom.
 """
 
@@ -12,10 +12,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import folders, urlstate
-from core import history as hist
-from core.checkpoint import checkpoint_dir
+from core import urlstate
 from core.figures.curves import training_curves_figure
+from core.io import folders
+from core.io.checkpoint import checkpoint_dir
+from core.lens import history as hist
 from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure
 
 MAX_UPLOAD_MB = 200

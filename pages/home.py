@@ -1,6 +1,6 @@
 import streamlit as st
 
-from core.checkpoint import checkpoint_dir
+from core.io.checkpoint import checkpoint_dir
 from pages.common import NO_CHECKPOINTS, all_checkpoints, checkpoint_picker
 
 checkpoint_picker()

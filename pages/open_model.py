@@ -1,7 +1,7 @@
 """Open your model: a CS224N minGPT params file (+ its wiki.txt), an Attention Lab checkpoint, or a
 Hugging Face model folder on the server (inside the operator's allowed folders).
 
-Storyboard: where to keep it -> upload -> one core call (core.uploads) -> the model joins the
+Storyboard: where to keep it -> upload -> one core call (core.io.uploads) -> the model joins the
 sidebar picker (st.session_state["uploaded_checkpoints"], which pages.common reads) and is selected.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import folders, hf, uploads
-from core.checkpoint import CheckpointError
+from core.io import folders, hf, uploads
+from core.io.checkpoint import CheckpointError
 from pages.common import all_checkpoints, checkpoint_picker, plain, select_checkpoint
 
 checkpoint_picker()
@@ -91,7 +91,7 @@ with mingpt_tab:
         add_to_picker(lambda folder, taken: uploads.add_cs224n(params, corpus, folder, int(n_head), taken))
 
 with ours_tab:
-    st.write("A `.safetensors` checkpoint written by Attention Lab (`core.train`, `core.convert`, or "
+    st.write("A `.safetensors` checkpoint written by Attention Lab (`core.train.trainer`, `core.io.convert`, or "
              "saved from this app). Every tensor is checked against its config before it is added.")
     upload = st.file_uploader("Checkpoint", type=["safetensors"], key="upload_checkpoint",
                               max_upload_size=uploads.CHECKPOINT_LIMIT_MB,

@@ -1,6 +1,6 @@
 """Attention playground: attention by hand (CS224N a5 written part), no checkpoint needed.
 
-Storyboard: a preset and sizes -> editable K, V, Q tables -> `core.playground.attend` -> tables and
+Storyboard: a preset and sizes -> editable K, V, Q tables -> `core.lens.playground.attend` -> tables and
 a heatmap; then one head versus two heads under noisy keys -> histograms.
 """
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core import playground as pg
 from core.figures import teaching as figs
+from core.lens import playground as pg
 from pages.common import checkpoint_picker, show_figure
 
 checkpoint_picker()

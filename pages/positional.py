@@ -1,9 +1,9 @@
 """Positional encodings: sinusoidal, learned, ALiBi and RoPE side by side.
 
 Storyboard: the checkpoints whose configs differ only in `positional` (found by comparing configs), then
-four tabs, of which only the open one runs: (1) the encodings from `core.positional` via
-`core.positional_view`; (2) one sentence through each model; (3) their training histories (metadata
-only); (4) train short, test long: `core.evaluate.score_length` per (model, protocol, length) behind a
+four tabs, of which only the open one runs: (1) the encodings from `core.model.positional` via
+`core.lens.positional`; (2) one sentence through each model; (3) their training histories (metadata
+only); (4) train short, test long: `core.lens.evaluate.score_length` per (model, protocol, length) behind a
 Run button. Results are cached on (checkpoint path, modification time, inputs) and figures once per
 input, so a visit redraws rather than recomputes. The URL (`core.urlstate`) reopens the view.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core import positional_view as pv
 from core import urlstate as url
+from core.lens import positional as pv
 from core.text import markdown_escape
 from pages import positional_tabs as sections
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, selected_info

@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core import evaluate as ev
-from core import extrapolation_view as xv
-from core import positional_view as pv
 from core.figures import positional as figs
 from core.figures.attention import attention_heatmap
-from core.positional import scheme_label
+from core.lens import evaluate as ev
+from core.lens import extrapolation_view as xv
+from core.lens import positional as pv
+from core.model.positional import scheme_label
 from core.text import markdown_escape
 from pages.common import load_checkpoint, show_figure
 

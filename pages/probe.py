@@ -1,6 +1,6 @@
 """Birthplace probe: what does a birthplace model retrieve from its pretraining, and what does it make up?
 
-Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each a few `core.probe`
+Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each a few `core.lens.probe`
 calls and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence, attention at the
 answer; drawn by pages/probe_parts.py), Fabricate (names nobody wrote about: the fallback strategy), Dev
 set (assignment-exact accuracy, evidence categories, reliability, one example at a time; pages/probe_dev.py).
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core import probe, urlstate
+from core import urlstate
 from core.data.datasets import DataError
 from core.figures import probe as viz
+from core.lens import probe
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
 from pages.probe_dev import dev_tab
 from pages.probe_parts import PERCENT, Probe, cached_answers, show_example, version, warn_unknown

@@ -11,8 +11,8 @@ import hashlib
 
 import streamlit as st
 
-from core import probe
 from core.figures import probe as viz
+from core.lens import probe
 from pages.common import plain, show_figure
 from pages.probe_parts import CONFIDENCE, PERCENT, Probe, show_example, version, warn_unknown
 

@@ -15,11 +15,11 @@ from urllib.parse import quote, urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core import probe
-from core.checkpoint import LoadedCheckpoint
-from core.evaluate import predict_birthplaces
 from core.figures import probe as viz
-from core.tokenizer import MASK_CHAR
+from core.io.checkpoint import LoadedCheckpoint
+from core.lens import probe
+from core.lens.evaluate import predict_birthplaces
+from core.model.tokenizer import MASK_CHAR
 from pages.common import plain, show_figure
 
 TOP_K = 10

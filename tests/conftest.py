@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from core import checkpoint
-from core.config import ModelConfig
-from core.model import Transformer
-from core.tokenizer import CharTokenizer, WordTokenizer
+from core.io import checkpoint
+from core.model.config import ModelConfig
+from core.model.tokenizer import CharTokenizer, WordTokenizer
+from core.model.transformer import Transformer
 
 # Two test workers share two cores with whatever else runs; one thread each is faster overall.
 torch.set_num_threads(1)

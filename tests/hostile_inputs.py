@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.tokenizer import MASK_CHAR, PAD_CHAR
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,8 +2,8 @@
 
 import math
 
-from core.ablation import ROWS, Preset, run_row, table
-from core.recipes import ModelShape
+from core.train.ablation import ROWS, Preset, run_row, table
+from core.train.recipes import ModelShape
 
 CORPUS = "\n".join(f"Person {c}{c}. Person {c}{c} was born in Town{c} ." for c in "abcdefgh")
 PAIRS = [(f"Where was Person {c}{c} born?", f"Town{c}") for c in "abcdefgh"]
@@ -24,7 +24,7 @@ def test_rows_differ_only_in_what_they_ablate():
 
 
 def test_the_cli_refuses_bad_input_with_one_sentence(tmp_path, capsys):
-    from core.ablation import main
+    from core.train.ablation import main
 
     assert main(["--world", str(tmp_path / "missing")]) == 2
     assert main(["--only", "9"]) == 2

@@ -4,12 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from core import anatomy, checkpoint
-from core.config import PRESETS, ModelConfig
 from core.figures import teaching as viz
 from core.figures.common import ZERO_WIDTH
-from core.model import Transformer
-from core.tokenizer import PAD_CHAR, CharTokenizer, WordTokenizer
+from core.io import checkpoint
+from core.lens import anatomy
+from core.model.config import PRESETS, ModelConfig
+from core.model.tokenizer import PAD_CHAR, CharTokenizer, WordTokenizer
+from core.model.transformer import Transformer
 from tests.conftest import TINY_CORPUS, save_tiny_checkpoint, tiny_model
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core.checkpoint import load
+from core.io.checkpoint import load
 from tests.conftest import ROOT, save_tiny_checkpoint
 
 APP = str(ROOT / "app.py")

@@ -1,7 +1,7 @@
 """On the attention page a birthplace question typed with '?' is answered: the MASK is appended."""
 
-from core.attention_view import birthplace_prompt, run_attention
-from core.tokenizer import MASK_CHAR, CharTokenizer
+from core.lens.attention import birthplace_prompt, run_attention
+from core.model.tokenizer import MASK_CHAR, CharTokenizer
 from tests.conftest import tiny_model
 
 

@@ -1,4 +1,4 @@
-"""core.attention_view and core.urlstate: numbers checked against hand computation and the model."""
+"""core.lens.attention and core.urlstate: numbers checked against hand computation and the model."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from core import attention_view as av
 from core import urlstate
-from core.tokenizer import MASK_CHAR, CharTokenizer, WordTokenizer
+from core.lens import attention as av
+from core.model.tokenizer import MASK_CHAR, CharTokenizer, WordTokenizer
 from tests.conftest import TINY_CORPUS, tiny_model
 
 CHARS = CharTokenizer.from_corpus(TINY_CORPUS + "Where was born?")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.bundle import FOLDER, QUICK_FOLDER, RECIPES, quick_recipes, recipe_summary
-from core.recipes import assignment_final_tokens
-from core.train import TrainerConfig
+from core.train.bundle import FOLDER, QUICK_FOLDER, RECIPES, quick_recipes, recipe_summary
+from core.train.recipes import assignment_final_tokens
+from core.train.trainer import TrainerConfig
 
-# The assignment's run.py and GPTConfig, written out independently of core/bundle.py.
+# The assignment's run.py and GPTConfig, written out independently of core/train/bundle.py.
 ASSIGNMENT = {
     "pretrain": dict(max_epochs=650, batch_size=128, learning_rate=6e-3, warmup_tokens=512 * 20),
     "finetune": dict(max_epochs=10, batch_size=256, learning_rate=6e-4, warmup_tokens=512 * 20),

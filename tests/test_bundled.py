@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from core import checkpoint as ckpt
-from core.bundle import RECIPES, reevaluate
+from core.io import checkpoint as ckpt
+from core.train.bundle import RECIPES, reevaluate
 from tests.conftest import ROOT
 
 BUNDLED = [r for r in RECIPES if r.bundled]

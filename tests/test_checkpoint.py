@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from core import checkpoint
-from core.checkpoint import CheckpointError, list_checkpoints, load, read_metadata
+from core.io import checkpoint
+from core.io.checkpoint import CheckpointError, list_checkpoints, load, read_metadata
 from tests.conftest import save_tiny_checkpoint
 
 

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from core import hf
 from core.data.world import generate_world, write_world
-from core.export_attention import build_parser as export_parser
-from core.train_cli import build_parser as train_parser
+from core.io import hf
+from core.lens.export import build_parser as export_parser
+from core.train.cli import build_parser as train_parser
 from tests.conftest import ROOT
 
-MODULES = ("core.train", "core.convert", "core.export_attention")
+MODULES = ("core.train", "core.io.convert", "core.lens.export")
+ENTRY_POINTS = {"core.train": "core.train.cli"}
 # Appended to every training command: later flags win in argparse, so the documented command runs as
 # written, only smaller and shorter.
 TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--epochs", "1", "--batch-size", "64",
@@ -54,7 +55,7 @@ def test_the_readme_and_help_show_every_function():
     for function in ("pretrain", "finetune", "evaluate", "lm", "mlm", "classify"):
         assert f"core.train {function} " in commands
     assert "core.train classify data/world/names_train.tsv" in commands  # no variant word before the path
-    assert "core.export_attention" in commands and "core.convert cs224n" in commands
+    assert "core.lens.export" in commands and "core.io.convert cs224n" in commands
 
 
 class NeedsTransformers(Exception):
@@ -93,7 +94,8 @@ def run_documented(command: str, cwd: Path, monkeypatch) -> int:
     _prepare_inputs(argv, cwd)
     monkeypatch.chdir(cwd)
     try:
-        return importlib.import_module(module).main(argv)
+        # `python -m core.train` runs core/train/__main__.py, which calls core.train.cli.main
+        return importlib.import_module(ENTRY_POINTS.get(module, module)).main(argv)
     except SystemExit as exit_info:  # --help
         return exit_info.code or 0
 
@@ -115,14 +117,14 @@ def test_every_documented_command_runs_as_written(tmp_path, monkeypatch, capsys)
 
 
 def test_the_new_entry_point_answers_help_in_a_fresh_process():
-    for module in ("core.export_attention",):  # core.train's entry point runs in tests/test_train.py
+    for module in ("core.lens.export",):  # core.train's entry point runs in tests/test_train.py
         result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True,
                                 text=True, timeout=120)
         assert result.returncode == 0 and "usage: python -m" in result.stdout, result.stderr
 
 
 def test_a_corpus_path_is_never_taken_for_the_variant(tmp_path, monkeypatch):
-    from core.train_cli import CommandError, split_words
+    from core.train.cli import CommandError, split_words
 
     assert split_words(["data.tsv"]) == ("vanilla", "data.tsv")
     assert split_words(["synthesizer", "wiki.txt"]) == ("synthesizer", "wiki.txt")

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from core import history as hist
+from core.lens import history as hist
 
 
 def _frame(values: dict[str, float], metric: str = "accuracy") -> pd.DataFrame:

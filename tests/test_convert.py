@@ -13,10 +13,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core import uploads
-from core.checkpoint import load, read_metadata
-from core.convert import ConversionError, convert_cs224n, load_params, main
-from core.tokenizer import CharTokenizer
+from core.io import uploads
+from core.io.checkpoint import load, read_metadata
+from core.io.convert import ConversionError, convert_cs224n, load_params, main
+from core.model.tokenizer import CharTokenizer
 from tests.conftest import ROOT, TINY_CORPUS
 
 CORPUS = TINY_CORPUS + "Where was Grace Hopper born?\n"
@@ -298,7 +298,7 @@ def test_main_reports_errors_in_one_line(tmp_path, capsys):
 def test_cli_end_to_end(tmp_path):
     params, wiki = write_inputs(tmp_path, mingpt_state_dict("synthesizer", prefix="_orig_mod."))
     out = tmp_path / "synth.safetensors"
-    command = [sys.executable, "-m", "core.convert", "cs224n", str(params), "--corpus", str(wiki),
+    command = [sys.executable, "-m", "core.io.convert", "cs224n", str(params), "--corpus", str(wiki),
                "-o", str(out)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -310,7 +310,7 @@ def test_cli_end_to_end(tmp_path):
     assert "already exists" in again.stderr and "Traceback" not in again.stderr
 
 
-# --- core.uploads (what the page calls) -----------------------------------------------------------
+# --- core.io.uploads (what the page calls) -----------------------------------------------------------
 
 
 class FakeUpload:

@@ -214,7 +214,7 @@ def test_folder_box_is_off_by_default_and_refuses_escapes(monkeypatch, tiny_chec
 
 
 def test_pretrained_vs_scratch_caption_is_computed_from_the_bundled_runs(monkeypatch):
-    from core import checkpoint as ckpt
+    from core.io import checkpoint as ckpt
 
     at = open_page(monkeypatch, ROOT / "checkpoints")
     at.selectbox(key="curves_preset").select("pretrained vs from scratch").run()

@@ -10,7 +10,7 @@ from core.data.datasets import (
     NameDataset,
     parse_tsv_pairs,
 )
-from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, WordTokenizer
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, WordTokenizer
 from tests.conftest import ROOT
 
 WIKI = (ROOT / "data/world/wiki.txt").read_text(encoding="utf-8")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.attention_view import run_attention
 from core.data.datasets import NameDataset
-from core.evaluate import evaluate_birthplaces, memorization_rate, predict_birthplaces_one_by_one
-from core.probe import answer_attention, answer_probabilities, ask, rank_candidates
-from core.tokenizer import CharTokenizer
-from core.train import evaluate_loss
+from core.lens.attention import run_attention
+from core.lens.evaluate import evaluate_birthplaces, memorization_rate, predict_birthplaces_one_by_one
+from core.lens.probe import answer_attention, answer_probabilities, ask, rank_candidates
+from core.model.tokenizer import CharTokenizer
+from core.train.trainer import evaluate_loss
 from tests.conftest import tiny_model
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

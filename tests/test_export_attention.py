@@ -1,13 +1,13 @@
-"""`python -m core.export_attention`: the attention page's numbers as .npz/.csv for any model the app opens."""
+"""`python -m core.lens.export`: the attention page's numbers as .npz/.csv for any model the app opens."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from core import attention_view as av
-from core.checkpoint import load
-from core.export_attention import main
+from core.io.checkpoint import load
+from core.lens import attention as av
+from core.lens.export import main
 from tests.test_attention_page import array, assert_no_exception, charts, model_attention, open_page
 
 TEXT = "Ada was born in London."

@@ -7,11 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core import checkpoint
-from core import evaluate as ev
 from core.data.datasets import LanguageModelDataset
-from core.tokenizer import CharTokenizer
-from core.train import evaluate_loss
+from core.io import checkpoint
+from core.lens import evaluate as ev
+from core.model.tokenizer import CharTokenizer
+from core.train.trainer import evaluate_loss
 from tests.conftest import tiny_model
 
 TEXT = ("Ada Lovelace was born in London . Alan Turing was born in Maida Vale . "

@@ -4,12 +4,12 @@ themselves are measured in a browser by tests/browser/test_projector.py)."""
 import numpy as np
 import pandas as pd
 
-from core import positional_view as pv
 from core.figures import positional as figs
 from core.figures.common import LEGEND_RIGHT, RUN_COLORS, run_colors
 from core.figures.curves import training_curves_figure
-from core.history import build_curves
-from core.positional import POSITIONAL, scheme_color, scheme_label
+from core.lens import positional as pv
+from core.lens.history import build_curves
+from core.model.positional import POSITIONAL, scheme_color, scheme_label
 
 
 def test_a_run_keeps_its_colour_whatever_else_is_on_the_chart():

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import attention_view as av
-from core import hf
-from core.checkpoint import CheckpointError, list_checkpoints, load, read_metadata
+from core.io import hf
+from core.io.checkpoint import CheckpointError, list_checkpoints, load, read_metadata
+from core.lens import attention as av
 from tests.test_attention_page import array, assert_no_exception, charts, open_page
 
 TOL = 1e-6
@@ -84,7 +84,7 @@ def test_subword_tokens_read_as_people_read_them(folders):
 
 
 def test_the_picker_lists_folders_and_the_card_describes_them(folders, tmp_path):
-    from core.describe import model_card
+    from core.lens.describe import model_card
 
     infos = {i.name: i for i in list_checkpoints(folders)}
     assert set(infos) == set(TEXTS) and not any(i.error for i in infos.values())
@@ -178,7 +178,7 @@ def test_the_attention_page_shows_exactly_transformers_attention(folders, monkey
 
 @pytest.mark.parametrize("name", ["bert", "gpt2"])
 def test_the_export_command_writes_the_same_numbers(folders, tmp_path, name, capsys):
-    from core.export_attention import main
+    from core.lens.export import main
     from tests.hf_models import reference_attention
 
     out = tmp_path / f"{name}.npz"
@@ -232,7 +232,7 @@ def test_evaluate_gives_a_gpt2_folders_perplexity_as_transformers_computes_it(fo
     import torch
     import transformers
 
-    from core.train_cli import main
+    from core.train.cli import main
 
     text = "the cat sat on the mat. Hello world!"
     (tmp_path / "t.txt").write_text(text)

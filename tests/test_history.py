@@ -1,4 +1,4 @@
-"""core.history: smoothing, bucketing, reading histories (metadata only), summaries, URL settings."""
+"""core.lens.history: smoothing, bucketing, reading histories (metadata only), summaries, URL settings."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import history as hist
 from core import urlstate
 from core.figures.curves import SPLIT_DASH, training_curves_figure
+from core.lens import history as hist
 from tests.conftest import save_tiny_checkpoint
 
 
@@ -130,13 +130,13 @@ def test_bucketing_keeps_gaps_and_drops_unplaceable_x():
 
 def test_checkpoint_history_reads_metadata_only(tmp_path, monkeypatch):
     path = save_tiny_checkpoint(tmp_path / "tiny-lm.safetensors", "lm")
-    import core.checkpoint
+    import core.io.checkpoint
 
     def no_tensors(*args, **kwargs):
         raise AssertionError("history reading must not open tensors")
 
-    monkeypatch.setattr(core.checkpoint, "safe_open", no_tensors)
-    monkeypatch.setattr(core.checkpoint, "load", no_tensors)
+    monkeypatch.setattr(core.io.checkpoint, "safe_open", no_tensors)
+    monkeypatch.setattr(core.io.checkpoint, "load", no_tensors)
     loaded = hist.read_checkpoint_history(path)
     assert list(loaded.frame.columns) == hist.COLUMNS
     assert set(loaded.frame["run"]) == {"tiny-lm"}

@@ -330,7 +330,7 @@ def test_markup_detection_catches_unescaped_text():
     assert markup_fragments("plain words") == []
 
 
-# Bugs in core/uploads.py found by the test below (input id -> reason), marked xfail(strict=True).
+# Bugs in core/io/uploads.py found by the test below (input id -> reason), marked xfail(strict=True).
 UPLOAD_FOLDER_BUGS: dict[str, str] = {}
 
 
@@ -339,8 +339,8 @@ UPLOAD_FOLDER_BUGS: dict[str, str] = {}
                  if h.id in UPLOAD_FOLDER_BUGS else [])
     for h in HOSTILE_INPUTS if not h.surrogate])
 def test_upload_folder_box_refuses_with_a_sentence(hostile, tmp_path):
-    """The open-model page's folder box feeds core.uploads.destination_folder when a button is clicked."""
-    from core.uploads import UploadError, destination_folder
+    """The open-model page's folder box feeds core.io.uploads.destination_folder when a button is clicked."""
+    from core.io.uploads import UploadError, destination_folder
 
     try:
         folder = destination_folder(hostile.text, lambda: tmp_path, [tmp_path])

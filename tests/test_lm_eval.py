@@ -10,14 +10,14 @@ import math
 import pytest
 import torch
 
-from core import checkpoint as ckpt
 from core.data.datasets import DataError
-from core.lm_eval import score_text, split_names, unknown_count, unknown_warning
-from core.progress import EpochReport
-from core.recipes import ModelShape, train_lm
-from core.tokenizer import CharTokenizer, TokenizerError, VocabularyChoice, WordTokenizer
-from core.train import TrainerConfig
-from core.train_cli import main
+from core.io import checkpoint as ckpt
+from core.lens.lm_eval import score_text, split_names, unknown_count, unknown_warning
+from core.model.tokenizer import CharTokenizer, TokenizerError, VocabularyChoice, WordTokenizer
+from core.train.cli import main
+from core.train.progress import EpochReport
+from core.train.recipes import ModelShape, train_lm
+from core.train.trainer import TrainerConfig
 from tests.conftest import tiny_model
 
 SHAPE = ModelShape(n_layer=1, n_head=2, n_embd=16, block_size=8, dropout=0.0)

@@ -1,5 +1,5 @@
-from core.evaluate import document_completion_prompts, memorization_rate
-from core.tokenizer import CharTokenizer
+from core.lens.evaluate import document_completion_prompts, memorization_rate
+from core.model.tokenizer import CharTokenizer
 from tests.conftest import tiny_model
 
 CORPUS = ("Ada Lovelace. Ada Lovelace was a writer born in London .\n"

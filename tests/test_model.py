@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from core.config import ConfigError, ModelConfig
-from core.positional import alibi_bias, alibi_slopes, rope_angles, rope_rotate, sinusoidal_table
+from core.model.config import ConfigError, ModelConfig
+from core.model.positional import alibi_bias, alibi_slopes, rope_angles, rope_rotate, sinusoidal_table
 from tests.conftest import tiny_model
 
 VARIANTS = [(p, a) for p in ("learned", "sinusoidal", "alibi", "rope", "none")
@@ -151,8 +151,8 @@ def test_config_refuses_with_a_sentence(bad, match):
 
 
 def test_cs224n_preset_parameter_count():
-    from core.config import PRESETS
-    from core.model import Transformer
+    from core.model.config import PRESETS
+    from core.model.transformer import Transformer
 
     with torch.device("meta"):
         assert Transformer(ModelConfig(**PRESETS["cs224n-mingpt"])).num_parameters() == 3_323_392

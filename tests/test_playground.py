@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import playground as pg
 from core.figures import teaching as viz
+from core.lens import playground as pg
 
 HAND_K = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
 HAND_V = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]

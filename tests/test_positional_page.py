@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import checkpoint
+from core.io import checkpoint
 from core.urlstate import POSITIONAL_SECTION_TITLES as SECTION_TITLES
 from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
 
@@ -42,7 +42,7 @@ def texts(at: AppTest) -> str:
 @pytest.fixture
 def tiny_family(tmp_path: Path) -> Path:
     """Four tiny LMs differing only in positional encoding, trained on a corpus file they record."""
-    from core.tokenizer import CharTokenizer
+    from core.model.tokenizer import CharTokenizer
 
     folder = tmp_path / "family"
     corpus = tmp_path / "corpus.txt"

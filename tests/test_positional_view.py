@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from core import checkpoint
-from core import extrapolation_view as xv
-from core import positional_view as pv
-from core.evaluate import LengthScore, VariantExtrapolation
 from core.figures import positional as viz
-from core.positional import POSITIONAL
+from core.io import checkpoint
+from core.lens import extrapolation_view as xv
+from core.lens import positional as pv
+from core.lens.evaluate import LengthScore, VariantExtrapolation
+from core.model.positional import POSITIONAL
 from core.text import markdown_escape
 from tests.conftest import save_tiny_checkpoint, tiny_model
 
@@ -210,7 +210,7 @@ def test_attention_by_distance_for_an_encoder_has_negative_distances():
 
 
 def test_sentence_attention_is_the_models_own_and_never_past_its_length():
-    from core.tokenizer import CharTokenizer
+    from core.model.tokenizer import CharTokenizer
 
     tokenizer = CharTokenizer.from_corpus("abc d")
     model = tiny_model(tokenizer.vocab_size, positional="learned", block_size=8)
@@ -300,8 +300,8 @@ def test_similarity_panels_say_what_each_scheme_has_instead_of_vectors():
 
 
 def test_run_extrapolation_checks_the_weights_give_back_trainings_dev_loss(tmp_path):
-    from core import evaluate as ev
-    from core.tokenizer import CharTokenizer
+    from core.lens import evaluate as ev
+    from core.model.tokenizer import CharTokenizer
 
     text = "Ada Lovelace was born in London . Alan Turing was born in Maida Vale . " * 2
     tokenizer = CharTokenizer.from_corpus(text)

@@ -1,4 +1,4 @@
-"""core.probe: candidates, confidence, corpus evidence, fabricated names, uploads, and the probe figures.
+"""core.lens.probe: candidates, confidence, corpus evidence, fabricated names, uploads, and the probe figures.
 
 A tiny birthplace model is finetuned once per module on a tiny generated world (a few seconds), so the
 decoders and the candidate ranking are checked on a model that gives real, confident answers.
@@ -15,14 +15,14 @@ import pandas as pd
 import pytest
 import torch
 
-from core import probe
-from core.config import ModelConfig
 from core.data.datasets import NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
-from core.evaluate import evaluate_birthplaces, predict_birthplaces, predict_birthplaces_one_by_one
 from core.figures import probe as viz
-from core.model import Transformer
-from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
+from core.lens import probe
+from core.lens.evaluate import evaluate_birthplaces, predict_birthplaces, predict_birthplaces_one_by_one
+from core.model.config import ModelConfig
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
+from core.model.transformer import Transformer
 from tests.conftest import tiny_model
 
 BLOCK = 56

@@ -10,10 +10,10 @@ from urllib.parse import parse_qs
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import probe
-from core.checkpoint import list_checkpoints
 from core.data.world import generate_world, write_world
-from core.tokenizer import MASK_CHAR
+from core.io.checkpoint import list_checkpoints
+from core.lens import probe
+from core.model.tokenizer import MASK_CHAR
 from tests.conftest import ROOT, save_tiny_checkpoint
 
 APP = str(ROOT / "app.py")

@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from core.data.datasets import CharCorruptionDataset
-from core.train import Trainer, TrainerConfig
+from core.train.trainer import Trainer, TrainerConfig
 from tests.conftest import tiny_model
 
 STEPS = 50

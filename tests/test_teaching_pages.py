@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import anatomy
-from core import playground as pg
+from core.lens import anatomy
+from core.lens import playground as pg
 from tests.conftest import ROOT
 
 PLAYGROUND = str(ROOT / "pages/playground.py")

@@ -1,6 +1,6 @@
 import pytest
 
-from core.tokenizer import (
+from core.model.tokenizer import (
     MASK_CHAR,
     PAD_CHAR,
     CharTokenizer,

@@ -6,12 +6,12 @@ import time
 import pytest
 import torch
 
-from core import checkpoint as ckpt
 from core.data.datasets import NameDataset
 from core.data.world import generate_world, write_world
-from core.recipes import ModelShape
-from core.tokenizer import CharTokenizer
-from core.train import CheckpointPlan, Trainer, TrainerConfig, log_path
+from core.io import checkpoint as ckpt
+from core.model.tokenizer import CharTokenizer
+from core.train.recipes import ModelShape
+from core.train.trainer import CheckpointPlan, Trainer, TrainerConfig, log_path
 from tests.conftest import ROOT, tiny_model
 
 TINY = ModelShape(n_layer=1, n_head=2, n_embd=32, block_size=64, dropout=0.1)
@@ -190,7 +190,7 @@ def test_cli_errors_are_one_line(tmp_path, setup, args, message):
 
 def test_classifier_label_set_mismatch_is_refused(tmp_path):
     from core.data.datasets import DataError
-    from core.recipes import train_classifier
+    from core.train.recipes import train_classifier
 
     (tmp_path / "train.tsv").write_text("France\tJean Dupont\nItaly\tGiulia Rossi\n")
     (tmp_path / "test.tsv").write_text("Spain\tAna Lopez\n")

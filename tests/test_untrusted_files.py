@@ -1,10 +1,10 @@
 """Every way a file gets into the app, tried with files nobody should trust.
 
-Paths: checkpoints (`core.checkpoint.load` / `read_metadata` / `list_checkpoints`, the history read
-from their header, `core.uploads.add_checkpoint`), CS224N params (`core.convert`, `core.uploads.add_cs224n`),
-TSV question files (`core.data.datasets.read_tsv_pairs`, the probe page's `core.probe.read_question_file`),
+Paths: checkpoints (`core.io.checkpoint.load` / `read_metadata` / `list_checkpoints`, the history read
+from their header, `core.io.uploads.add_checkpoint`), CS224N params (`core.io.convert`, `core.io.uploads.add_cs224n`),
+TSV question files (`core.data.datasets.read_tsv_pairs`, the probe page's `core.lens.probe.read_question_file`),
 corpora (`read_text`, `CharCorruptionDataset`, the converter's `corpus_tokenizer`) and training histories
-(`core.history`: .jsonl uploads, followed logs, and what the curves page then draws).
+(`core.lens.history`: .jsonl uploads, followed logs, and what the curves page then draws).
 
 Files: empty, truncated, random bytes, pickles whose unpickling would create a canary file, safetensors
 headers with hostile metadata (huge strings, wrong types, JSON nesting bombs), mismatched shapes and
@@ -41,12 +41,13 @@ import torch
 from safetensors.torch import save_file
 from streamlit.testing.v1 import AppTest
 
-from core import checkpoint, convert, history, probe, uploads
-from core.checkpoint import CheckpointError
-from core.convert import ConversionError
 from core.data.datasets import CharCorruptionDataset, DataError, read_text, read_tsv_pairs
-from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
-from core.uploads import UploadError
+from core.io import checkpoint, convert, uploads
+from core.io.checkpoint import CheckpointError
+from core.io.convert import ConversionError
+from core.io.uploads import UploadError
+from core.lens import history, probe
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
 from tests.hostile_inputs import app_pages
 
@@ -418,8 +419,8 @@ BOMB_BUGS: dict[str, str] = {}  # id -> reason, marked xfail(strict=True) until 
 BOMB_CHILD = textwrap.dedent("""
     import json, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
-    from core.checkpoint import CheckpointError, load
-    from core.convert import ConversionError, convert_cs224n_bytes
+    from core.io.checkpoint import CheckpointError, load
+    from core.io.convert import ConversionError, convert_cs224n_bytes
     results = {}
     for arg in sys.argv[1:]:
         kind, path, corpus = arg.split("|")

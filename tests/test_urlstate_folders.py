@@ -1,5 +1,5 @@
 """The URL codec for the model, the probe and the curves (core.urlstate), and the allowed-folder rule
-(core.folders, core.uploads.destination_folder): traversal, symlink escapes and the default of none."""
+(core.io.folders, core.io.uploads.destination_folder): traversal, symlink escapes and the default of none."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core import folders, uploads, urlstate
+from core import urlstate
+from core.io import folders, uploads
 from tests.conftest import ROOT
 
 # --- URL codec ------------------------------------------------------------------------------------

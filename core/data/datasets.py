@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, Tokenizer
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, Tokenizer
 
 
 class DataError(ValueError):

@@ -9,14 +9,14 @@ import plotly.graph_objects as go
 from core.figures.common import DIVERGING, LEGEND_RIGHT, MASKED_COLOR, RUN_COLORS, base_layout
 
 # One colour per scheme on every chart of every page: the colour lives in the scheme's registry entry
-# (core.positional), so "ALiBi" is the same line everywhere.
+# (core.model.positional), so "ALiBi" is the same line everywhere.
 
 NOT_APPLICABLE_SYMBOL = "x"
 
 
 def scheme_color(positional: str, index: int = 0) -> str:
     """The scheme's registry colour; an unknown scheme gets a run colour by its index."""
-    from core.positional import POSITIONAL
+    from core.model.positional import POSITIONAL
 
     return POSITIONAL[positional].color if positional in POSITIONAL else RUN_COLORS[index % len(RUN_COLORS)]
 
@@ -166,7 +166,7 @@ def positional_training_figure(frame, runs: list[str], positionals: list[str], m
                                title: str | None = None) -> go.Figure:
     """The variants' curves overlaid: one colour per scheme, val dashed with markers, train solid.
 
-    `frame` is a tidy history table (core.history COLUMNS). Trace order: run-major, then `splits`.
+    `frame` is a tidy history table (core.lens.history COLUMNS). Trace order: run-major, then `splits`.
     """
     import html
 
@@ -199,7 +199,7 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
 
     Lengths a variant cannot encode are never drawn as numbers: its line ends at its last measured
     length with an 'x' marker and an annotation ("no positions past 64"). A dotted line marks the
-    training length. `variants` are core.evaluate.VariantExtrapolation. Trace order: protocol-major,
+    training length. `variants` are core.lens.evaluate.VariantExtrapolation. Trace order: protocol-major,
     variant, then (for a variant with an end) its end marker.
     """
     import html

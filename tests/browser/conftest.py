@@ -55,7 +55,7 @@ def free_port() -> int:
 
 
 def bundled_has_checkpoints() -> bool:
-    from core.checkpoint import DEFAULT_DIR, list_checkpoints
+    from core.io.checkpoint import DEFAULT_DIR, list_checkpoints
 
     return any(info.error is None for info in list_checkpoints(DEFAULT_DIR))
 
@@ -187,7 +187,7 @@ def chromium() -> str:
 
 @pytest.fixture(scope="session")
 def checkpoint_folder(tmp_path_factory) -> Path:
-    from core.checkpoint import DEFAULT_DIR
+    from core.io.checkpoint import DEFAULT_DIR
 
     if os.environ.get("ATTENTION_LAB_BROWSER_FIXTURES") != "1" and bundled_has_checkpoints():
         return DEFAULT_DIR

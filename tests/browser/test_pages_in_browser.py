@@ -98,7 +98,7 @@ def curves_interaction(page, server) -> str:
 
 
 def probe_interaction(page, server) -> str:
-    from core.checkpoint import list_checkpoints
+    from core.io.checkpoint import list_checkpoints
 
     if not any(i.task == "birthplace" and not i.error for i in list_checkpoints(server.checkpoints)):
         assert page.get_by_text("There is no birthplace checkpoint yet").count() == 1

@@ -51,7 +51,7 @@ def check_labels(labels: list[dict], what: str) -> None:
 
 
 def birthplace_model(server) -> str:
-    from core.checkpoint import list_checkpoints
+    from core.io.checkpoint import list_checkpoints
 
     names = [i.name for i in list_checkpoints(server.checkpoints) if not i.error]
     return next((n for n in names if "birth" in n), names[0])

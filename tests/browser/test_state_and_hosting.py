@@ -16,8 +16,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from core.checkpoint import list_checkpoints
-from core.tokenizer import MASK_CHAR
+from core.io.checkpoint import list_checkpoints
+from core.model.tokenizer import MASK_CHAR
 from tests.browser.conftest import ARTIFACTS, browser_page, open_page, start_server, stop, wait_idle
 from tests.conftest import save_tiny_checkpoint
 

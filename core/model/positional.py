@@ -1,6 +1,6 @@
 """Positional schemes, one registry.
 
-A scheme acts at one of two hook points, both called from `core.model`:
+A scheme acts at one of two hook points, both called from `core.model.transformer`:
 - `embed(x, start)`: additive schemes (learned, sinusoidal) add a vector to each token embedding;
 - `transform_qk(q, k, q_start, k_start)` and `score_bias(...)`: relative schemes act on queries/keys
   (RoPE, Su et al. 2021) or on the attention scores (ALiBi, Press et al. 2022).
@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from core.config import ModelConfig
+from core.model.config import ModelConfig, register_choices
 
 
 class PositionalScheme(nn.Module):
@@ -160,6 +160,7 @@ POSITIONAL: dict[str, type[PositionalScheme]] = {
     "rope": RoPE,
     "none": NoPositions,
 }
+register_choices("positional", POSITIONAL)
 
 
 def scheme_label(name: str) -> str:

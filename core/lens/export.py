@@ -1,8 +1,8 @@
-"""`python -m core.export_attention MODEL TEXT -o OUT.npz [--csv]`: the attention page's numbers, as files.
+"""`python -m core.lens.export MODEL TEXT -o OUT.npz [--csv]`: the attention page's numbers, as files.
 
 MODEL is anything the app opens: an Attention Lab checkpoint (bundled, uploaded, or converted from
-CS224N with core.convert) or a Hugging Face model folder. The arrays come from the same call the page
-makes (`core.attention_view.run_attention`), so a script sees exactly what the page shows:
+CS224N with core.io.convert) or a Hugging Face model folder. The arrays come from the same call the page
+makes (`core.lens.attention.run_attention`), so a script sees exactly what the page shows:
 
   attention  float32 (n_layer, n_head, T, T)   rows are queries, columns keys
   tokens     str (T,)                           the page's display labels
@@ -11,8 +11,8 @@ makes (`core.attention_view.run_attention`), so a script sees exactly what the p
 
 --csv also writes the long table of the page's CSV download (layer, head, query, key, weight).
 
-  python -m core.export_attention lm.safetensors "Ada Lovelace was born in London." -o ada.npz --csv
-  python -m core.export_attention models/tiny-bert "The cat sat on the mat." -o cat.npz
+  python -m core.lens.export lm.safetensors "Ada Lovelace was born in London." -o ada.npz --csv
+  python -m core.lens.export models/tiny-bert "The cat sat on the mat." -o cat.npz
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import numpy as np
 
 def export(model_path: str | Path, text: str, out: str | Path, csv_path: str | Path | None = None,
            run_past_block: bool = False):
-    from core import attention_view as av
-    from core.checkpoint import load
+    from core.io.checkpoint import load
+    from core.lens import attention as av
 
     out = Path(out)
     if out.suffix != ".npz":
@@ -48,7 +48,7 @@ class ExportError(ValueError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m core.export_attention", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m core.lens.export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a .safetensors checkpoint or a Hugging Face model folder")
     parser.add_argument("text", help="the sentence, as typed on the attention page")
@@ -61,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.attention_view import AttentionInputError
-    from core.checkpoint import CheckpointError
+    from core.io.checkpoint import CheckpointError
+    from core.lens.attention import AttentionInputError
 
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     csv_path = Path(args.output).with_suffix(".csv") if args.csv is True else args.csv

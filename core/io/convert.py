@@ -10,7 +10,7 @@ is read off the tensor shapes; only n_head is not stored (8 in the assignment).
 Loading uses `torch.load(weights_only=True)`: a pickle that would run code is refused, never run.
 Every refusal is a `ConversionError` whose message is one sentence a user can act on.
 
-    python -m core.convert cs224n vanilla.finetune.params --corpus wiki.txt -o vanilla.safetensors
+    python -m core.io.convert cs224n vanilla.finetune.params --corpus wiki.txt -o vanilla.safetensors
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Any
 
 import torch
 
-from core import checkpoint
-from core.config import ConfigError, ModelConfig
-from core.model import Transformer
-from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, TokenizerError
+from core.io import checkpoint
+from core.model.config import ConfigError, ModelConfig
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, TokenizerError
+from core.model.transformer import Transformer
 
 DEFAULT_N_HEAD = 8  # the assignment's GPTConfig(n_head=8); the file does not store it
 WRAPPER_PREFIXES = ("_orig_mod.", "module.")  # torch.compile, DataParallel / DDP
@@ -282,7 +282,7 @@ def convert_cs224n_bytes(params: bytes, params_name: str, corpus: bytes, corpus_
 
 
 def cs224n_command(params: str, corpus: str, n_head: int, out: str) -> str:
-    return shlex.join(["python", "-m", "core.convert", "cs224n", params, "--corpus", corpus,
+    return shlex.join(["python", "-m", "core.io.convert", "cs224n", params, "--corpus", corpus,
                        "--n-head", str(n_head), "-o", out])
 
 
@@ -340,7 +340,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="python -m core.convert",
+    parser = _OneLineParser(prog="python -m core.io.convert",
                             description="Convert models trained elsewhere into Attention Lab checkpoints.")
     sub = parser.add_subparsers(dest="source", required=True, metavar="cs224n",
                                 parser_class=_OneLineParser)

@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.attention import SynthesizerAttention, VanillaAttention
-from core.config import PRESETS, ModelConfig
-from core.model import Block, ClassifierHead, LMHead, Transformer
-from core.positional import LearnedPositions, PositionalScheme
-from core.tokenizer import PAD_CHAR
+from core.model.attention import SynthesizerAttention, VanillaAttention
+from core.model.config import PRESETS, ModelConfig
+from core.model.positional import LearnedPositions, PositionalScheme
+from core.model.tokenizer import PAD_CHAR
+from core.model.transformer import Block, ClassifierHead, LMHead, Transformer
 
 # --- formulas ------------------------------------------------------------------------------------
 

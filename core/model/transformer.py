@@ -1,7 +1,7 @@
 """The Transformer: embeddings, pre-norm blocks, a head; forward and cached generation.
 
 One readable file in the spirit of minGPT / nanoGPT. Variants come from registries:
-`core.positional.POSITIONAL`, `core.attention.ATTENTION` and `HEADS` below. Parameter names
+`core.model.positional.POSITIONAL`, `core.model.attention.ATTENTION` and `HEADS` below. Parameter names
 follow minGPT (tok_emb, blocks.{i}.attn.key, ..., ln_f, head) so course checkpoints map
 onto this model one name at a time.
 
@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.attention import ATTENTION, KVCache
-from core.config import ModelConfig
-from core.positional import POSITIONAL
+from core.model.attention import ATTENTION, KVCache
+from core.model.config import ModelConfig, register_choices
+from core.model.positional import POSITIONAL
 
 
 class Block(nn.Module):
@@ -92,6 +92,8 @@ class ClassifierHead(nn.Module):
 
 
 HEADS: dict[str, type[nn.Module]] = {"lm": LMHead, "classifier": ClassifierHead}
+register_choices("head", HEADS)
+register_choices("pooling", POOLINGS)
 
 
 class Transformer(nn.Module):

@@ -6,7 +6,7 @@ before the bytes are read. A file is validated completely (every tensor's name, 
 in a hidden folder next to its destination and only then given its final name, never over an
 existing file, so a refused upload leaves nothing behind. Uploads live in a private temporary
 folder per session unless the user names a folder the operator allowed (`ATTENTION_LAB_ALLOWED_DIRS`,
-see core.folders); the bundled checkpoints/ folder is never written to.
+see core.io.folders); the bundled checkpoints/ folder is never written to.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from core import checkpoint, folders
-from core.checkpoint import CheckpointError, CheckpointInfo
-from core.convert import (
+from core.io import checkpoint, folders
+from core.io.checkpoint import CheckpointError, CheckpointInfo
+from core.io.convert import (
     DEFAULT_N_HEAD,
     ConversionError,
     convert_cs224n_bytes,
@@ -78,7 +78,7 @@ def new_session_folder() -> Path:
 def destination_folder(requested: str | None, session_folder: Callable[[], Path],
                        allowed: Sequence[Path] = ()) -> Path:
     """Where to save: this session's private folder (`session_folder()` creates it on first use), or a
-    folder the user typed, which must lie inside a folder the operator allowed (core.folders), must not
+    folder the user typed, which must lie inside a folder the operator allowed (core.io.folders), must not
     be the bundled one and must be writable."""
     text = (requested or "").strip()
     if not text:
@@ -145,7 +145,7 @@ def _info(final: Path, taken: Iterable[str]) -> CheckpointInfo:
 
 class _Staging:
     """A hidden folder beside the destination; the staged file carries the final name so that
-    refusals from core.checkpoint name the user's file, not a temporary one."""
+    refusals from core.io.checkpoint name the user's file, not a temporary one."""
 
     def __init__(self, folder: Path, filename: str) -> None:
         self.folder, self.filename = folder, filename

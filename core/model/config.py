@@ -3,12 +3,17 @@
 A `ModelConfig` is saved verbatim (as JSON) in every checkpoint, so a model can be rebuilt
 from its file alone. Variant names are validated against the registries, so a typo fails at
 construction time with the list of valid choices, not deep inside a forward pass.
+
+This module imports nothing of the model: each registry (attention kinds, positional schemes,
+output heads, poolings) registers itself here with `register_choices` when its module is imported,
+and `core/model/__init__.py` imports them all, so a config is always checked against every registry.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,20 +31,15 @@ class ModelConfig:
     n_embd: int = 256
     dropout: float = 0.1
     causal: bool = True  # True: decoder (lower-triangular mask); False: encoder (padding mask)
-    positional: str = "learned"  # key of core.positional.POSITIONAL
-    attention: str = "vanilla"  # key of core.attention.ATTENTION
-    head: str = "lm"  # key of core.model.HEADS: "lm" or "classifier"
+    positional: str = "learned"  # key of core.model.positional.POSITIONAL
+    attention: str = "vanilla"  # key of core.model.attention.ATTENTION
+    head: str = "lm"  # key of core.model.transformer.HEADS: "lm" or "classifier"
     n_classes: int = 0  # classifier head only
     pooling: str = "mean"  # classifier head only: "mean" over non-pad tokens | "last" | "first"
     pad_id: int = 0  # PAD is 0 in both tokenizers; the padding mask and the loss use it
     rope_base: float = 10000.0  # Su et al.'s theta base; also the sinusoidal base of Vaswani et al.
 
     def __post_init__(self) -> None:
-        # Imported here: the registries import this module.
-        from core.attention import ATTENTION
-        from core.model import HEADS, POOLINGS
-        from core.positional import POSITIONAL
-
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -56,10 +56,8 @@ class ModelConfig:
             raise ConfigError(f"causal must be true or false, got {self.causal!r}.")
         if not self.rope_base > 1:
             raise ConfigError(f"rope_base must be greater than 1, got {self.rope_base!r}.")
-        _check_choice("positional", self.positional, POSITIONAL)
-        _check_choice("attention", self.attention, ATTENTION)
-        _check_choice("head", self.head, HEADS)
-        _check_choice("pooling", self.pooling, POOLINGS)
+        for name in ("positional", "attention", "head", "pooling"):
+            _check_choice(name, getattr(self, name), _CHOICES[name])
         if self.n_embd % self.n_head:
             raise ConfigError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head}).")
         if self.positional == "rope" and (self.n_embd // self.n_head) % 2:
@@ -68,7 +66,7 @@ class ModelConfig:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}.")
         if self.head == "classifier" and self.n_classes < 2:
             raise ConfigError("A classifier head needs n_classes >= 2.")
-        problem = ATTENTION[self.attention].incompatibility(self)
+        problem = _CHOICES["attention"][self.attention].incompatibility(self)  # type: ignore[index]
         if problem:
             raise ConfigError(problem)
 
@@ -97,6 +95,15 @@ class ModelConfig:
 
     def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
+
+
+# field -> its registry; filled by the registry modules (see the module docstring).
+_CHOICES: dict[str, Collection[str]] = {}
+
+
+def register_choices(field: str, registry: Collection[str]) -> None:
+    """Make `registry`'s keys the valid values of `field` (called once by each registry module)."""
+    _CHOICES[field] = registry
 
 
 def _check_choice(field: str, value: str, registry) -> None:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from core.data.datasets import DataError, read_text
-from core.tokenizer import Tokenizer
+from core.model.tokenizer import Tokenizer
 
 UNKNOWN_WARNING_SHARE = 0.05  # above this, perplexity is flattered enough to warn about
 

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.config import ModelConfig
-from core.positional import PositionalScheme
+from core.model.config import ModelConfig, register_choices
+from core.model.positional import PositionalScheme
 
 
 @dataclass
@@ -164,3 +164,4 @@ ATTENTION: dict[str, type[Attention]] = {
     "vanilla": VanillaAttention,
     "synthesizer": SynthesizerAttention,
 }
+register_choices("attention", ATTENTION)

@@ -1,5 +1,5 @@
 """Train short, test long, as plain data: plan the (model, protocol, length) units of a run, put the
-scores that `core.evaluate.score_length` returns back together, and check that the weights give back
+scores that `core.lens.evaluate.score_length` returns back together, and check that the weights give back
 the dev loss training recorded. No streamlit; the page passes its cached scorer in.
 """
 
@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.checkpoint import CheckpointInfo
-from core.evaluate import (
+from core.io.checkpoint import CheckpointInfo
+from core.lens.evaluate import (
     DevText,
     ExtrapolationError,
     LengthScore,

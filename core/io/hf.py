@@ -1,6 +1,6 @@
 """Hugging Face model folders (config.json + model.safetensors + tokenizer files) behind the lab's interface.
 
-`load_folder` returns the same `LoadedCheckpoint` as `core.checkpoint.load`: `.model(idx,
+`load_folder` returns the same `LoadedCheckpoint` as `core.io.checkpoint.load`: `.model(idx,
 return_attention=True)` gives (logits, loss, attention (n_layer, B, n_head, T, T)) exactly as
 `transformers` returns them with `output_attentions=True` and eager attention; `.tokenizer.tokenize`
 gives display tokens people can read (byte-level `Ġ` becomes a visible space, WordPiece `##x` becomes
@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.checkpoint import CheckpointError, LoadedCheckpoint
-from core.tokenizer import PAD_CHAR, Tokenized
+from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
+from core.model.tokenizer import PAD_CHAR, Tokenized
 
 ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra")
 DECODERS = ("gpt2",)
@@ -240,7 +240,6 @@ class HFTokenizer:
 
 def folder_info(path: str | Path):
     """A typed folder path -> the picker's CheckpointInfo (for an 'open a folder' box), or HFError."""
-    from core.checkpoint import CheckpointInfo
 
     folder = Path(str(path).strip()).expanduser()
     if not str(path).strip() or not folder.is_dir():
@@ -298,25 +297,4 @@ def load_folder(folder: str | Path, device: str = "cpu"):
                         pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else -1,
                         n_classes=len(meta["labels"]) if task == "classify" else 0)
     model = HFModel(inner, view, max_positions).eval()
-    _register_outputs()
     return LoadedCheckpoint(model=model, tokenizer=HFTokenizer(tokenizer), metadata=meta, path=folder)
-
-
-def _register_outputs() -> None:
-    """What the attention page shows under the map for the two task kinds only HF folders have."""
-    from core import attention_view as av
-
-    def masked_lm(model, tokenizer, idx, logits, labels):
-        output = av.lm_next_tokens(model, tokenizer, idx, logits, labels)
-        output.title = f"Top-{av.TOP_K} tokens the masked LM predicts at each position"
-        for row in output.rows:
-            for key in [k for k in row if k.startswith("next #")]:
-                row[key.replace("next", "predicted")] = row.pop(key)
-        return output
-
-    def encoder(model, tokenizer, idx, logits, labels):
-        return av.ModelOutput(title="Model output", note="This encoder has no output head (a bare "
-                                                         "Hugging Face model); only its attention is shown.")
-
-    av.MODEL_OUTPUTS.setdefault("masked-lm", masked_lm)
-    av.MODEL_OUTPUTS.setdefault("encoder", encoder)

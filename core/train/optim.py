@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from core.positional import PositionalScheme
+from core.model.positional import PositionalScheme
 
 CATEGORIES = ("matrix", "embedding", "norm", "bias")
 

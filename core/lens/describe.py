@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.checkpoint import CheckpointInfo
+from core.io.checkpoint import CheckpointInfo
 
 TASK_NAMES = {"lm": "language model", "birthplace": "birthplace QA (CS224N)", "classify": "classifier"}
 
@@ -13,8 +13,8 @@ def parameter_count(config: dict[str, Any]) -> int | None:
     """Count by building the model on the meta device: exact, and allocates nothing."""
     import torch
 
-    from core.config import ConfigError, ModelConfig
-    from core.model import Transformer
+    from core.model.config import ConfigError, ModelConfig
+    from core.model.transformer import Transformer
 
     try:
         with torch.device("meta"):

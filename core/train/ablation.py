@@ -1,14 +1,14 @@
 """Which part of the CS224N recipe makes span-corruption pretraining memorise? An ablation.
 
 Each row pretrains the same model, from the same weights, on the same batches, changing one thing:
-which parameters get weight decay (core/optim.py's policies) and whether the cosine is clamped at
+which parameters get weight decay (core/train/optim.py's policies) and whether the cosine is clamped at
 final_tokens or rises again as the assignment's does. It reports the final training loss, how many
 people's birthplaces the pretrained model completes from their own document (`memorization_rate`),
 and the norms that explain the difference: the token embedding's RMS and the residual stream's RMS
 entering the last LayerNorm.
 
-    python -m core.ablation                      # CPU scale: a slice of data/world, a small model
-    python -m core.ablation --preset assignment  # the assignment's scale (a GPU: minutes; a CPU: days)
+    python -m core.train.ablation                      # CPU scale: a slice of data/world, a small model
+    python -m core.train.ablation --preset assignment  # the assignment's scale (a GPU: minutes; a CPU: days)
 
 The CPU preset keeps the assignment's rates and schedule shape (lr 6e-3, warmup 512*20 tokens,
 final_tokens at 200/650 of the run) and shrinks data, model and epochs.
@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 import torch
 
 from core.data.datasets import CharCorruptionDataset, DataError, read_text, read_tsv_pairs
-from core.evaluate import memorization_rate
-from core.recipes import ModelShape, build_model
-from core.train import Trainer, TrainerConfig
+from core.lens.evaluate import memorization_rate
+from core.train.recipes import ModelShape, build_model
+from core.train.trainer import Trainer, TrainerConfig
 
 ROWS = [  # (label, decay policy, schedule)
     ("assignment: all but biases decayed, cyclic cosine", "cs224n", "cosine"),
@@ -98,7 +98,7 @@ def table(rows: list[dict], labels: dict[tuple[str, str], str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.ablation", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m core.train.ablation", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world", default="data/world")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")

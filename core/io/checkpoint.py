@@ -15,7 +15,6 @@ import platform
 import struct
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,11 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from core.config import ConfigError, ModelConfig
-from core.model import Transformer
-from core.tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
+from core.io import hf
+from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
+from core.model.config import ConfigError, ModelConfig
+from core.model.tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
+from core.model.transformer import Transformer
 
 FORMAT = "attention-lab/1"
 SUPPORTED_FORMATS = (FORMAT,)
@@ -33,55 +34,7 @@ TASKS = ("lm", "birthplace", "classify")
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # history and tokenizer live here; far above any real one
 CHECKPOINT_DIR_ENV = "ATTENTION_LAB_CHECKPOINTS"
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
-
-
-class CheckpointError(ValueError):
-    """A file that cannot be opened as a checkpoint; str() is one sentence for the user."""
-
-
-@dataclass
-class CheckpointInfo:
-    """What the picker needs, read from the header alone (no tensors)."""
-
-    path: Path
-    name: str
-    size_bytes: int
-    modified: float
-    metadata: dict[str, Any] = field(default_factory=dict)  # decoded JSON values
-    error: str | None = None
-
-    @property
-    def task(self) -> str | None:
-        return self.metadata.get("task")
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return self.metadata.get("config") or {}
-
-
-@dataclass
-class LoadedCheckpoint:
-    model: Transformer
-    tokenizer: Tokenizer
-    metadata: dict[str, Any]
-    path: Path
-
-    @property
-    def config(self) -> ModelConfig:
-        return self.model.config
-
-    @property
-    def task(self) -> str:
-        return self.metadata["task"]
-
-    @property
-    def labels(self) -> list[str]:
-        return self.metadata.get("labels") or []
-
-    @property
-    def history(self) -> list[dict[str, Any]]:
-        return self.metadata.get("history") or []
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "checkpoints"
 
 
 def checkpoint_dir() -> Path:
@@ -203,8 +156,6 @@ def _read_header(path: Path, max_bytes: int) -> tuple[dict[str, Any], int]:
 def read_metadata(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():  # a Hugging Face model folder (config.json only; transformers not needed)
-        from core import hf
-
         return hf.check_folder(path)
     header, _ = _read_header(path, max_bytes)
     return _decode_metadata(header.get("__metadata__"), path.name)
@@ -238,11 +189,9 @@ def _check_config_against_header(config: ModelConfig, header: dict[str, Any], na
 
 def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu") -> LoadedCheckpoint:
     """Rebuild (model in eval mode, tokenizer, metadata) from a file, or raise CheckpointError.
-    A Hugging Face model folder comes back through the same type (see core.hf)."""
+    A Hugging Face model folder comes back through the same type (see core.io.hf)."""
     path = Path(path)
     if path.is_dir():
-        from core import hf
-
         return hf.load_folder(path, device=device)
     name = path.name
     header, _ = _read_header(path, max_bytes)
@@ -295,8 +244,6 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cp
 def list_checkpoints(folder: str | Path | None = None) -> list[CheckpointInfo]:
     """Every *.safetensors in the folder and every Hugging Face model folder in it (a subfolder with a
     config.json), sorted by name, metadata only; bad ones carry `error`."""
-    from core import hf
-
     folder = Path(folder) if folder is not None else checkpoint_dir()
     if not folder.is_dir():
         return []

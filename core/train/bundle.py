@@ -3,7 +3,7 @@ then write checkpoints/README.md with what each one is and what it measured.
 
 The recipes are data (one row per checkpoint), run in order because finetuning reads the
 pretrained files. The birthplace rows are the CS224N assignment's recipe exactly (its model size,
-650 pretraining epochs, its decay groups and schedule: see core/optim.py): minutes on a GPU, days
+650 pretraining epochs, its decay groups and schedule: see core/train/optim.py): minutes on a GPU, days
 on a 2-core CPU. `make checkpoints QUICK=1` (`--quick`) trains a smaller, weaker birthplace family
 that fits a CPU hour, into checkpoints/quick/, never over the bundled files.
 """
@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
-from core import checkpoint as ckpt
-from core import recipes
-from core.recipes import ModelShape
-from core.train import TrainerConfig, log_path, resume_path
+from core.io import checkpoint as ckpt
+from core.train import recipes
+from core.train.recipes import ModelShape
+from core.train.trainer import TrainerConfig, log_path, resume_path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORLD = "data/world"
 WIKI = f"{WORLD}/wiki.txt"
 
@@ -42,7 +42,7 @@ def shape(base: ModelShape, **changes) -> ModelShape:
 @dataclass
 class Recipe:
     name: str
-    recipe: str  # a function of core.recipes
+    recipe: str  # a function of core.train.recipes
     description: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     shape: ModelShape = field(default_factory=lambda: BIRTH)
@@ -51,7 +51,7 @@ class Recipe:
 
 
 # The assignment's run.py settings. Decay groups (all but biases) and the unclamped cosine are the
-# TrainerConfig defaults; final_tokens (200 pretraining epochs' worth) is set by core.recipes.
+# TrainerConfig defaults; final_tokens (200 pretraining epochs' worth) is set by core.train.recipes.
 PRETRAIN = TrainerConfig(max_epochs=650, batch_size=128, learning_rate=6e-3, warmup_tokens=512 * 20, seed=0,
                          save_every=50, save_seconds=300)
 FINETUNE = TrainerConfig(max_epochs=10, batch_size=256, learning_rate=6e-4, warmup_tokens=512 * 20, seed=0)
@@ -130,7 +130,7 @@ OUTPUT_ARG = "writing_params_path"
 
 def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[str, Any]:
     started = time.perf_counter()
-    command = f"python -m core.bundle {'--quick ' if folder == QUICK_FOLDER else ''}--only {recipe.name}"
+    command = f"python -m core.train.bundle {'--quick ' if folder == QUICK_FOLDER else ''}--only {recipe.name}"
     out = _path(recipe.name, folder)
     trainer = FUNCTIONS[recipe.recipe](**recipe.kwargs, **{OUTPUT_ARG: out}, shape=recipe.shape,
                                        trainer=replace(recipe.trainer, device=device), force=True, command=command)
@@ -143,8 +143,8 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
 def reevaluate(name: str) -> dict[str, float]:
     """Recompute a bundled checkpoint's stored final metrics from its file and data/world/."""
     from core.data.datasets import ClassificationDataset, LanguageModelDataset, read_text, read_tsv_pairs
-    from core.evaluate import evaluate_birthplaces
-    from core.train import evaluate_loss
+    from core.lens.evaluate import evaluate_birthplaces
+    from core.train.trainer import evaluate_loss
 
     recipe = next(r for r in RECIPES if r.name == name)
     loaded = ckpt.load(ROOT / _path(name))
@@ -180,7 +180,7 @@ def _timing(entry: Any) -> tuple[float | None, str]:
 
 
 def recipe_summary(meta: dict[str, Any]) -> str:
-    """Epochs, decay groups and schedule as stored in the file (files older than core/optim.py used
+    """Epochs, decay groups and schedule as stored in the file (files older than core/train/optim.py used
     minGPT groups and a clamped cosine)."""
     trainer = json.loads(meta.get("trainer", "{}"))
     epochs = json.loads(meta.get("progress", "{}")).get("epoch", "?")
@@ -204,8 +204,8 @@ def write_readme(timings: dict[str, Any], recipes_: list[Recipe] | None = None, 
         meta = ckpt.read_metadata(path)
         cfg = meta["config"]
         with torch.device("meta"):
-            from core.config import ModelConfig
-            from core.model import Transformer
+            from core.model.config import ModelConfig
+            from core.model.transformer import Transformer
 
             params = Transformer(ModelConfig.from_dict(cfg)).num_parameters()
         data = ", ".join(Path(d["path"]).name for d in meta.get("data", []))
@@ -218,7 +218,7 @@ def write_readme(timings: dict[str, Any], recipes_: list[Recipe] | None = None, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.bundle", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m core.train.bundle", description=__doc__)
     parser.add_argument("--only", nargs="*", help="rebuild only these checkpoints (names)")
     parser.add_argument("--quick", action="store_true",
                         help="the smaller, weaker birthplace family for a CPU, into checkpoints/quick/")

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.text import TYPED_QUESTION_MARKS, markdown_escape
-from core.tokenizer import MASK_CHAR, Tokenizer
 
 MAX_TOKENS_PAST_BLOCK = 512  # no-hard-limit schemes: how far past block_size a user may run (memory)
 TOP_K = 5
@@ -277,10 +277,30 @@ def class_probabilities(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: 
     return ModelOutput(title="Class probabilities", rows=rows)
 
 
+def masked_lm_predictions(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
+                          labels: list[str]) -> ModelOutput:
+    """A Hugging Face masked LM: what it predicts at every position (the same table as an LM's)."""
+    output = lm_next_tokens(model, tokenizer, idx, logits, labels)
+    output.title = f"Top-{TOP_K} tokens the masked LM predicts at each position"
+    for row in output.rows:
+        for key in [k for k in row if k.startswith("next #")]:
+            row[key.replace("next", "predicted")] = row.pop(key)
+    return output
+
+
+def no_output_head(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
+                   labels: list[str]) -> ModelOutput:
+    return ModelOutput(title="Model output", note="This encoder has no output head (a bare "
+                                                 "Hugging Face model); only its attention is shown.")
+
+
+# task -> what the attention page shows under the map ("masked-lm" and "encoder": Hugging Face only)
 MODEL_OUTPUTS: dict[str, Callable[..., ModelOutput]] = {
     "lm": lm_next_tokens,
     "birthplace": birthplace_answer,
     "classify": class_probabilities,
+    "masked-lm": masked_lm_predictions,
+    "encoder": no_output_head,
 }
 
 

@@ -1,4 +1,4 @@
-"""`python -m core.train`: the CLI over core.recipes (CS224N words for the birthplace task).
+"""`python -m core.train`: the CLI over core.train.recipes (CS224N words for the birthplace task).
 
 Every command in USAGE and in the README is run by tests/test_cli_docs.py on tiny data, so the
 documentation cannot drift from what the parser accepts.
@@ -11,8 +11,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from core import checkpoint as ckpt
-from core.train import TrainerConfig
+from core.io import checkpoint as ckpt
+from core.train.trainer import TrainerConfig
 
 USAGE = """Train and evaluate models (CS224N words for the birthplace task).
 
@@ -132,10 +132,10 @@ def trainer_config(args, function: str) -> TrainerConfig:
 
 
 def run_command(args, command: str, out=print) -> str:
-    from core import recipes
-    from core.lm_eval import unknown_warning
-    from core.progress import EpochReport
-    from core.tokenizer import VocabularyChoice
+    from core.lens.lm_eval import unknown_warning
+    from core.model.tokenizer import VocabularyChoice
+    from core.train import recipes
+    from core.train.progress import EpochReport
 
     variant, corpus = split_words(args.words)
     shape = recipes.ModelShape(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
@@ -207,14 +207,14 @@ def evaluate_command(args, need, one_eval, out=print) -> str:
     path = one_eval(True)
     if loaded.task == "classify":
         from core.data.datasets import ClassificationDataset
-        from core.train import evaluate_loss
+        from core.train.trainer import evaluate_loss
 
         data = ClassificationDataset(read_tsv_pairs(path), loaded.tokenizer, loaded.config.block_size, loaded.labels)
         scores = evaluate_loss(loaded.model, data, accuracy=True)
         return f"{Path(path).name}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} ({len(data)} lines)"
     from tqdm import tqdm
 
-    from core.evaluate import evaluate_birthplaces
+    from core.lens.evaluate import evaluate_birthplaces
 
     pairs = read_tsv_pairs(path)
     has_answers = any(a for _, a in pairs)
@@ -234,7 +234,7 @@ def evaluate_command(args, need, one_eval, out=print) -> str:
 
 
 def evaluate_lm(loaded, paths: list[str], name: str, out=print) -> str:
-    from core.lm_eval import score_file, unknown_warning
+    from core.lens.lm_eval import score_file, unknown_warning
 
     scores = [score_file(loaded.model, loaded.tokenizer, path) for path in paths]
     for score in scores:
@@ -245,10 +245,10 @@ def evaluate_lm(loaded, paths: list[str], name: str, out=print) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.checkpoint import CheckpointError
-    from core.config import ConfigError
     from core.data.datasets import DataError
-    from core.tokenizer import TokenizerError
+    from core.io.checkpoint import CheckpointError
+    from core.model.config import ConfigError
+    from core.model.tokenizer import TokenizerError
 
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)

@@ -1,7 +1,7 @@
 """Birthplace probe: what a finetuned model retrieves from pretraining, and what it makes up.
 
 Looking only at an answer you cannot tell a retrieved birthplace from an invented one. This module
-puts four instruments next to the assignment-exact evaluation of `core.evaluate`:
+puts four instruments next to the assignment-exact evaluation of `core.lens.evaluate`:
 
 - candidates: log P(place + ⁇ | question + ⁇) for every known place, teacher forced and batched,
   normalised over the list, next to the free greedy answer (which may be no place at all);
@@ -31,21 +31,21 @@ import torch
 
 from core.data.datasets import DataError, parse_tsv_pairs
 from core.data.world import COUNTRIES, LOCALES, fabricate_names
-from core.evaluate import (
+from core.lens.evaluate import (
     ANSWER_CHARS,
     Progress,
     evaluate_birthplaces,
     most_frequent_place,
     predict_birthplaces,
 )
-from core.model import Transformer
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
+from core.model.transformer import Transformer
 from core.text import TYPED_QUESTION_MARKS
-from core.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 
 # --- the data the probe reads ------------------------------------------------------------------
 
 WORLD_ENV = "ATTENTION_LAB_WORLD"  # a folder with the CS224N files; default: the bundled demo world
-DEFAULT_WORLD = Path(__file__).resolve().parent.parent / "data" / "world"
+DEFAULT_WORLD = Path(__file__).resolve().parents[2] / "data" / "world"
 CORPUS_FILE = "wiki.txt"
 TRAIN_FILE = "birth_places_train.tsv"
 DEV_FILE = "birth_dev.tsv"

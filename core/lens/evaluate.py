@@ -6,7 +6,7 @@ between the first and second ⁇ of the completion, exact string match. Prompts 
 length, so every row of a batch is exactly what a one-question-at-a-time loop would compute.
 
 Length extrapolation (train short, test long; Press et al. 2022) is the section at the end, with
-its command line: `python -m core.evaluate extrapolation CHECKPOINT...`.
+its command line: `python -m core.lens.evaluate extrapolation CHECKPOINT...`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from core.model import Transformer
-from core.positional import scheme_label
-from core.tokenizer import MASK_CHAR, CharTokenizer
+from core.model.positional import scheme_label
+from core.model.tokenizer import MASK_CHAR, CharTokenizer
+from core.model.transformer import Transformer
 
 ANSWER_CHARS = 32
 Progress = Callable[[int, int], None]  # (done, total)
@@ -162,7 +162,7 @@ PROTOCOL_DESCRIPTIONS = {  # the comment above, in the words the page and --help
                "prediction after the first L.",
 }
 WINDOWS_PER_BATCH = 64
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ExtrapolationError(ValueError):
@@ -291,7 +291,7 @@ class DevText:
 
 def dev_text_from_metadata(metadata: dict[str, Any], name: str = "The checkpoint") -> DevText:
     """The validation split training used: `text[int(len(text) * (1 - val_fraction)):]` of the corpus
-    recorded in the checkpoint's `data` metadata (the split of `core.recipes.train_lm`)."""
+    recorded in the checkpoint's `data` metadata (the split of `core.train.recipes.train_lm`)."""
     data = metadata.get("data") or []
     if not data or not isinstance(data[0], dict) or not data[0].get("path"):
         raise ExtrapolationError(f"{name} records no training corpus; give a text to evaluate on.")
@@ -566,8 +566,8 @@ def format_extrapolation_table(variants: Sequence[VariantExtrapolation], metric:
 def _extrapolation_main(args) -> int:
     from tqdm import tqdm
 
-    from core import checkpoint as ckpt
     from core.data.datasets import DataError, read_text
+    from core.io import checkpoint as ckpt
 
     try:
         factors = parse_factors(args.lengths)
@@ -636,7 +636,7 @@ def _extrapolation_main(args) -> int:
 def build_parser():
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m core.evaluate", description="Evaluate checkpoints.")
+    parser = argparse.ArgumentParser(prog="python -m core.lens.evaluate", description="Evaluate checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True)
     extra = sub.add_parser(
         "extrapolation", help="dev perplexity at multiples of the training length",

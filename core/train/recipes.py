@@ -13,8 +13,6 @@ from pathlib import Path
 
 import torch
 
-from core import checkpoint as ckpt
-from core.config import ModelConfig
 from core.data.datasets import (
     CharCorruptionDataset,
     ClassificationDataset,
@@ -26,12 +24,14 @@ from core.data.datasets import (
     read_text,
     read_tsv_pairs,
 )
-from core.evaluate import evaluate_birthplaces, most_frequent_place
-from core.lm_eval import score_text, split_names, unknown_share
-from core.model import Transformer
-from core.progress import EpochReport
-from core.tokenizer import CharTokenizer, VocabularyChoice
-from core.train import CheckpointPlan, Trainer, TrainerConfig, evaluate_loss, log_path, resume_path
+from core.io import checkpoint as ckpt
+from core.lens.evaluate import evaluate_birthplaces, most_frequent_place
+from core.lens.lm_eval import score_text, split_names, unknown_share
+from core.model.config import ModelConfig
+from core.model.tokenizer import CharTokenizer, VocabularyChoice
+from core.model.transformer import Transformer
+from core.train.progress import EpochReport
+from core.train.trainer import CheckpointPlan, Trainer, TrainerConfig, evaluate_loss, log_path, resume_path
 
 
 @dataclass

@@ -7,10 +7,10 @@ Four parts, in the page's order:
 - which checkpoints differ only in their positional scheme (found by comparing configs, not names),
   and one sentence through each of them: attention maps and mean attention by query-key distance;
 - their training histories (from checkpoint metadata only);
-- length extrapolation is computed by `core.evaluate` (score_length / evaluate_extrapolation); this
+- length extrapolation is computed by `core.lens.evaluate` (score_length / evaluate_extrapolation); this
   module only plans the work and puts the pieces back together.
 
-Every figure's numbers come from the functions that the model itself uses (`core.positional`), so
+Every figure's numbers come from the functions that the model itself uses (`core.model.positional`), so
 what the page draws is what the models compute.
 """
 
@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.checkpoint import CheckpointInfo
-from core.history import empty_frame, history_from_metadata
-from core.positional import (
+from core.io.checkpoint import CheckpointInfo
+from core.lens.history import empty_frame, history_from_metadata
+from core.model.positional import (
     alibi_bias,
     alibi_slopes,
     rope_angles,
@@ -79,7 +79,7 @@ def power_of_two_text(value: float) -> str:
 
 
 def alibi_view(n_head: int, length: int, causal: bool = True) -> AlibiView:
-    """Slopes and the bias matrices exactly as `core.positional.ALiBi` adds them (not scaled by 1/sqrt(d))."""
+    """Slopes and the bias matrices exactly as `core.model.positional.ALiBi` adds them (not scaled by 1/sqrt(d))."""
     return AlibiView(alibi_slopes(n_head), alibi_bias(n_head, length, length, 0, causal).double().numpy())
 
 

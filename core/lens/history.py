@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.checkpoint import CheckpointError, read_metadata
+from core.io.checkpoint import CheckpointError, read_metadata
 
 COLUMNS = ["run", "step", "epoch", "tokens", "wall_time", "split", "metric", "value"]
 NUMERIC_COLUMNS = ("step", "epoch", "tokens", "wall_time", "value")

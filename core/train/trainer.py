@@ -1,8 +1,8 @@
-"""A generic Trainer (it knows nothing about the task); `python -m core.train` runs core/train_cli.py.
+"""A generic Trainer (it knows nothing about the task); `python -m core.train` runs core/train/cli.py.
 
 The Trainer follows the CS224N assignment's minGPT trainer: AdamW (betas 0.9/0.95) with its decay
 groups, linear warmup then an unclamped cosine with a 10% floor measured in tokens, gradient
-clipping (core/optim.py holds the groups and schedules; a recipe may name others).
+clipping (core/train/optim.py holds the groups and schedules; a recipe may name others).
 It writes history rows (run, step, epoch, tokens, wall_time, split, metric, value): live to
 `<checkpoint>.log.jsonl`, and into the checkpoint every `save_every` epochs and at the end, atomically. A sidecar
 `<checkpoint>.resume` (safetensors: optimizer moments and RNG states) lets `--resume` continue
@@ -25,16 +25,16 @@ from safetensors.torch import load_file, save_file
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
-from core import checkpoint as ckpt
 from core.data.loader import epoch_batches
-from core.model import Transformer
-from core.optim import lr_multiplier, make_adamw
-from core.tokenizer import Tokenizer
+from core.io import checkpoint as ckpt
+from core.model.tokenizer import Tokenizer
+from core.model.transformer import Transformer
+from core.train.optim import lr_multiplier, make_adamw
 
 
 @dataclass
 class TrainerConfig:
-    """Defaults are the CS224N assignment's recipe where it has one (see core/optim.py)."""
+    """Defaults are the CS224N assignment's recipe where it has one (see core/train/optim.py)."""
 
     max_epochs: int = 10
     batch_size: int = 64
@@ -42,8 +42,8 @@ class TrainerConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     grad_norm_clip: float = 1.0
     weight_decay: float = 0.1
-    decay: str = "cs224n"  # which parameters are decayed: a core.optim.DECAY_POLICIES name
-    schedule: str = "cosine"  # core.optim.SCHEDULES; "cosine" is the assignment's, unclamped
+    decay: str = "cs224n"  # which parameters are decayed: a core.train.optim.DECAY_POLICIES name
+    schedule: str = "cosine"  # core.train.optim.SCHEDULES; "cosine" is the assignment's, unclamped
     lr_decay: bool = True  # False: a constant rate whatever `schedule` says
     warmup_tokens: int = 0  # CS224N counts every target position, PAD included
     final_tokens: int = 0  # 0: the whole run
@@ -252,14 +252,3 @@ def evaluate_loss(model: Transformer, dataset: Dataset, batch_size: int = 128, d
     if accuracy:
         out["accuracy"] = correct / max(seen, 1)
     return out
-
-
-# --- command line: core/train_cli.py (kept apart so this file stays the trainer) ----------------
-def main(argv: list[str] | None = None) -> int:
-    from core.train_cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
