@@ -118,7 +118,7 @@ def copy_weights(ours: Transformer, baseline: MinGPT) -> None:
     for name, tensor in ours.state_dict().items():
         if name == "pos.table":
             state["pos_emb"] = tensor.unsqueeze(0)
-        elif name == "head.head.weight":
+        elif name == "head.unembed.weight":
             state["head.weight"] = tensor
         else:
             state[name] = tensor

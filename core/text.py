@@ -1,8 +1,16 @@
-"""Showing user-controlled text (names, paths, sentences) safely in Markdown-rendering elements, and
-reading what people type."""
+"""Text shared by every layer: the CS224N special characters, showing tokens and user-controlled text
+(names, paths, sentences) safely, and reading what people type. Imports nothing of core."""
 
 from __future__ import annotations
 
+import unicodedata
+
+MASK_CHAR = "\u2047"  # ⁇: the CS224N MASK (span corruption; the birthplace models answer after it)
+PAD_CHAR = "\u25a1"  # □: the CS224N PAD
+MASK_LABEL = "MASK"  # how the MASK is shown (⁇ reads as two question marks)
+VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5"}  # ␣ ⏎ ⇥
+INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}  # control, format, spaces...
+COMBINING_CATEGORIES = {"Mn", "Mc", "Me"}
 TYPED_QUESTION_MARKS = "?？"  # what keyboards type at the end of a question (ASCII and full-width)
 _MARKDOWN_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
@@ -11,3 +19,21 @@ def markdown_escape(text: object) -> str:
     """Backslash-escape every ASCII punctuation character (CommonMark allows it for all of them), so
     the text renders literally: no emphasis, links, HTML, :shortcodes: or $math$."""
     return "".join("\\" + c if c in _MARKDOWN_PUNCTUATION else c for c in str(text))
+
+
+def visible_token(token: str) -> str:
+    """The one label a person sees for a token, on every page: 'MASK' for the CS224N MASK (⁇ reads as
+    two question marks), '␣' for a space, U+XXXX for control/format/invisible characters."""
+    if token == MASK_CHAR:
+        return MASK_LABEL
+    out = []
+    for ch in token:
+        if ch in VISIBLE:
+            out.append(VISIBLE[ch])
+        elif unicodedata.category(ch) in INVISIBLE_CATEGORIES:
+            out.append(f"U+{ord(ch):04X}")
+        elif unicodedata.category(ch) in COMBINING_CATEGORIES:
+            out.append("\u25cc" + ch)  # a lone accent shown on a dotted circle, not on the chip's bracket
+        else:
+            out.append(ch)
+    return "".join(out)

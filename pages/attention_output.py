@@ -7,15 +7,16 @@ import pandas as pd
 import streamlit as st
 
 from core.lens import attention as av
+from core.lens.outputs import ModelOutput
 
 
-def show_output(output: av.ModelOutput) -> None:
+def show_output(output: ModelOutput) -> None:
     st.subheader(output.title)
     if output.note:
         st.info(output.note)
     if output.completion is not None:
         st.text("Answer: " + (output.answer if output.answer else "(empty)"))
-        st.code(output.completion, language=None)
+        st.code(output.shown_completion, language=None)
     if output.rows:
         st.dataframe(pd.DataFrame(output.rows), hide_index=True)
 

@@ -93,7 +93,7 @@ def show_attention(p: Probe, question: str, key: str) -> None:
     if attention.cut:
         st.caption(plain(f"The first {attention.cut} characters are past what {focus} reads at once; it "
                          f"answers from the rest, as generation does."))
-    fig = viz.answer_attention_heatmap(weights, probe.display_tokens(attention.tokens), rows,
+    fig = viz.answer_attention_heatmap(weights, attention.tokens, rows,
                                        title=f"{focus}: where the MASK looks")
     show_figure(fig, f"{focus}-answer-attention", key=f"{key}_chart")
     attention_link(focus, question)

@@ -53,7 +53,7 @@ def model_attention(folder, name: str, text: str | None = None, ids: list[int] |
         text += "\u2047"  # a typed question: the page appends the MASK the model answers after
     idx = torch.tensor([loaded.tokenizer.encode(text) if ids is None else ids])
     with torch.no_grad():
-        _, _, attention = loaded.model(idx, return_attention=True)
+        _, attention = loaded.model.run_with_attention(idx)
     return attention[:, 0].numpy(), loaded.model.attention_mask(idx)[0, 0].numpy()
 
 

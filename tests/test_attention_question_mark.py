@@ -26,3 +26,13 @@ def test_the_appended_mask_is_labelled_not_shown_as_two_question_marks():
     run = run_attention(tiny_model(tokenizer.vocab_size, block_size=64), tokenizer, "birthplace",
                         "Where was Ada born?")
     assert run.tokens[-2:] == ["?", "MASK"]
+
+
+def test_the_completion_line_labels_every_mask():
+    tokenizer = CharTokenizer.from_corpus("Where was Ada born? London")
+    run = run_attention(tiny_model(tokenizer.vocab_size, block_size=64), tokenizer, "birthplace",
+                        "Where was Ada born?")
+    shown = run.output.shown_completion
+    assert MASK_CHAR in run.output.completion and MASK_CHAR not in shown
+    assert shown.startswith("Where was Ada born?[MASK]")
+    assert shown.count("[MASK]") == run.output.completion.count(MASK_CHAR)

@@ -11,7 +11,10 @@ import torch
 
 from core import urlstate
 from core.lens import attention as av
+from core.lens import outputs
+from core.lens.evaluate import answer_from_completion
 from core.model.tokenizer import MASK_CHAR, CharTokenizer, WordTokenizer
+from core.text import visible_token
 from tests.conftest import TINY_CORPUS, tiny_model
 
 CHARS = CharTokenizer.from_corpus(TINY_CORPUS + "Where was born?")
@@ -28,7 +31,7 @@ def make_run(attention, ids=None, causal=True, special=None, block_size=8, max_l
         np.broadcast_to(np.asarray(ids) != 0, (T, T)).copy(),
         special=np.zeros(T, bool) if special is None else np.asarray(special),
         causal=causal, block_size=block_size, max_length=max_length,
-        n_input_tokens=T if n_input is None else n_input, notes=[], output=av.ModelOutput(title=""))
+        n_input_tokens=T if n_input is None else n_input, notes=[], output=outputs.ModelOutput(title=""))
 
 
 # --- combining -------------------------------------------------------------------------------------
@@ -104,7 +107,7 @@ def test_run_attention_returns_exactly_the_models_attention():
     run = av.run_attention(model, CHARS, "lm", text)
     idx = torch.tensor([CHARS.encode(text)])
     with torch.no_grad():
-        _, _, attention = model(idx, return_attention=True)
+        _, attention = model.run_with_attention(idx)
     np.testing.assert_array_equal(run.attention, attention[:, 0].numpy())
     assert run.tokens[3] == "\u2423"  # the space, made visible
     assert run.attention.shape == (2, 4, len(text), len(text))
@@ -165,10 +168,10 @@ def test_unknown_characters_are_named_with_code_points_and_escaped():
 
 
 def test_visible_token_and_markdown_escape():
-    assert av.visible_token(" ") == "\u2423"
-    assert av.visible_token("\u202e") == "U+202E"  # right-to-left override: shown, not obeyed
-    assert av.visible_token("שלום") == "שלום"
-    assert av.visible_token("e\u0301") == "e\u25cc\u0301"  # a combining accent on a dotted circle
+    assert visible_token(" ") == "\u2423"
+    assert visible_token("\u202e") == "U+202E"  # right-to-left override: shown, not obeyed
+    assert visible_token("שלום") == "שלום"
+    assert visible_token("e\u0301") == "e\u25cc\u0301"  # a combining accent on a dotted circle
     assert av.markdown_escape("*a* <b>") == "\\*a\\* \\<b\\>"
 
 
@@ -194,13 +197,13 @@ def test_lm_output_is_top5_next_characters_per_position():
     idx = torch.tensor([CHARS.encode("Ada")])
     with torch.no_grad():
         best = model(idx)[0][0, 0].argmax().item()
-    assert rows[0]["next #1"].startswith(av.visible_token(CHARS.decode([best])))
+    assert rows[0]["next #1"].startswith(visible_token(CHARS.decode([best])))
 
 
 def test_answer_is_the_text_between_the_first_two_masks():
-    assert av.answer_from_completion(f"Where was X born?{MASK_CHAR}Paris{MASK_CHAR}\u25a1\u25a1") == "Paris"
-    assert av.answer_from_completion(f"Where{MASK_CHAR}Rome") == "Rome"
-    assert av.answer_from_completion("no mask") is None
+    assert answer_from_completion(f"Where was X born?{MASK_CHAR}Paris{MASK_CHAR}\u25a1\u25a1") == "Paris"
+    assert answer_from_completion(f"Where{MASK_CHAR}Rome") == "Rome"
+    assert answer_from_completion("no mask") == ""  # the assignment's rule; the page shows no answer then
 
 
 def test_birthplace_answer_equals_plain_greedy_generation():
@@ -208,10 +211,10 @@ def test_birthplace_answer_equals_plain_greedy_generation():
     prompt = f"Where was Ada born?{MASK_CHAR}"
     run = av.run_attention(model, CHARS, "birthplace", prompt)
     idx = torch.tensor([CHARS.encode(prompt)])
-    expected = CHARS.decode(model.generate(idx, av.ANSWER_CHARS)[0].tolist())
+    expected = CHARS.decode(model.generate(idx, outputs.ANSWER_CHARS)[0].tolist())
     assert expected.startswith(run.output.completion)
-    assert run.output.answer == av.answer_from_completion(expected)
-    assert sum(av.ANSWER_CHUNKS) == av.ANSWER_CHARS
+    assert run.output.answer == answer_from_completion(expected)
+    assert sum(outputs.ANSWER_CHUNKS) == outputs.ANSWER_CHARS
 
 
 def test_birthplace_generation_stops_once_the_answer_is_closed():
@@ -220,12 +223,12 @@ def test_birthplace_generation_stops_once_the_answer_is_closed():
         model.ln_f.weight.zero_()
         model.ln_f.bias.zero_()
         model.ln_f.bias[0] = 1.0
-        model.head.head.weight.zero_()
-        model.head.head.weight[CHARS.mask_id, 0] = 10.0
+        model.head.unembed.weight.zero_()
+        model.head.unembed.weight[CHARS.mask_id, 0] = 10.0
     prompt = f"Where was Ada born?{MASK_CHAR}"
     run = av.run_attention(model, CHARS, "birthplace", prompt)
     assert run.output.answer == ""
-    assert run.output.completion == prompt + MASK_CHAR * av.ANSWER_CHUNKS[0]
+    assert run.output.completion == prompt + MASK_CHAR * outputs.ANSWER_CHUNKS[0]
 
 
 def test_birthplace_without_a_question_asks_for_one():

@@ -113,7 +113,7 @@ def test_converted_model_matches_reference_mingpt(tmp_path, attention, prefix):
     expected = reference_logits(plain_sd, idx)
     with torch.no_grad():
         fast, _ = loaded.model(idx)
-        explicit, _, attn = loaded.model(idx, return_attention=True)
+        explicit, attn = loaded.model.run_with_attention(idx)
         short, _ = loaded.model(idx[:, :5])
     assert expected.abs().max() > 1.0  # weights large enough that a wrong mapping would show
     torch.testing.assert_close(fast, expected, atol=1e-5, rtol=1e-5)

@@ -19,7 +19,7 @@ def test_attention_rows_and_fast_path(positional, attention, causal):
     if not causal:
         idx[1, 15:] = 0  # padding at the end of one row
     fast_logits, _ = model(idx)
-    logits, _, attn = model(idx, return_attention=True)
+    logits, attn = model.run_with_attention(idx)
     assert attn.shape == (2, 3, 4, 20, 20)  # (n_layer, B, n_head, T, T)
     assert torch.allclose(attn.sum(-1), torch.ones(2, 3, 4, 20), atol=1e-6)
     assert torch.allclose(fast_logits, logits, atol=1e-5)

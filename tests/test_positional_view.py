@@ -216,7 +216,7 @@ def test_sentence_attention_is_the_models_own_and_never_past_its_length():
     model = tiny_model(tokenizer.vocab_size, positional="learned", block_size=8)
     run = pv.sentence_attention(model, tokenizer, "abc dab cab", max_tokens=64)
     assert len(run.tokens) == 8 and run.cut == 3 and run.tokens[3] == "\u2423"
-    _, _, attention = model(torch.tensor([tokenizer.encode("abc dab ")]), return_attention=True)
+    _, attention = model.run_with_attention(torch.tensor([tokenizer.encode("abc dab ")]))
     assert np.allclose(run.attention, attention[:, 0].detach().double().numpy())
     assert np.allclose(run.attention.sum(-1), 1.0)
     with pytest.raises(pv.SentenceError):

@@ -23,6 +23,7 @@ from core.lens.evaluate import evaluate_birthplaces, predict_birthplaces, predic
 from core.model.config import ModelConfig
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from core.model.transformer import Transformer
+from core.text import visible_token
 from tests.conftest import tiny_model
 
 BLOCK = 56
@@ -122,11 +123,11 @@ def test_answer_attention_is_the_last_row_over_the_prompt(world):
     attention = probe.answer_attention(world.model, world.tokenizer, question)
     ids = world.tokenizer.encode(question + MASK_CHAR)
     with torch.no_grad():
-        _, _, full = world.model(torch.tensor([ids]), return_attention=True)
+        _, full = world.model.run_with_attention(torch.tensor([ids]))
     assert attention.weights.shape == (2, 2, len(ids)) and attention.cut == 0
     np.testing.assert_allclose(attention.weights, full[:, 0, :, -1, :].numpy(), rtol=1e-6)
     np.testing.assert_allclose(attention.weights.sum(-1), 1.0, rtol=1e-5)
-    assert attention.tokens[-1] == MASK_CHAR and attention.layer_means.shape == (2, len(ids))
+    assert attention.tokens[-1] == probe.MASK_LABEL and attention.layer_means.shape == (2, len(ids))
     cut = probe.answer_attention(world.model, world.tokenizer, "x" * 70)
     assert cut.cut == 71 - BLOCK and len(cut.tokens) == BLOCK
 
@@ -322,7 +323,7 @@ def test_unknown_characters_are_named_once_for_every_model():
 
 
 def test_the_appended_mask_is_shown_as_a_labelled_marker():
-    assert probe.display_tokens(["a", "?", MASK_CHAR]) == ["a", "?", probe.MASK_LABEL]
+    assert [visible_token(t) for t in ["a", "?", MASK_CHAR]] == ["a", "?", probe.MASK_LABEL]
     assert probe.MASK_LABEL == "MASK" and MASK_CHAR not in probe.MASK_LABEL
 
 
@@ -382,7 +383,7 @@ def test_probe_heatmaps_and_bars_carry_the_numbers():
     weights = np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]])
     fig = viz.answer_attention_heatmap(weights, ["<", " ", MASK_CHAR], ["layer 0", "layer 1"])
     np.testing.assert_array_equal(np.asarray(fig.data[0].z), weights)
-    assert list(fig.layout.xaxis.ticktext) == ["&lt;", "␣", MASK_CHAR]
+    assert list(fig.layout.xaxis.ticktext) == ["&lt;", "␣", "MASK"]  # the MASK is labelled on every page
     shares = pd.DataFrame({"training labels": [0.5, 0.5], "m": [1.0, 0.0]}, index=["London", "Paris"])
     fig = viz.place_share_bars(shares)
     assert [t.name for t in fig.data] == ["training labels", "m"] and list(fig.data[1].y) == [1.0, 0.0]

@@ -7,6 +7,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from core.figures.common import ALLOWED_COLOR, LEGEND_RIGHT, SEQUENTIAL, base_layout, index_axis, run_colors, token_axis
+from core.text import visible_token
 
 PROBE_CATEGORY_COLORS = {
     "retrieved": "#1CA71C", "wrong despite evidence": "#EF553B", "correct by prior": "#FFA15A",
@@ -15,10 +16,6 @@ PROBE_CATEGORY_COLORS = {
 PROBE_GREEDY_COLOR = "#EF553B"
 PROBE_TRUTH_COLOR = "#1CA71C"
 PROBE_TRAINING_COLOR = "#7F7F7F"
-
-
-def _probe_visible(token: str) -> str:
-    return {" ": "␣", "\n": "↵", "\t": "⇥", "": "∅"}.get(token, token)
 
 
 def candidate_bars(places: list[str], probabilities, greedy: str | None = None, truth: str | None = None,
@@ -52,7 +49,7 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
     import numpy as np
 
     weights = np.asarray(weights, dtype=float)
-    labels = [html.escape(_probe_visible(t)) for t in tokens]
+    labels = [html.escape(visible_token(t) or "∅") for t in tokens]
     rows = [html.escape(r) for r in row_labels]
     text = [[f"{row}: key {j} '{label}'" for j, label in enumerate(labels)] for row in rows]
     fig = go.Figure(go.Heatmap(

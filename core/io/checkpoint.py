@@ -161,10 +161,18 @@ def read_metadata(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[
     return _decode_metadata(header.get("__metadata__"), path.name)
 
 
+# Tensors renamed after files were written in this format; such files load under the new names.
+OLD_NAMES = {"head.head.weight": "head.unembed.weight"}
+
+
+def _model_key(file_key: str) -> str:
+    return OLD_NAMES.get(file_key, file_key)
+
+
 def _check_config_against_header(config: ModelConfig, header: dict[str, Any], name: str) -> None:
     """Compare what the config implies with the tensors the file declares, before building anything:
     a small file whose config claims a huge model must be refused, not allocated."""
-    shapes = {key: entry.get("shape") for key, entry in header.items() if key != "__metadata__"}
+    shapes = {_model_key(key): entry.get("shape") for key, entry in header.items() if key != "__metadata__"}
     blocks = {key.split(".")[1] for key in shapes if key.startswith("blocks.")}
     if len(blocks) != config.n_layer:
         raise CheckpointError(f"{name}: the config has {config.n_layer} layers but the file has tensors for "
@@ -215,7 +223,8 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cp
     expected = model.state_dict()
     try:
         with safe_open(str(path), framework="pt", device=device) as fh:
-            names = set(fh.keys())
+            file_keys = {_model_key(key): key for key in fh.keys()}
+            names = set(file_keys)
             missing = sorted(set(expected) - names)
             unexpected = sorted(names - set(expected))
             if missing:
@@ -224,7 +233,7 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cp
                 raise CheckpointError(f"{name} has tensor {unexpected[0]!r} that the config does not use.")
             state = {}
             for key in expected:
-                tensor = fh.get_tensor(key)
+                tensor = fh.get_tensor(file_keys[key])
                 if tuple(tensor.shape) != tuple(expected[key].shape):
                     raise CheckpointError(f"{name}: tensor {key!r} has shape {tuple(tensor.shape)} but the "
                                           f"config implies {tuple(expected[key].shape)}.")

@@ -4,7 +4,7 @@ The CS224N "pretrained transformers and knowledge access" assignment ends with f
 `vanilla.finetune.params`: `torch.save(model.state_dict())` of minGPT. Our `Transformer` uses
 minGPT's parameter names, so conversion is mostly renaming: strip `_orig_mod.` (torch.compile) and
 `module.` (DataParallel) prefixes, drop the causal `attn.mask` buffers (checked: lower-triangular
-ones), `pos_emb` (1, T, C) -> `pos.table` (T, C), `head.weight` -> `head.head.weight`. The config
+ones), `pos_emb` (1, T, C) -> `pos.table` (T, C), `head.weight` -> `head.unembed.weight`. The config
 is read off the tensor shapes; only n_head is not stored (8 in the assignment).
 
 Loading uses `torch.load(weights_only=True)`: a pickle that would run code is refused, never run.
@@ -39,7 +39,7 @@ WRAPPER_KEYS = ("state_dict", "model")  # {"state_dict": {...}} as some training
 BLOCK_KEY = re.compile(r"^blocks\.(\d+)\.")
 MASK_KEY = re.compile(r"^blocks\.(\d+)\.attn\.mask$")
 # minGPT name -> our name, for the tensors that are not renamed one to one.
-RENAMED = {"pos_emb": "pos.table", "head.weight": "head.head.weight"}
+RENAMED = {"pos_emb": "pos.table", "head.weight": "head.unembed.weight"}
 OURS_TO_MINGPT = {ours: theirs for theirs, ours in RENAMED.items()}
 
 

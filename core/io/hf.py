@@ -1,7 +1,7 @@
 """Hugging Face model folders (config.json + model.safetensors + tokenizer files) behind the lab's interface.
 
-`load_folder` returns the same `LoadedCheckpoint` as `core.io.checkpoint.load`: `.model(idx,
-return_attention=True)` gives (logits, loss, attention (n_layer, B, n_head, T, T)) exactly as
+`load_folder` returns the same `LoadedCheckpoint` as `core.io.checkpoint.load`:
+`.model.run_with_attention(idx)` gives (logits, attention (n_layer, B, n_head, T, T)) exactly as
 `transformers` returns them with `output_attentions=True` and eager attention; `.tokenizer.tokenize`
 gives display tokens people can read (byte-level `Ġ` becomes a visible space, WordPiece `##x` becomes
 `·x`, special tokens keep their names). BERT-family encoders and GPT-2-family decoders are supported.
@@ -142,7 +142,7 @@ class HFConfigView:
 
 
 class HFModel(nn.Module):
-    """A transformers model behind `model(idx, targets=None, return_attention=False)`."""
+    """A transformers model behind our model's interface: `forward(idx, targets)`, `run_with_attention(idx)`."""
 
     def __init__(self, inner: nn.Module, view: HFConfigView, max_positions: int) -> None:
         super().__init__()
@@ -171,19 +171,25 @@ class HFModel(nn.Module):
         real = idx != self.config.pad_id if self.config.pad_id >= 0 else torch.ones_like(idx, dtype=torch.bool)
         return torch.where(real.any(dim=1, keepdim=True), real, torch.ones_like(real)).long()
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_attention: bool = False):
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        logits, loss, _ = self._run(idx, targets, attention=False)
+        return logits, loss
+
+    def run_with_attention(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, _, attention = self._run(idx, None, attention=True)
+        return logits, attention  # (L, B, H, T, T)
+
+    def _run(self, idx: torch.Tensor, targets: torch.Tensor | None, attention: bool):
         if idx.size(1) > self.max_length:
             raise ValueError(f"This model can read at most {self.max_length} tokens; the input has {idx.size(1)}.")
         mask = None if self.config.causal else self._padding(idx)
-        out = self.inner(input_ids=idx, attention_mask=mask, output_attentions=return_attention)
+        out = self.inner(input_ids=idx, attention_mask=mask, output_attentions=attention)
         logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
         loss = None
         if targets is not None and self.config.head in ("lm", "masked-lm"):
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
                                    ignore_index=self.config.pad_id)
-        if return_attention:
-            return logits, loss, torch.stack(out.attentions)  # (L, B, H, T, T)
-        return logits, loss
+        return logits, loss, (torch.stack(out.attentions) if attention else None)  # (L, B, H, T, T)
 
 
 class HFTokenizer:

@@ -127,7 +127,7 @@ def _layer_norm(m: nn.LayerNorm) -> tuple[str, Formula]:
 
 
 def _lm_head(m: LMHead) -> tuple[str, Formula]:
-    return "head", Formula("V*C", {"V": m.head.out_features, "C": m.head.in_features}, "no bias")
+    return "head", Formula("V*C", {"V": m.unembed.out_features, "C": m.unembed.in_features}, "no bias")
 
 
 def _classifier_head(m: ClassifierHead) -> tuple[str, Formula]:

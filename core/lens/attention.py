@@ -1,35 +1,28 @@
 """What the attention page shows, as plain data: pure functions, no streamlit.
 
 `run_attention(model, tokenizer, task, labels, text)` tokenises a sentence, cuts it to what the model
-can read, runs ONE forward pass with `return_attention=True` and returns an `AttentionRun` of numpy
+can read, asks for ONE `Trace` (core.lens.trace) and returns an `AttentionRun` of numpy
 arrays and plain values (cacheable, picklable). Everything else here derives views from that run:
 combining heads, attention rollout (Abnar & Zuidema 2020), hiding tokens, differences between two
-models, sanity checks, the long-format CSV export, and the model's own output for the input.
+models, sanity checks, the long-format CSV export, and (core.lens.outputs) the model's own output for the input.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
-import torch
 
+from core.lens.outputs import MODEL_OUTPUTS, ModelOutput, lm_next_tokens
+from core.lens.trace import TraceError, trace
 from core.model.tokenizer import MASK_CHAR, Tokenizer
-from core.text import TYPED_QUESTION_MARKS, markdown_escape
+from core.text import TYPED_QUESTION_MARKS, markdown_escape, visible_token
 
 MAX_TOKENS_PAST_BLOCK = 512  # no-hard-limit schemes: how far past block_size a user may run (memory)
-TOP_K = 5
-ANSWER_CHARS = 32  # CS224N evaluation: greedy decoding of 32 characters
-ANSWER_CHUNKS = (12, 20)  # generated in these steps, stopping early once the answer is complete
 ROW_SUM_TOLERANCE = 1e-6
-VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5"}  # ␣ ⏎ ⇥
-INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}  # control, format, spaces...
-COMBINING_CATEGORIES = {"Mn", "Mc", "Me"}
 
 # Sensible first sentences per task; the first one the tokenizer can read fully wins.
 DEFAULT_SENTENCES: dict[str, tuple[str, ...]] = {
@@ -43,17 +36,6 @@ DEFAULT_SENTENCES: dict[str, tuple[str, ...]] = {
 
 class AttentionInputError(ValueError):
     """Text the page cannot show a map for; str() is one sentence for the user."""
-
-
-@dataclass
-class ModelOutput:
-    """What the model makes of the input: a table, an answer, or a note (whichever applies)."""
-
-    title: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    answer: str | None = None
-    completion: str | None = None
-    note: str | None = None
 
 
 @dataclass
@@ -86,24 +68,6 @@ class AttentionRun:
 
 
 # --- text and tokens ---------------------------------------------------------------------------
-
-
-def visible_token(token: str) -> str:
-    """A label a person can see: 'MASK' for the CS224N MASK token (⁇ reads as two question marks), '␣'
-    for a space, U+XXXX for control/format/invisible characters."""
-    if token == MASK_CHAR:
-        return "MASK"
-    out = []
-    for ch in token:
-        if ch in VISIBLE:
-            out.append(VISIBLE[ch])
-        elif unicodedata.category(ch) in INVISIBLE_CATEGORIES:
-            out.append(f"U+{ord(ch):04X}")
-        elif unicodedata.category(ch) in COMBINING_CATEGORIES:
-            out.append("\u25cc" + ch)  # a lone accent shown on a dotted circle, not on the chip's bracket
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def describe_piece(piece: str) -> str:
@@ -196,112 +160,27 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
     kept = set(raw)
     unknown = [p for p in tokenized.unknown if p in kept]
     fallback = tokenizer.decode([ids[raw.index(unknown[0])]]) if unknown else ""
-    idx = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)
     try:
-        with torch.inference_mode():
-            logits, _, attention = model(idx, return_attention=True)
-    except ValueError as exc:  # a length the model refuses: already one sentence
+        record = trace(model, ids, raw)
+    except TraceError as exc:
         raise AttentionInputError(str(exc)) from None
     specials = special_ids(tokenizer)
     output_fn = MODEL_OUTPUTS.get(task, lm_next_tokens)
     return AttentionRun(
         ids=ids,
-        tokens=[visible_token(t) for t in raw],
+        tokens=record.tokens,
         unknown=unknown,
         fallback_token=fallback,
-        attention=attention[:, 0].float().cpu().numpy(),  # (L, H, T, T)
-        allowed=model.attention_mask(idx)[0, 0].cpu().numpy(),  # (T, T): exactly the model's mask
+        attention=record.attention,  # (L, H, T, T)
+        allowed=record.allowed,  # (T, T): exactly the model's mask
         special=np.array([i in specials for i in ids], dtype=bool),
         causal=bool(config.causal),
         block_size=config.block_size,
         max_length=model.max_length,
         n_input_tokens=len(tokenized.ids),
         notes=cut_notes(len(tokenized.ids), limit, config.block_size, model.max_length),
-        output=output_fn(model, tokenizer, idx, logits, labels or []),
+        output=output_fn(model, tokenizer, record.idx, record.logits, labels or []),
     )
-
-
-# --- what the model outputs, one function per task -----------------------------------------------
-
-
-def lm_next_tokens(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
-                   labels: list[str]) -> ModelOutput:
-    """Top-5 next tokens after every position (the model's prediction for position + 1)."""
-    probs = torch.softmax(logits[0].float(), dim=-1)  # (T, V)
-    top = torch.topk(probs, min(TOP_K, probs.size(-1)), dim=-1)
-    shown = {i: visible_token(tokenizer.decode([i])) for i in set(top.indices.flatten().tolist())}
-    ids = idx[0].tolist()
-    rows = []
-    for pos, (values, indices) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
-        row: dict[str, Any] = {"pos": pos, "token": visible_token(tokenizer.decode([ids[pos]]))}
-        for rank, (p, i) in enumerate(zip(values, indices), start=1):
-            row[f"next #{rank}"] = f"{shown[i]}  {p:.1%}"
-        rows.append(row)
-    unit = "character" if getattr(tokenizer, "kind", "") == "char" else "token"
-    return ModelOutput(title=f"Top-{TOP_K} next {unit} after each position", rows=rows)
-
-
-def answer_from_completion(completion: str) -> str | None:
-    """CS224N: the answer is the text between the first and second MASK of the completion."""
-    parts = completion.split(MASK_CHAR)
-    return parts[1] if len(parts) > 1 else None
-
-
-def birthplace_answer(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
-                      labels: list[str]) -> ModelOutput:
-    title = f"Generated answer (greedy, {ANSWER_CHARS} characters)"
-    if not model.config.causal or model.config.head != "lm":
-        return ModelOutput(title=title, note="This model cannot generate text.")
-    if getattr(tokenizer, "mask_id", None) not in idx[0].tolist():
-        return ModelOutput(title=title, note="A birthplace model answers a question: end it with '?', "
-                                             "e.g. 'Where was Ada Lovelace born?' (the MASK it answers "
-                                             "after is added for you).")
-    out = idx
-    with torch.inference_mode():
-        # Greedy decoding is deterministic, so stopping once the answer's closing MASK is out changes
-        # nothing but the time: a trained model answers in about ten characters, not 32.
-        for chunk in ANSWER_CHUNKS:
-            out = model.generate(out, chunk, do_sample=False)
-            if (out[0, idx.size(1):] == tokenizer.mask_id).any():
-                break
-    completion = tokenizer.decode(out[0].tolist())
-    return ModelOutput(title=title, answer=answer_from_completion(completion), completion=completion)
-
-
-def class_probabilities(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
-                        labels: list[str]) -> ModelOutput:
-    probs = torch.softmax(logits[0].float(), dim=-1).tolist()  # (n_classes,)
-    names = labels if len(labels) == len(probs) else [f"class {i}" for i in range(len(probs))]
-    rows = sorted(({"label": n, "probability": round(p, 6)} for n, p in zip(names, probs)),
-                  key=lambda r: -r["probability"])
-    return ModelOutput(title="Class probabilities", rows=rows)
-
-
-def masked_lm_predictions(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
-                          labels: list[str]) -> ModelOutput:
-    """A Hugging Face masked LM: what it predicts at every position (the same table as an LM's)."""
-    output = lm_next_tokens(model, tokenizer, idx, logits, labels)
-    output.title = f"Top-{TOP_K} tokens the masked LM predicts at each position"
-    for row in output.rows:
-        for key in [k for k in row if k.startswith("next #")]:
-            row[key.replace("next", "predicted")] = row.pop(key)
-    return output
-
-
-def no_output_head(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
-                   labels: list[str]) -> ModelOutput:
-    return ModelOutput(title="Model output", note="This encoder has no output head (a bare "
-                                                 "Hugging Face model); only its attention is shown.")
-
-
-# task -> what the attention page shows under the map ("masked-lm" and "encoder": Hugging Face only)
-MODEL_OUTPUTS: dict[str, Callable[..., ModelOutput]] = {
-    "lm": lm_next_tokens,
-    "birthplace": birthplace_answer,
-    "classify": class_probabilities,
-    "masked-lm": masked_lm_predictions,
-    "encoder": no_output_head,
-}
 
 
 # --- combining heads and layers ----------------------------------------------------------------

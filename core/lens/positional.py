@@ -28,6 +28,7 @@ import torch
 
 from core.io.checkpoint import CheckpointInfo
 from core.lens.history import empty_frame, history_from_metadata
+from core.lens.trace import trace
 from core.model.positional import (
     alibi_bias,
     alibi_slopes,
@@ -251,30 +252,16 @@ class SentenceAttention:
     cut: int = 0  # tokens left out past the limit
 
 
-@torch.no_grad()
 def sentence_attention(model, tokenizer, text: str, max_tokens: int) -> SentenceAttention:
-    """Tokenise, keep at most max_tokens (and never more than the model can encode), one forward pass."""
+    """Tokenise, keep at most max_tokens (and never more than the model can encode), one traced pass."""
     tokenized = tokenizer.tokenize(text)
     if not tokenized.ids:
         raise SentenceError("The sentence is empty; type a few words.")
     limit = max_tokens if model.max_length is None else min(max_tokens, model.max_length)
-    ids = tokenized.ids[:limit]
-    idx = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)
-    _, _, attention = model(idx, return_attention=True)  # (L, 1, H, T, T)
-    T = len(ids)
-    if model.config.causal:
-        allowed = np.tril(np.ones((T, T), dtype=bool))
-    else:
-        real = np.array([i != model.config.pad_id for i in ids])
-        real = real if real.any() else np.ones(T, dtype=bool)  # as the model: all-PAD input sees all
-        allowed = np.broadcast_to(real[None, :], (T, T)).copy()
-    return SentenceAttention(tokens=[visible(t) for t in tokenized.tokens[:limit]],
-                             attention=attention[:, 0].cpu().double().numpy(), allowed=allowed,
-                             unknown=tokenized.unknown, cut=len(tokenized.ids) - T)
-
-
-def visible(token: str) -> str:
-    return {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5"}.get(token, token)
+    record = trace(model, tokenized.ids[:limit], tokenized.tokens[:limit])
+    return SentenceAttention(tokens=record.tokens, attention=record.attention.astype(np.float64),
+                             allowed=record.allowed, unknown=tokenized.unknown,
+                             cut=len(tokenized.ids) - record.n_tokens)
 
 
 def attention_by_distance(attention: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -38,9 +38,10 @@ from core.lens.evaluate import (
     most_frequent_place,
     predict_birthplaces,
 )
+from core.lens.trace import trace
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from core.model.transformer import Transformer
-from core.text import TYPED_QUESTION_MARKS
+from core.text import MASK_LABEL, TYPED_QUESTION_MARKS  # noqa: F401  (MASK_LABEL: the page's badge)
 
 # --- the data the probe reads ------------------------------------------------------------------
 
@@ -55,7 +56,6 @@ QUESTION_TEMPLATE = "Where was {name} born?"
 QUESTION_MARKS = TYPED_QUESTION_MARKS + MASK_CHAR
 QUESTION_PATTERN = re.compile(r"\s*Where\s+was\s+(.+?)\s+born\s*[?？⁇]*\s*", re.IGNORECASE)
 # How the page shows the MASK (⁇, U+2047) it appends: a word, since many fonts draw ⁇ exactly like "??".
-MASK_LABEL = "MASK"
 MAX_INPUT_CHARS = 300  # a name or question; the models read ~128 characters
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 MAX_UPLOAD_QUESTIONS = 5000
@@ -152,11 +152,6 @@ def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, CharTokenizer
             f"{_char(c)} ({_and(models)})" for c, models in lacking.items()) + more
     reader, it = ("it reads" if len(tokenizers) == 1 else "they read"), ("it" if len(chars) == 1 else "them")
     return f"{head}; {reader} {it} as PAD, so answers for names with {it} are guesses about a different string."
-
-
-def display_tokens(tokens: Sequence[str]) -> list[str]:
-    """Prompt characters as labels, with the appended MASK shown as MASK_LABEL instead of '⁇'."""
-    return [MASK_LABEL if token == MASK_CHAR else token for token in tokens]
 
 
 # --- evidence from the pretraining corpus ---------------------------------------------------------
@@ -441,17 +436,14 @@ class AnswerAttention:
         return self.weights.mean(axis=1)  # (n_layer, T)
 
 
-@torch.no_grad()
 def answer_attention(model: Transformer, tokenizer: CharTokenizer, question: str) -> AnswerAttention:
     _check_generator(model)
     ids = tokenizer.encode(question + MASK_CHAR)
     limit = _context(model)
     cut = max(0, len(ids) - limit)  # generation reads the last `limit` tokens, so does this
     ids = ids[cut:]
-    device = next(model.parameters()).device
-    _, _, attention = model(torch.tensor([ids], device=device), return_attention=True)
-    return AnswerAttention(tokens=[tokenizer.decode([i]) for i in ids],
-                           weights=attention[:, 0, :, -1, :].float().cpu().numpy(), cut=cut)
+    record = trace(model, ids, [tokenizer.decode([i]) for i in ids])
+    return AnswerAttention(tokens=record.tokens, weights=record.attention[:, :, -1, :], cut=cut)
 
 
 @dataclass

@@ -5,8 +5,9 @@ probabilities (B, nh, Tq, Tk) computed by an explicit softmax, so what the dashb
 the model computed. Without that request, vanilla attention takes the fused
 `scaled_dot_product_attention` path, which never materialises the weights.
 
-`allowed` is a boolean mask broadcastable to (B, nh, Tq, Tk), True where a query may attend a key;
-masked probabilities are exactly 0.
+Every layer of one forward call shares a `Step` (the positional scheme, the mask, where the queries
+start, whether probabilities are wanted); `allowed` is a boolean mask broadcastable to
+(B, nh, Tq, Tk), True where a query may attend a key; masked probabilities are exactly 0.
 """
 
 from __future__ import annotations
@@ -40,6 +41,21 @@ class KVCache:
         return self.k, self.v
 
 
+@dataclass
+class Step:
+    """What every layer of one forward call shares (nanoGPT's blocks take x alone; ours also need this)."""
+
+    positional: PositionalScheme
+    allowed: torch.Tensor  # (B|1, 1, Tq, Tk) bool: True where a query may attend a key
+    start: int = 0  # position of the first query: > 0 only when generating with a cache
+    need_weights: bool = False  # return probabilities (explicit softmax) instead of the fused path
+
+    @property
+    def plain_causal(self) -> bool:
+        """The mask is exactly lower-triangular from position 0, so the fused kernel may build it."""
+        return self.positional.config.causal and self.start == 0
+
+
 def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Softmax over keys with disallowed entries exactly 0 (and an all-masked row all 0, not NaN)."""
     scores = scores.masked_fill(~allowed, float("-inf"))
@@ -56,9 +72,9 @@ class Attention(nn.Module):
     def incompatibility(cls, config: ModelConfig) -> str | None:
         return None
 
-    def forward(self, x: torch.Tensor, positional: PositionalScheme, allowed: torch.Tensor,
-                start: int = 0, cache: KVCache | None = None, need_weights: bool = False,
-                is_plain_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, step: Step, cache: KVCache | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, T, C) -> (y (B, T, C), probabilities (B, nh, T, Tk) if step.need_weights else None)."""
         raise NotImplementedError
 
     def _split_heads(self, x: torch.Tensor, n_head: int) -> torch.Tensor:
@@ -80,9 +96,9 @@ class VanillaAttention(Attention):
         self.resid_drop = nn.Dropout(config.dropout)
         self.dropout = config.dropout
 
-    def forward(self, x, positional, allowed, start=0, cache=None, need_weights=False,
-                is_plain_causal=False):
+    def forward(self, x, step, cache=None):
         B, T, C = x.shape
+        positional, allowed, start = step.positional, step.allowed, step.start
         q = self._split_heads(self.query(x), self.n_head)  # (B, nh, T, hs)
         k = self._split_heads(self.key(x), self.n_head)
         v = self._split_heads(self.value(x), self.n_head)
@@ -92,7 +108,7 @@ class VanillaAttention(Attention):
         bias = positional.score_bias(T, k.size(2), start, x.device)  # (nh, T, Tk) or None
 
         weights = None
-        if need_weights:
+        if step.need_weights:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (B, nh, T, Tk)
             if bias is not None:
                 scores = scores + bias
@@ -100,7 +116,7 @@ class VanillaAttention(Attention):
             y = self.attn_drop(weights) @ v  # (B, nh, T, hs)
         else:
             dropout = self.dropout if self.training else 0.0
-            if bias is None and is_plain_causal:
+            if bias is None and step.plain_causal:
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
             else:
                 mask = allowed if bias is None else bias.masked_fill(~allowed, float("-inf"))
@@ -139,9 +155,9 @@ class SynthesizerAttention(Attention):
             return "The synthesizer needs block_size >= 2."
         return None
 
-    def forward(self, x, positional, allowed, start=0, cache=None, need_weights=False,
-                is_plain_causal=False):
+    def forward(self, x, step, cache=None):
         B, T, C = x.shape
+        positional, allowed, start = step.positional, step.allowed, step.start
         t_key = start + T
         if t_key > self.w2.size(1):
             raise ValueError(f"The synthesizer has key columns for {self.w2.size(1)} positions; "
@@ -157,7 +173,7 @@ class SynthesizerAttention(Attention):
         weights = masked_softmax(scores, allowed)
         y = self.attn_drop(weights) @ v  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_drop(self.proj(y)), (weights if need_weights else None)
+        return self.resid_drop(self.proj(y)), (weights if step.need_weights else None)
 
 
 ATTENTION: dict[str, type[Attention]] = {

@@ -13,8 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-MASK_CHAR = "\u2047"  # ⁇
-PAD_CHAR = "\u25a1"  # □
+from core.text import MASK_CHAR, PAD_CHAR  # noqa: F401  (part of the tokenizer's interface)
 
 
 @dataclass

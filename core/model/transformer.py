@@ -5,9 +5,14 @@ One readable file in the spirit of minGPT / nanoGPT. Variants come from registri
 follow minGPT (tok_emb, blocks.{i}.attn.key, ..., ln_f, head) so course checkpoints map
 onto this model one name at a time.
 
-`forward(idx, targets, return_attention=True)` also returns every layer's attention
-probabilities in one tensor, shape (n_layer, B, n_head, T, T), computed by an explicit softmax;
-without it, the fused fast path runs. A test checks both give the same logits.
+`forward(idx, targets) -> (logits, loss)` is the training path (fused attention kernels).
+`run_with_attention(idx) -> (logits, attention)` is kept apart, as TransformerLens keeps
+`run_with_cache` apart from `forward`: it returns every layer's attention probabilities in one
+tensor, shape (n_layer, B, n_head, T, T), computed by an explicit softmax. A test checks both give
+the same logits. Analyses never call it directly: they ask `core.lens.trace.trace` for a `Trace`.
+
+"head" means the attention heads (n_head) everywhere except `Transformer.head`, the output module
+(minGPT's name); its weights are `unembed` (LM) or `classifier` (classification).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.model.attention import ATTENTION, KVCache
+from core.model.attention import ATTENTION, KVCache, Step
 from core.model.config import ModelConfig, register_choices
 from core.model.positional import POSITIONAL
 
@@ -34,10 +39,8 @@ class Block(nn.Module):
             nn.Dropout(config.dropout),
         )
 
-    def forward(self, x, positional, allowed, start=0, cache=None, need_weights=False,
-                is_plain_causal=False):
-        attended, weights = self.attn(self.ln1(x), positional, allowed, start, cache,
-                                      need_weights, is_plain_causal)
+    def forward(self, x: torch.Tensor, step: Step, cache: KVCache | None = None):
+        attended, weights = self.attn(self.ln1(x), step, cache)  # (B, T, C), (B, nh, T, Tk) | None
         x = x + attended
         x = x + self.mlp(self.ln2(x))
         return x, weights
@@ -48,11 +51,11 @@ class LMHead(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.unembed = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.pad_id = config.pad_id
 
     def forward(self, h, idx, targets):
-        logits = self.head(h)  # (B, T, V)
+        logits = self.unembed(h)  # (B, T, V)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
@@ -60,7 +63,22 @@ class LMHead(nn.Module):
         return logits, loss
 
 
-POOLINGS = ("mean", "last", "first")
+def _pool_mean(h: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    weights = real.unsqueeze(-1).to(h.dtype)  # (B, T, 1)
+    return (h * weights).sum(1) / weights.sum(1)  # (B, C)
+
+
+def _pool_last(h: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    last = real.long().cumsum(1).argmax(dim=1)  # index of the last real token
+    return h[torch.arange(h.size(0)), last]  # (B, C)
+
+
+def _pool_first(h: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    return h[:, 0]  # (B, C)
+
+
+# How a classifier turns (B, T, C) hidden states into one vector per sentence; `real` (B, T) marks non-PAD.
+POOLINGS = {"mean": _pool_mean, "last": _pool_last, "first": _pool_first}
 
 
 class ClassifierHead(nn.Module):
@@ -76,14 +94,8 @@ class ClassifierHead(nn.Module):
 
     def pool(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         real = (idx != self.pad_id)  # (B, T)
-        real = torch.where(real.any(dim=1, keepdim=True), real, torch.ones_like(real))
-        if self.pooling == "first":
-            return h[:, 0]
-        if self.pooling == "last":
-            last = real.long().cumsum(1).argmax(dim=1)  # index of the last real token
-            return h[torch.arange(h.size(0)), last]
-        weights = real.unsqueeze(-1).to(h.dtype)  # (B, T, 1)
-        return (h * weights).sum(1) / weights.sum(1)  # (B, C)
+        real = torch.where(real.any(dim=1, keepdim=True), real, torch.ones_like(real))  # all-PAD: use all
+        return POOLINGS[self.pooling](h, real)  # (B, C)
 
     def forward(self, h, idx, targets):
         logits = self.classifier(self.pool(h, idx))  # (B, n_classes)
@@ -153,27 +165,24 @@ class Transformer(nn.Module):
         B, T = idx.shape
         self._check_length(start + T)
         x = self.drop(self.pos.embed(self.tok_emb(idx), start))  # (B, T, C)
-        allowed = self.attention_mask(idx, start, start + T)
-        plain_causal = self.config.causal and start == 0
+        step = Step(self.pos, self.attention_mask(idx, start, start + T), start, need_weights)
         weights = []
         for i, block in enumerate(self.blocks):
-            x, w = block(x, self.pos, allowed, start, caches[i] if caches else None, need_weights,
-                         plain_causal)
+            x, w = block(x, step, caches[i] if caches else None)
             if need_weights:
                 weights.append(w)
         return self.ln_f(x), weights
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                return_attention: bool = False):
-        """idx (B, T) token ids -> (logits, loss) or, with return_attention, (logits, loss, attention).
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """idx (B, T) token ids -> (logits (B, T, V) or (B, n_classes), loss or None)."""
+        h, _ = self.hidden_states(idx)
+        return self.head(h, idx, targets)
 
-        attention: (n_layer, B, n_head, T, T) probabilities; rows sum to 1, masked entries are 0.
-        """
-        h, weights = self.hidden_states(idx, need_weights=return_attention)
-        logits, loss = self.head(h, idx, targets)
-        if return_attention:
-            return logits, loss, torch.stack(weights)
-        return logits, loss
+    def run_with_attention(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """idx (B, T) -> (logits, attention (n_layer, B, n_head, T, T)); rows sum to 1, masked entries 0."""
+        h, weights = self.hidden_states(idx, need_weights=True)
+        logits, _ = self.head(h, idx, None)
+        return logits, torch.stack(weights)
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, do_sample: bool = False,
@@ -199,7 +208,7 @@ class Transformer(nn.Module):
                 fed = idx.size(1)
             else:
                 h, _ = self.hidden_states(idx[:, -context:])
-            logits = self.head.head(h[:, -1]) / max(temperature, 1e-8)  # (B, V)
+            logits = self.head.unembed(h[:, -1]) / max(temperature, 1e-8)  # (B, V)
             if do_sample:
                 if top_k is not None:
                     kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
