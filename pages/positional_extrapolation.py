@@ -1,6 +1,6 @@
 """The positional page's "Train short, test long" tab (pages/positional.py runs it when open).
 
-Every (model, protocol, length) is scored by `core.lens.evaluate.score_length` through a cache keyed on
+Every (model, protocol, length) is scored by `core.lens.extrapolation.score_length` through a cache keyed on
 (checkpoint path, modification time, text, settings), so a result is computed once per server process
 and a later visit shows it at once; a progress bar shows from the first unit while new ones run.
 """
@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from core.figures import positional as figs
-from core.lens import evaluate as ev
+from core.lens import extrapolation as ev
 from core.lens import extrapolation_view as xv
 from core.text import markdown_escape
 from pages.common import show_figure
@@ -58,7 +58,7 @@ def extrapolation(loaded) -> None:
         st.warning("Choose at least one length and one protocol.")
     elif settings:
         show_results(loaded, text, recorded_split, *settings)
-    st.caption("The whole dev text: `python -m core.lens.evaluate extrapolation checkpoints/lm-*.safetensors` "
+    st.caption("The whole dev text: `python -m core.lens.extrapolation extrapolation checkpoints/lm-*.safetensors` "
                "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")
 
 

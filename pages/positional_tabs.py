@@ -14,7 +14,7 @@ import streamlit as st
 
 from core.figures import positional as figs
 from core.figures.attention import attention_heatmap
-from core.lens import evaluate as ev
+from core.lens import extrapolation as ev
 from core.lens import extrapolation_view as xv
 from core.lens import positional as pv
 from core.model.positional import scheme_label

@@ -18,7 +18,7 @@ from streamlit.errors import StreamlitAPIException
 from core.figures import probe as viz
 from core.io.checkpoint import LoadedCheckpoint
 from core.lens import probe
-from core.lens.evaluate import predict_birthplaces
+from core.lens.birthplace import predict_birthplaces
 from core.model.tokenizer import MASK_CHAR
 from pages.common import plain, show_figure
 

@@ -12,7 +12,7 @@ import torch
 from core import urlstate
 from core.lens import attention as av
 from core.lens import outputs
-from core.lens.evaluate import answer_from_completion
+from core.lens.birthplace import answer_from_completion
 from core.model.tokenizer import MASK_CHAR, CharTokenizer, WordTokenizer
 from core.text import visible_token
 from tests.conftest import TINY_CORPUS, tiny_model

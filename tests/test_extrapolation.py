@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from core.data.datasets import LanguageModelDataset
 from core.io import checkpoint
-from core.lens import evaluate as ev
+from core.lens import extrapolation as ev
 from core.model.tokenizer import CharTokenizer
 from core.train.trainer import evaluate_loss
 from tests.conftest import tiny_model

@@ -10,7 +10,7 @@ from core.figures import positional as viz
 from core.io import checkpoint
 from core.lens import extrapolation_view as xv
 from core.lens import positional as pv
-from core.lens.evaluate import LengthScore, VariantExtrapolation
+from core.lens.extrapolation import LengthScore, VariantExtrapolation
 from core.model.positional import POSITIONAL
 from core.text import markdown_escape
 from tests.conftest import save_tiny_checkpoint, tiny_model
@@ -300,7 +300,7 @@ def test_similarity_panels_say_what_each_scheme_has_instead_of_vectors():
 
 
 def test_run_extrapolation_checks_the_weights_give_back_trainings_dev_loss(tmp_path):
-    from core.lens import evaluate as ev
+    from core.lens import extrapolation as ev
     from core.model.tokenizer import CharTokenizer
 
     text = "Ada Lovelace was born in London . Alan Turing was born in Maida Vale . " * 2

@@ -19,7 +19,7 @@ from core.data.datasets import NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
 from core.figures import probe as viz
 from core.lens import probe
-from core.lens.evaluate import evaluate_birthplaces, predict_birthplaces, predict_birthplaces_one_by_one
+from core.lens.birthplace import evaluate_birthplaces, predict_birthplaces, predict_birthplaces_one_by_one
 from core.model.config import ModelConfig
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from core.model.transformer import Transformer

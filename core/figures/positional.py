@@ -199,7 +199,7 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
 
     Lengths a variant cannot encode are never drawn as numbers: its line ends at its last measured
     length with an 'x' marker and an annotation ("no positions past 64"). A dotted line marks the
-    training length. `variants` are core.lens.evaluate.VariantExtrapolation. Trace order: protocol-major,
+    training length. `variants` are core.lens.extrapolation.VariantExtrapolation. Trace order: protocol-major,
     variant, then (for a variant with an end) its end marker.
     """
     import html

@@ -1,5 +1,5 @@
 """Train short, test long, as plain data: plan the (model, protocol, length) units of a run, put the
-scores that `core.lens.evaluate.score_length` returns back together, and check that the weights give back
+scores that `core.lens.extrapolation.score_length` returns back together, and check that the weights give back
 the dev loss training recorded. No streamlit; the page passes its cached scorer in.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.io.checkpoint import CheckpointInfo
-from core.lens.evaluate import (
+from core.lens.extrapolation import (
     DevText,
     ExtrapolationError,
     LengthScore,

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from core.lens.evaluate import ANSWER_CHARS, answer_from_completion
+from core.lens.birthplace import ANSWER_CHARS, answer_from_completion
 from core.model.tokenizer import Tokenizer
 from core.text import MASK_CHAR, MASK_LABEL, visible_token
 

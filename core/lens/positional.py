@@ -7,7 +7,7 @@ Four parts, in the page's order:
 - which checkpoints differ only in their positional scheme (found by comparing configs, not names),
   and one sentence through each of them: attention maps and mean attention by query-key distance;
 - their training histories (from checkpoint metadata only);
-- length extrapolation is computed by `core.lens.evaluate` (score_length / evaluate_extrapolation); this
+- length extrapolation is computed by `core.lens.birthplace` (score_length / evaluate_extrapolation); this
   module only plans the work and puts the pieces back together.
 
 Every figure's numbers come from the functions that the model itself uses (`core.model.positional`), so

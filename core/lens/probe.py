@@ -1,7 +1,7 @@
 """Birthplace probe: what a finetuned model retrieves from pretraining, and what it makes up.
 
 Looking only at an answer you cannot tell a retrieved birthplace from an invented one. This module
-puts four instruments next to the assignment-exact evaluation of `core.lens.evaluate`:
+puts four instruments next to the assignment-exact evaluation of `core.lens.birthplace`:
 
 - candidates: log P(place + ⁇ | question + ⁇) for every known place, teacher forced and batched,
   normalised over the list, next to the free greedy answer (which may be no place at all);
@@ -31,13 +31,7 @@ import torch
 
 from core.data.datasets import DataError, parse_tsv_pairs
 from core.data.world import COUNTRIES, LOCALES, fabricate_names
-from core.lens.evaluate import (
-    ANSWER_CHARS,
-    Progress,
-    evaluate_birthplaces,
-    most_frequent_place,
-    predict_birthplaces,
-)
+from core.lens.birthplace import ANSWER_CHARS, Progress, evaluate_birthplaces, most_frequent_place, predict_birthplaces
 from core.lens.trace import trace
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from core.model.transformer import Transformer

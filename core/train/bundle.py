@@ -143,7 +143,7 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
 def reevaluate(name: str) -> dict[str, float]:
     """Recompute a bundled checkpoint's stored final metrics from its file and data/world/."""
     from core.data.datasets import ClassificationDataset, LanguageModelDataset, read_text, read_tsv_pairs
-    from core.lens.evaluate import evaluate_birthplaces
+    from core.lens.birthplace import evaluate_birthplaces
     from core.train.trainer import evaluate_loss
 
     recipe = next(r for r in RECIPES if r.name == name)

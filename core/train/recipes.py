@@ -25,7 +25,7 @@ from core.data.datasets import (
     read_tsv_pairs,
 )
 from core.io import checkpoint as ckpt
-from core.lens.evaluate import evaluate_birthplaces, most_frequent_place
+from core.lens.birthplace import evaluate_birthplaces, most_frequent_place
 from core.lens.lm_eval import score_text, split_names, unknown_share
 from core.model.config import ModelConfig
 from core.model.tokenizer import CharTokenizer, VocabularyChoice

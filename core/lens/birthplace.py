@@ -1,0 +1,150 @@
+"""Birthplace accuracy the assignment's way (but batched and cached), the most-frequent-place baseline,
+and memorisation (does the pretrained model complete a person's own document with the place?).
+
+Assignment-exact: prompt = question + ⁇, greedy decoding of 32 characters, the answer is the text
+between the first and second ⁇ of the completion, exact string match. Prompts are batched by
+length, so every row of a batch is exactly what a one-question-at-a-time loop would compute.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from core.model.tokenizer import MASK_CHAR, CharTokenizer
+from core.model.transformer import Transformer
+
+ANSWER_CHARS = 32
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+def answer_from_completion(completion: str) -> str:
+    """CS224N: `completion.split(MASK)[1]`; the prompt itself ends with the first ⁇."""
+    parts = completion.split(MASK_CHAR)
+    return parts[1] if len(parts) > 1 else ""
+
+
+@torch.no_grad()
+def predict_birthplaces(model: Transformer, tokenizer: CharTokenizer, questions: Sequence[str],
+                        batch_size: int = 256, use_cache: bool = True,
+                        progress: Progress | None = None) -> list[str]:
+    """Greedy answers for each question, in order."""
+    model.eval()
+    device = next(model.parameters()).device
+    prompts = [tokenizer.encode(q + MASK_CHAR) for q in questions]
+    by_length: dict[int, list[int]] = {}
+    for i, ids in enumerate(prompts):
+        by_length.setdefault(len(ids), []).append(i)
+    answers = [""] * len(questions)
+    done = 0
+    for _, members in sorted(by_length.items()):
+        for start in range(0, len(members), batch_size):
+            chunk = members[start: start + batch_size]
+            idx = torch.tensor([prompts[i] for i in chunk], dtype=torch.long, device=device)
+            # The answer ends at the second ⁇, so rows may stop there: identical answers, less work.
+            out = model.generate(idx, ANSWER_CHARS, use_cache=use_cache, stop_id=tokenizer.mask_id)
+            for row, i in enumerate(chunk):
+                answers[i] = answer_from_completion(tokenizer.decode(out[row].tolist()))
+            done += len(chunk)
+            if progress:
+                progress(done, len(questions))
+    return answers
+
+
+@torch.no_grad()
+def predict_birthplaces_one_by_one(model: Transformer, tokenizer: CharTokenizer,
+                                   questions: Sequence[str]) -> list[str]:
+    """The assignment's own loop: one question at a time, no cache. The benchmark's baseline."""
+    model.eval()
+    answers, device = [], next(model.parameters()).device
+    for question in questions:
+        idx = torch.tensor([tokenizer.encode(question + MASK_CHAR)], dtype=torch.long, device=device)
+        for _ in range(ANSWER_CHARS):
+            context = model.max_length or model.config.block_size
+            logits, _ = model(idx[:, -context:])
+            idx = torch.cat((idx, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
+        answers.append(answer_from_completion(tokenizer.decode(idx[0].tolist())))
+    return answers
+
+
+@dataclass
+class BirthplaceResult:
+    predictions: list[str]
+    targets: list[str]
+    correct: int
+    baseline_place: str
+    baseline_correct: int
+
+    @property
+    def total(self) -> int:
+        return len(self.targets)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / max(self.total, 1)
+
+    @property
+    def baseline_accuracy(self) -> float:
+        return self.baseline_correct / max(self.total, 1)
+
+    def summary(self) -> str:
+        return (f"Correct: {self.correct} out of {self.total}: {100 * self.accuracy:.2f}%\n"
+                f"Most-frequent-place baseline ('{self.baseline_place}' for every question): "
+                f"{self.baseline_correct} out of {self.total}: {100 * self.baseline_accuracy:.2f}%")
+
+
+def most_frequent_place(places: Sequence[str]) -> str:
+    """Ties break alphabetically so the baseline is deterministic."""
+    counts = Counter(places)
+    return min(counts, key=lambda p: (-counts[p], p)) if counts else "London"
+
+
+def evaluate_birthplaces(model: Transformer, tokenizer: CharTokenizer, pairs: Sequence[tuple[str, str]],
+                         baseline_place: str | None = None, progress: Progress | None = None,
+                         ) -> BirthplaceResult:
+    """Accuracy on (question, place) pairs; the baseline answers one place for every question
+    (the most frequent place of the training labels when given, else of this file)."""
+    questions = [q for q, _ in pairs]
+    targets = [a for _, a in pairs]
+    predictions = predict_birthplaces(model, tokenizer, questions, progress=progress)
+    place = baseline_place or most_frequent_place(targets)
+    return BirthplaceResult(predictions=predictions, targets=targets,
+                            correct=sum(p == t for p, t in zip(predictions, targets)),
+                            baseline_place=place, baseline_correct=sum(t == place for t in targets))
+
+
+def document_completion_prompts(corpus: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """For each 'Where was NAME born?' pair whose NAME starts a corpus document that names PLACE after
+    the name: (the document up to PLACE, PLACE). Pairs without such a document are skipped."""
+    documents = {}
+    for line in corpus.split("\n"):
+        if line.strip():
+            documents.setdefault(line.split(". ", 1)[0], line)
+    prompts = []
+    for question, place in pairs:
+        name = question.removeprefix("Where was ").removesuffix(" born?")
+        document = documents.get(name)
+        at = document.find(place, len(name) + 1) if document else -1
+        if at > 0:
+            prompts.append((document[:at], place))
+    return prompts
+
+
+@torch.no_grad()
+def memorization_rate(model: Transformer, tokenizer: CharTokenizer, corpus: str,
+                      pairs: Sequence[tuple[str, str]]) -> tuple[int, int]:
+    """How many people's birthplaces a pretrained model completes, greedily, from their own document
+    (cut just before the place): (memorised, people with such a document). Knowledge the pretrained
+    model cannot produce from its own training text is knowledge finetuning cannot retrieve."""
+    model.eval()
+    hits, prompts = 0, document_completion_prompts(corpus, pairs)
+    context = (model.max_length or model.config.block_size) - 1
+    device = next(model.parameters()).device
+    for prefix, place in prompts:
+        ids = torch.tensor([tokenizer.encode(prefix)[-(context - len(place)):]], dtype=torch.long, device=device)
+        out = model.generate(ids, len(place))
+        hits += tokenizer.decode(out[0, ids.size(1):].tolist()) == place
+    return hits, len(prompts)
