@@ -10,20 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.data.world import (
-    BIRTH_VISIBLE_WITHIN,
-    COUNTRIES,
-    LOCALES,
-    MASK_CHAR,
-    PAD_CHAR,
-    TEMPLATES,
-    World,
-    fabricate_names,
-    generate_world,
-    main,
-    world_files,
-    write_world,
-)
+from core.data.world import World, fabricate_names, generate_world, main, world_files, write_world
+from core.data.world_documents import BIRTH_VISIBLE_WITHIN, MASK_CHAR, PAD_CHAR
+from core.data.world_tables import COUNTRIES, LOCALES, TEMPLATES
 
 COMMITTED = Path(__file__).resolve().parent.parent / "data" / "world"
 FILES = {

@@ -30,7 +30,8 @@ import pandas as pd
 import torch
 
 from core.data.datasets import DataError, parse_tsv_pairs
-from core.data.world import COUNTRIES, LOCALES, fabricate_names
+from core.data.world import fabricate_names
+from core.data.world_tables import COUNTRIES, LOCALES
 from core.lens.evaluate import (
     ANSWER_CHARS,
     Progress,
