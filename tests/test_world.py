@@ -10,20 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.data.world import (
-    BIRTH_VISIBLE_WITHIN,
-    COUNTRIES,
-    LOCALES,
-    MASK_CHAR,
-    PAD_CHAR,
-    TEMPLATES,
-    World,
-    fabricate_names,
-    generate_world,
-    main,
-    world_files,
-    write_world,
-)
+from core.data.world import World, fabricate_names, generate_world, main, world_files, write_world
+from core.data.world_documents import BIRTH_VISIBLE_WITHIN, MASK_CHAR, PAD_CHAR, check_text
+from core.data.world_tables import COUNTRIES, LOCALES, TEMPLATES, all_cities
 
 COMMITTED = Path(__file__).resolve().parent.parent / "data" / "world"
 FILES = {
@@ -246,6 +235,26 @@ def test_tiny_world_keeps_every_label_in_both_name_splits() -> None:
     for name in ("names_train.tsv", "names_test.tsv"):
         labels = {line.split("\t")[0] for line in files[name].splitlines()}
         assert labels == {c.label for c in COUNTRIES}, name
+
+
+def test_tables_are_consistent() -> None:
+    # Shares add up, so the quotas apportion exactly the requested number of people.
+    assert sum(c.weight for c in COUNTRIES) == pytest.approx(1.0)
+    for country in COUNTRIES:
+        assert sum(w for _, w in country.cities) == pytest.approx(1.0), country.label
+    assert sum(w for *_, w in all_cities()) == pytest.approx(1.0)
+    # A city names one country, and answers are ASCII (the CS224N NameDataset drops the rest).
+    cities = [city for _, city, _ in all_cities()]
+    assert len(cities) == len(set(cities))
+    assert all(city.isascii() for city in cities)
+    assert set(LOCALES) == {c.locale for c in COUNTRIES} and len(LOCALES) == len(COUNTRIES)
+
+
+@pytest.mark.parametrize("bad", [MASK_CHAR, PAD_CHAR, "\t", "\n", "\r"])
+def test_check_text_rejects_reserved_and_separator_characters(bad: str) -> None:
+    check_text("Ada Lovelace. Ada was born in London .", "document")
+    with pytest.raises(ValueError, match="document contains"):
+        check_text(f"Ada{bad}Lovelace", "document")
 
 
 def test_generate_world_rejects_impossible_splits() -> None:

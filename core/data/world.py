@@ -6,6 +6,8 @@ origin), a real city of that country as birthplace, and a one-line Wikipedia-sty
 biography that also names other places they lived or worked, so the birthplace is not the
 only place in the document. Birthplaces are weighted so that London is the most common one
 at about 5%, as in the real CS224N data (the "always answer London" baseline).
+The static tables (countries and their cities, occupations, templates) live in
+`core.data.world_tables`, the biography writer in `core.data.world_documents`.
 
 Regenerate the committed files (bit-identical for the pinned Faker version):
 
@@ -16,28 +18,17 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 from faker import VERSION as FAKER_VERSION
 from faker import Faker
 from faker.config import AVAILABLE_LOCALES
 
-# The CS224N character vocabulary reserves these two; a corpus containing them would make
-# the tokenizer ambiguous.
-MASK_CHAR = "\u2047"
-PAD_CHAR = "\u25a1"
-
-# CS224N span corruption truncates each document to at most int(block_size * 7/8) = 112
-# characters (block_size 128), so a birthplace mentioned later is never seen in
-# pretraining and could not be learned.
-BIRTH_VISIBLE_WITHIN = 112
-DOC_MIN_CHARS = 80
-DOC_MAX_CHARS = 200
+from core.data.world_documents import BIRTH_VISIBLE_WITHIN, check_text, compose_document
+from core.data.world_tables import COUNTRIES, LOCALES, TEMPLATES, Country, all_cities
 
 DEFAULT_SEED = 0
 DEFAULT_PEOPLE = 3000
@@ -46,150 +37,6 @@ DEFAULT_TEST = 300
 DEFAULT_NAMES_TEST_FRACTION = 0.2
 
 REGENERATE_COMMAND = "python -m core.data.world --seed 0 --out data/world"
-
-
-FLAT = 0.5  # Zipf exponent for countries other than the United Kingdom
-
-
-def _zipf(cities: Sequence[str], exponent: float = FLAT) -> tuple[tuple[str, float], ...]:
-    """Zipf weights by rank within a country, normalised to sum to 1."""
-    raw = [1.0 / (rank + 1) ** exponent for rank in range(len(cities))]
-    total = sum(raw)
-    return tuple((city, w / total) for city, w in zip(cities, raw, strict=True))
-
-
-@dataclass(frozen=True)
-class Country:
-    """One birth country: its label, Faker locale, weight among countries, and cities."""
-
-    label: str  # the classification label and the name used in documents
-    adjective: str  # "French": used in "a French painter"
-    locale: str  # Faker locale the names of people born here are drawn from
-    weight: float  # share of people born in this country
-    cities: tuple[tuple[str, float], ...]  # (real city, share within the country), largest first
-    surnames: int = 1  # Spanish names carry two surnames
-
-    @property
-    def city_names(self) -> tuple[str, ...]:
-        return tuple(city for city, _ in self.cities)
-
-
-# Real cities, roughly by size, in their ASCII English names: the CS224N NameDataset
-# drops non-ASCII characters from the finetuning file, so an answer like "Kraków" could
-# never be learned or matched exactly. Names keep their diacritics (a cue of origin).
-# Weights: the United Kingdom is the largest country and
-# London takes 1/H_12 of it, 0.16 / 3.103 = 5.2% of all people. Elsewhere cities follow a
-# flatter Zipf (exponent 1/2, the largest city ~18% of its country): real birthplaces spread
-# over thousands of places, so a name's country must not give its city away, or a model with
-# no pretraining could score well by guessing each country's capital.
-COUNTRIES: tuple[Country, ...] = (
-    Country("United Kingdom", "British", "en_GB", 0.16, _zipf((
-        "London", "Birmingham", "Manchester", "Glasgow", "Liverpool", "Leeds", "Edinburgh",
-        "Bristol", "Sheffield", "Cardiff", "Belfast", "Newcastle upon Tyne"), exponent=1.0)),
-    Country("United States", "American", "en_US", 0.12, _zipf((
-        "New York", "Los Angeles", "Chicago", "Philadelphia", "Boston", "Houston",
-        "San Francisco", "Detroit", "Baltimore", "Seattle", "New Orleans", "Cleveland"))),
-    Country("France", "French", "fr_FR", 0.10, _zipf((
-        "Paris", "Marseille", "Lyon", "Toulouse", "Nice", "Nantes", "Strasbourg",
-        "Bordeaux", "Lille", "Rennes", "Montpellier", "Grenoble"))),
-    Country("Germany", "German", "de_DE", 0.10, _zipf((
-        "Berlin", "Hamburg", "Munich", "Cologne", "Frankfurt", "Stuttgart", "Dortmund",
-        "Leipzig", "Dresden", "Hanover", "Nuremberg", "Bremen"))),
-    Country("Italy", "Italian", "it_IT", 0.09, _zipf((
-        "Rome", "Milan", "Naples", "Turin", "Palermo", "Genoa", "Bologna", "Florence",
-        "Venice", "Bari", "Catania", "Verona"))),
-    Country("Spain", "Spanish", "es_ES", 0.08, _zipf((
-        "Madrid", "Barcelona", "Valencia", "Seville", "Zaragoza", "Bilbao", "Murcia",
-        "Palma", "Valladolid", "Granada", "Alicante", "Salamanca")), surnames=2),
-    Country("Poland", "Polish", "pl_PL", 0.07, _zipf((
-        "Warsaw", "Krakow", "Lodz", "Wroclaw", "Poznan", "Gdansk", "Szczecin", "Bydgoszcz",
-        "Lublin", "Katowice", "Gdynia", "Kielce"))),
-    Country("Netherlands", "Dutch", "nl_NL", 0.06, _zipf((
-        "Amsterdam", "Rotterdam", "The Hague", "Utrecht", "Eindhoven", "Groningen",
-        "Tilburg", "Haarlem", "Leiden", "Maastricht", "Nijmegen", "Delft"))),
-    Country("Sweden", "Swedish", "sv_SE", 0.06, _zipf((
-        "Stockholm", "Gothenburg", "Malmo", "Uppsala", "Helsingborg", "Lund", "Eskilstuna",
-        "Halmstad", "Karlstad", "Sundsvall", "Kalmar", "Kristianstad"))),
-    Country("Portugal", "Portuguese", "pt_PT", 0.06, _zipf((
-        "Lisbon", "Porto", "Braga", "Coimbra", "Funchal", "Amadora", "Aveiro", "Almada",
-        "Faro", "Viseu", "Leiria", "Barcelos"))),
-    Country("Czechia", "Czech", "cs_CZ", 0.05, _zipf((
-        "Prague", "Brno", "Ostrava", "Pilsen", "Liberec", "Olomouc", "Pardubice", "Kladno",
-        "Opava", "Teplice", "Jihlava", "Karlovy Vary"))),
-    Country("Denmark", "Danish", "da_DK", 0.05, _zipf((
-        "Copenhagen", "Aarhus", "Odense", "Aalborg", "Esbjerg", "Randers", "Kolding",
-        "Horsens", "Vejle", "Roskilde", "Elsinore", "Silkeborg"))),
-)
-
-# Read-only: pages list these locales for fabricated names.
-LOCALES: Mapping[str, Country] = MappingProxyType({c.locale: c for c in COUNTRIES})
-
-OCCUPATIONS: tuple[str, ...] = (
-    "painter", "journalist", "novelist", "composer", "architect", "chemist", "physicist",
-    "mathematician", "engineer", "photographer", "film director", "economist", "historian",
-    "poet", "sculptor", "diplomat", "botanist", "physician", "lawyer", "pianist",
-    "violinist", "translator", "astronomer", "footballer", "cyclist", "politician",
-    "philosopher", "actor", "playwright", "illustrator", "geologist", "surgeon",
-    "conductor", "jazz musician", "fashion designer", "trade unionist", "civil servant",
-    "writer", "publisher", "opera singer",
-)
-
-_MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
-)
-
-
-@dataclass(frozen=True)
-class _Template:
-    text: str
-    dead_only: bool = False
-
-
-# One sentence each, ending with " ." like the CS224N wiki.txt lines. Every template
-# states the birthplace explicitly; most also name other places ({o1}..{o3}) as
-# distractors. {a_nat}/{a_occ} carry their article ("an American", "an architect").
-TEMPLATES: tuple[_Template, ...] = (
-    _Template("{name} {life} {be} {a_nat} {occ} born in {birth} ."),
-    _Template("{name} (born {bdate} in {birth}) {be} {a_nat} {occ} who worked in {o1} "
-              "and {o2} ."),
-    _Template("{name} ({bdate} – {ddate}) was {a_nat} {occ}, born in {birth}, who died "
-              "in {o1} .", dead_only=True),
-    _Template("{name} {be} {a_nat} {occ}, born in {birth} in {byear}, who spent most of "
-              "{his} career in {o1} ."),
-    _Template("{name} {be} {a_occ} from {country}; a native of {birth}, {he} later settled "
-              "in {o1} ."),
-    _Template("Born in {birth} in {byear}, {name} {be} {a_nat} {occ} best known for {his} "
-              "work in {o1} ."),
-    _Template("{name} {be} {a_nat} {occ} and {occ2} who was born in {birth} and educated "
-              "in {o1} ."),
-    _Template("{name} ({byear} – {dyear}) was {a_occ} born in {birth}, {country}, who "
-              "lived in {o1}, {o2} and {o3} .", dead_only=True),
-    _Template("{name} {be} {a_nat}-born {occ} based in {o1}; {he} was born in {birth} "
-              "in {byear} ."),
-    _Template("{name}, a native of {birth}, {be} {a_nat} {occ} who worked for many years "
-              "in {o1} ."),
-    _Template("{name} was {a_nat} {occ} who was born in {birth} in {byear} and died in "
-              "{o1} in {dyear} .", dead_only=True),
-    _Template("{name} {be} {a_nat} {occ}; {he} was born in {birth} and moved to {o1} in "
-              "{move_year} ."),
-    _Template("{name} {life} {be} {a_occ} born in {birth}, {country}, known for {his} "
-              "work in {o1} and {o2} ."),
-    _Template("{name} {be} {a_nat} {occ} whose birthplace was {birth}; {he} studied in "
-              "{o1} and {o2} ."),
-    _Template("The {occ} {name} was born on {bdate} in {birth} and worked in {o1} ."),
-    _Template("{name} {life} {be} {a_nat} {occ} and {occ2} born in {birth} ."),
-    _Template("{name} {be} {a_nat} {occ}, born in {byear} in {birth}, who trained in {o1} "
-              "before returning to {birth} ."),
-    _Template("{name} was born in {birth} and {be} {a_nat} {occ} who moved to {o1} at the "
-              "age of {age} ."),
-    # The questions end with "?", so the corpus (hence the vocabulary) must contain it.
-    _Template("{name} {be} {a_nat} {occ} born in {birth}, author of the essay \"Why {o1}?\" ."),
-)
-
-_OTHER_SLOTS = ("o1", "o2", "o3")
-# Share of "other places" drawn from the person's own country; the rest are abroad.
-_DOMESTIC_OTHER = 0.6
 
 
 @dataclass(frozen=True)
@@ -266,88 +113,6 @@ def _quotas(n: int, weights: Sequence[float]) -> list[int]:
     return counts
 
 
-def _all_cities() -> list[tuple[Country, str, float]]:
-    return [(c, city, c.weight * w) for c in COUNTRIES for city, w in c.cities]
-
-
-def _article(word: str) -> str:
-    return f"an {word}" if word[0].lower() in "aeiou" else f"a {word}"
-
-
-def _date(rng: random.Random, year: int) -> str:
-    return f"{rng.randint(1, 28)} {rng.choice(_MONTHS)} {year}"
-
-
-def _other_places(rng: random.Random, country: Country, birth: str) -> list[str]:
-    domestic = [(city, w) for city, w in country.cities if city != birth]
-    abroad = [(city, w) for c, city, w in _all_cities() if c is not country]
-    places: list[str] = []
-    while len(places) < len(_OTHER_SLOTS):
-        pool = domestic if rng.random() < _DOMESTIC_OTHER else abroad
-        city = rng.choices([c for c, _ in pool], weights=[w for _, w in pool])[0]
-        if city not in places:
-            places.append(city)
-    return places
-
-
-def _birth_mention_end(document: str, name: str, birth: str) -> int:
-    # Blank the name first: "Florence" is a first name as well as a city.
-    text = document.replace(name, "\0" * len(name))
-    match = re.search(rf"(?<!\w){re.escape(birth)}(?!\w)", text)
-    return match.end() if match else len(document) + 1
-
-
-def _document(rng: random.Random, name: str, country: Country, birth: str,
-              gender: str) -> tuple[str, tuple[str, ...], int, int | None]:
-    """One wiki line, the other places it names, and the birth and death years."""
-    birth_year = rng.randint(1860, 1995)
-    death_year: int | None = birth_year + rng.randint(28, 99)
-    if death_year > 2024:
-        death_year = None
-    occ, occ2 = rng.sample(OCCUPATIONS, 2)
-    # Moves happen in adult life, before death and not in the future.
-    move_age = rng.randint(16, min(40, (death_year or 2024) - birth_year - 1))
-    bdate = _date(rng, birth_year)
-    ddate = _date(rng, death_year) if death_year else ""
-    others = _other_places(rng, country, birth)
-    fields = {
-        "name": name, "birth": birth, "country": country.label,
-        "a_nat": _article(country.adjective), "a_occ": _article(occ),
-        "occ": occ, "occ2": occ2, "be": "was" if death_year else "is",
-        "bdate": bdate, "byear": birth_year, "ddate": ddate, "dyear": death_year or "",
-        "life": f"({bdate} – {ddate})" if death_year else f"(born {bdate})",
-        "he": "she" if gender == "female" else "he",
-        "his": "her" if gender == "female" else "his",
-        "age": move_age, "move_year": birth_year + move_age,
-        **dict(zip(_OTHER_SLOTS, others, strict=True)),
-    }
-    candidates = [t for t in TEMPLATES if death_year or not t.dead_only]
-    rng.shuffle(candidates)
-    rendered = [(t, f"{name}. " + t.text.format(**fields)) for t in candidates]
-    template, document = min(rendered, key=lambda td: _misfit(td[1], name, birth))
-    used = tuple(fields[slot] for slot in _OTHER_SLOTS if "{" + slot + "}" in template.text)
-    return document, used, birth_year, death_year
-
-
-def _misfit(document: str, name: str, birth: str) -> tuple[bool, bool]:
-    """Sort key: (False, False) fits; min() then keeps the first fitting template.
-
-    Very long names fit no template; an early birth mention matters more for learning
-    than the length bounds, so that is the first criterion.
-    """
-    hidden = _birth_mention_end(document, name, birth) > BIRTH_VISIBLE_WITHIN
-    return hidden, not DOC_MIN_CHARS <= len(document) <= DOC_MAX_CHARS
-
-
-def _check_text(text: str, what: str) -> None:
-    # The character vocabulary reserves MASK and PAD, and the file formats split on tabs
-    # and newlines, so none of these may occur inside a document, name or place.
-    for ch, label in ((MASK_CHAR, "MASK U+2047"), (PAD_CHAR, "PAD U+25A1"),
-                      ("\t", "tab"), ("\n", "newline"), ("\r", "carriage return")):
-        if ch in text:
-            raise ValueError(f"{what} contains a {label} character: {text!r}")
-
-
 def _names_test_split(people_countries: Sequence[str], fraction: float,
                       rng: random.Random) -> set[int]:
     """Indices of the name-classification test set, stratified by country.
@@ -380,7 +145,7 @@ def generate_world(seed: int = DEFAULT_SEED, n_people: int = DEFAULT_PEOPLE,
     if not 0.0 <= names_test_fraction < 1.0:
         raise ValueError(f"names_test_fraction must be in [0, 1), got {names_test_fraction}")
 
-    cities = _all_cities()
+    cities = all_cities()
     slots = [(country, city)
              for (country, city, _), count in zip(cities, _quotas(n_people, [w for *_, w in cities]),
                                                   strict=True)
@@ -411,9 +176,8 @@ def generate_world(seed: int = DEFAULT_SEED, n_people: int = DEFAULT_PEOPLE,
     doc_rng = random.Random(_sub_seed(seed, "documents"))
     people = []
     for i, (country, city, gender, name) in enumerate(drawn):
-        document, others, birth_year, death_year = _document(doc_rng, name, country, city,
-                                                             gender)
-        _check_text(document, "document")
+        document, others, birth_year, death_year = compose_document(doc_rng, name, country, city, gender)
+        check_text(document, "document")
         people.append(Person(
             name=name, country=country.label, locale=country.locale, birthplace=city,
             gender=gender, birth_year=birth_year, death_year=death_year, document=document,

@@ -30,7 +30,8 @@ import pandas as pd
 import torch
 
 from core.data.datasets import DataError, parse_tsv_pairs
-from core.data.world import COUNTRIES, LOCALES, fabricate_names
+from core.data.world import fabricate_names
+from core.data.world_tables import COUNTRIES, LOCALES
 from core.lens.birthplace import ANSWER_CHARS, Progress, evaluate_birthplaces, most_frequent_place, predict_birthplaces
 from core.lens.trace import trace
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
