@@ -22,12 +22,12 @@ allowed = folders.allowed_dirs()  # server folders a browser may name: none unle
 
 
 def session_folder() -> Path:
-    """This browser session's private upload folder, created on first use."""
+    """This browser session's private upload folder, created on first use, removed with the session."""
     folder = st.session_state.get("upload_dir")
-    if not folder or not Path(folder).is_dir():
-        folder = str(uploads.new_session_folder())
-        st.session_state["upload_dir"] = folder
-    return Path(folder)
+    if not isinstance(folder, uploads.SessionFolder) or not folder.exists:
+        uploads.sweep_stale()  # folders of sessions a killed server never ended
+        folder = st.session_state["upload_dir"] = uploads.SessionFolder()
+    return folder.path
 
 
 def add_to_picker(make: Callable[[Path, list[str]], uploads.Added]) -> None:

@@ -69,7 +69,7 @@ def test_params_and_corpus_upload_joins_and_selects_in_picker(monkeypatch, tiny_
     assert "synthesizer" in card and "birthplace" in card
     info = at.session_state["uploaded_checkpoints"][0]
     assert info.config["vocab_size"] == VOCAB and Path(info.path).is_file()
-    folder = Path(at.session_state["upload_dir"])
+    folder = at.session_state["upload_dir"].path
     assert oct(folder.stat().st_mode & 0o777) == "0o700" and info.path.parent == folder
     assert not list(tiny_checkpoints.glob("synthesizer*"))  # nothing written next to the bundled ones
     # The picker survives another rerun of a different page.

@@ -6,7 +6,9 @@ before the bytes are read. A file is validated completely (every tensor's name, 
 in a hidden folder next to its destination and only then given its final name, never over an
 existing file, so a refused upload leaves nothing behind. Uploads live in a private temporary
 folder per session unless the user names a folder the operator allowed (`ATTENTION_LAB_ALLOWED_DIRS`,
-see core.io.folders); the bundled checkpoints/ folder is never written to.
+see core.io.folders); the bundled checkpoints/ folder is never written to. A session's folder is
+removed when the session ends (`SessionFolder`), and folders a crashed server left behind are swept
+once they are a day old (`sweep_stale`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 import re
 import shutil
 import tempfile
+import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,9 +74,50 @@ def read_upload(upload: Upload, limit_mb: int, what: str) -> bytes:
     return data
 
 
-def new_session_folder() -> Path:
-    """A private folder (mode 0700) for one browser session's uploads."""
-    return Path(tempfile.mkdtemp(prefix="attention-lab-uploads-"))
+SESSION_PREFIX = "attention-lab-uploads-"
+STALE_AFTER_S = 24 * 3600  # a session folder untouched this long belongs to no live session
+
+
+class SessionFolder:
+    """A private folder (mode 0700) for one browser session's uploads. It is removed when this object
+    is garbage-collected, which Streamlit does with a session's state when the session ends, or at
+    `remove()`; models already loaded from it stay in memory."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=root))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.path), True)
+
+    def remove(self) -> None:
+        self._finalizer()
+
+    @property
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+
+def _last_touched(folder: Path) -> float:
+    times = [folder.stat().st_mtime]
+    times += [p.stat().st_mtime for p in folder.iterdir() if not p.is_symlink()]
+    return max(times)
+
+
+def sweep_stale(root: str | Path | None = None, older_than_s: float = STALE_AFTER_S,
+                now: float | None = None) -> list[Path]:
+    """Remove session folders (ours only: our prefix, owned by this user, real folders, not links) that
+    nothing touched for `older_than_s`: left behind by a server that was killed. Returns what it removed."""
+    root = Path(root or tempfile.gettempdir())
+    now = time.time() if now is None else now
+    removed = []
+    for folder in root.glob(SESSION_PREFIX + "*"):
+        try:
+            if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+                continue
+            if now - _last_touched(folder) > older_than_s:
+                shutil.rmtree(folder)
+                removed.append(folder)
+        except OSError:  # another server removed it first, or it is not ours to read
+            continue
+    return removed
 
 
 def destination_folder(requested: str | None, session_folder: Callable[[], Path],
