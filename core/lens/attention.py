@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.lens.outputs import MODEL_OUTPUTS, ModelOutput, lm_next_tokens
-from core.lens.trace import TraceError, trace
+from core.lens.trace import AttentionShape, TraceError, trace
 from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.text import TYPED_QUESTION_MARKS, markdown_escape, visible_token
 
@@ -39,7 +39,7 @@ class AttentionInputError(ValueError):
 
 
 @dataclass
-class AttentionRun:
+class AttentionRun(AttentionShape):
     ids: list[int]
     tokens: list[str]  # display labels: spaces and invisible characters made visible
     unknown: list[str]  # distinct input pieces the vocabulary lacks (among the tokens read)
@@ -53,18 +53,6 @@ class AttentionRun:
     n_input_tokens: int  # before any cut
     notes: list[str]
     output: ModelOutput
-
-    @property
-    def n_layer(self) -> int:
-        return self.attention.shape[0]
-
-    @property
-    def n_head(self) -> int:
-        return self.attention.shape[1]
-
-    @property
-    def n_tokens(self) -> int:
-        return len(self.ids)
 
 
 # --- text and tokens ---------------------------------------------------------------------------

@@ -20,14 +20,11 @@ class TraceError(ValueError):
     """Input the model refuses (too long for its positions); str() is one sentence for the user."""
 
 
-@dataclass
-class Trace:
-    ids: list[int]  # what the model read, (T,)
-    tokens: list[str]  # one display label per id (core.text.visible_token)
-    attention: np.ndarray  # (n_layer, n_head, T, T) float32: the model's own probabilities
-    allowed: np.ndarray  # (T, T) bool: exactly the model's mask, True where a query may attend a key
-    logits: torch.Tensor  # (1, T, V) for language models, (1, n_classes) for classifiers; model's device
-    idx: torch.Tensor  # (1, T) the ids as a tensor on the model's device (for generation after the pass)
+class AttentionShape:
+    """Sizes read from `attention` (n_layer, n_head, T, T) and `ids`, for every record of a pass."""
+
+    attention: np.ndarray
+    ids: list[int]
 
     @property
     def n_layer(self) -> int:
@@ -40,6 +37,16 @@ class Trace:
     @property
     def n_tokens(self) -> int:
         return len(self.ids)
+
+
+@dataclass
+class Trace(AttentionShape):
+    ids: list[int]  # what the model read, (T,)
+    tokens: list[str]  # one display label per id (core.text.visible_token)
+    attention: np.ndarray  # (n_layer, n_head, T, T) float32: the model's own probabilities
+    allowed: np.ndarray  # (T, T) bool: exactly the model's mask, True where a query may attend a key
+    logits: torch.Tensor  # (1, T, V) for language models, (1, n_classes) for classifiers; model's device
+    idx: torch.Tensor  # (1, T) the ids as a tensor on the model's device (for generation after the pass)
 
 
 def model_device(model) -> torch.device:
