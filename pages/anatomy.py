@@ -1,15 +1,15 @@
 """Model anatomy: parameters per module with closed-form formulas, course presets, and masks.
 
 Storyboard: a model (the selected checkpoint, or a course preset built on the meta device) ->
-`core.lens.anatomy.parameter_table` -> a table, totals and a bar chart; then a typed input ->
-`core.lens.anatomy.mask_input` -> the causal and padding masks as matrices.
+`core.lens.anatomy.table.parameter_table` -> a table, totals and a bar chart; then a typed input ->
+`core.lens.anatomy.masks.mask_input` -> the causal and padding masks as matrices.
 """
 
 import pandas as pd
 import streamlit as st
 
 from core.figures import teaching as figs
-from core.lens import anatomy
+from core.lens.anatomy import formulas, masks, references, table
 from pages.common import checkpoint_picker, require_model, selected_info, show_figure
 
 checkpoint_picker()
@@ -22,25 +22,25 @@ SELECTED = "selected checkpoint"
 
 
 @st.cache_data(show_spinner="Building the model on the meta device…")
-def preset_anatomy(name: str) -> tuple[list[anatomy.PartRow], anatomy.ParameterTotals]:
-    model = anatomy.build_preset(name)  # no memory: shapes only
-    return anatomy.parameter_table(model), anatomy.totals(model)
+def preset_anatomy(name: str) -> tuple[list[table.PartRow], table.ParameterTotals]:
+    model = references.build_preset(name)  # no memory: shapes only
+    return table.parameter_table(model), table.totals(model)
 
 
 info = selected_info()
 loaded = require_model() if info is not None else None
-sources = ([SELECTED] if loaded is not None else []) + list(anatomy.COURSE_PRESETS)
+sources = ([SELECTED] if loaded is not None else []) + list(references.COURSE_PRESETS)
 source = st.selectbox(
     "Model", sources, key="anatomy_source",
     format_func=lambda s: f"Selected checkpoint: {info.name}" if s == SELECTED
-    else anatomy.COURSE_PRESETS[s].label)
+    else references.COURSE_PRESETS[s].label)
 
 if source == SELECTED:
-    rows, totals = anatomy.parameter_table(loaded.model), anatomy.totals(loaded.model)
+    rows, totals = table.parameter_table(loaded.model), table.totals(loaded.model)
     st.caption(f"Counted on the loaded model {info.name}.")
     stated = None
 else:
-    preset = anatomy.COURSE_PRESETS[source]
+    preset = references.COURSE_PRESETS[source]
     rows, totals = preset_anatomy(source)
     st.caption(preset.source + " Built as a real torch module on the meta device and counted.")
     stated = preset.stated_parameters
@@ -54,12 +54,12 @@ if stated is not None:
     verdict = "matches" if stated == totals.total else "does NOT match"
     st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")
 
-table = pd.DataFrame([{
+frame = pd.DataFrame([{
     "module": r.module, "part": r.role, "formula": r.formula, "where": r.where,
     "formula value": r.formula_value, "parameters": r.parameters,
     "formula = count": "✓" if r.matches else "✗", "buffers": r.buffers, "note": r.note,
 } for r in rows])
-st.dataframe(table.fillna(""), hide_index=True, width="stretch", height="content",  # every row; "" not "None"
+st.dataframe(frame.fillna(""), hide_index=True, width="stretch", height="content",  # every row; "" not "None"
              column_config={"module": st.column_config.TextColumn(pinned=True),
                             "formula": st.column_config.TextColumn(width="large"),
                             "where": st.column_config.TextColumn(width="medium"),
@@ -71,8 +71,8 @@ if counted == totals.total:
 else:
     st.warning(f"The rows add up to {counted:,}, not the model's {totals.total:,}: some parameters "
                "sit in a module this page does not know.")
-st.caption("Symbols: " + "; ".join(f"{k} = {v}" for k, v in anatomy.SYMBOLS.items()) + ".")
-show_figure(figs.parameter_share_bars(anatomy.role_totals(rows), title="Parameters by part"),
+st.caption("Symbols: " + "; ".join(f"{k} = {v}" for k, v in formulas.SYMBOLS.items()) + ".")
+show_figure(figs.parameter_share_bars(table.role_totals(rows), title="Parameters by part"),
             "parameter-parts", key="anatomy_parts_fig")
 
 st.header("Masks")
@@ -82,7 +82,7 @@ st.write("Tokens of the typed input, " + ("split by the selected checkpoint's to
          + ", padded to the chosen length. Rows are queries, columns the keys they may attend to.")
 text = st.text_input("Input", "Where was Ada born?", max_chars=500, key="anatomy_text")
 length = st.slider("Pad to length", 1, 48, 24, key="anatomy_length")
-masked = anatomy.mask_input(text, tokenizer, length)
+masked = masks.mask_input(text, tokenizer, length)
 if not text:
     st.warning("The input is empty: every position is padding.")
 if masked.unknown:
@@ -96,12 +96,12 @@ if masked.truncated:
 
 left, right = st.columns(2)
 with left:
-    show_figure(figs.mask_heatmap(anatomy.causal_mask(length), masked.tokens, title="Causal mask"),
+    show_figure(figs.mask_heatmap(masks.causal_mask(length), masked.tokens, title="Causal mask"),
                 "causal-mask", key="anatomy_causal_fig")
     st.write("A language model predicts each next token from the ones before it, so position i may "
              "only attend to positions ≤ i; otherwise it would read the very token it must predict.")
 with right:
-    show_figure(figs.mask_heatmap(anatomy.padding_mask(masked.is_real), masked.tokens,
+    show_figure(figs.mask_heatmap(masks.padding_mask(masked.is_real), masked.tokens,
                                  title="Padding mask"), "padding-mask", key="anatomy_padding_fig")
     st.write("A classifier reads the whole input at once, but a batch pads short inputs to one length, "
              "so no position may attend to the padding, or the label would depend on how much there is.")

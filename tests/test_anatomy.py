@@ -7,7 +7,7 @@ import torch
 from core.figures import teaching as viz
 from core.figures.common import ZERO_WIDTH
 from core.io import checkpoint
-from core.lens import anatomy
+from core.lens.anatomy import formulas, masks, references, table
 from core.model.config import PRESETS, ModelConfig
 from core.model.tokenizer import PAD_CHAR, CharTokenizer, WordTokenizer
 from core.model.transformer import Transformer
@@ -20,19 +20,19 @@ from tests.conftest import TINY_CORPUS, save_tiny_checkpoint, tiny_model
     ("pytorch-tutorial-2class", 10_968_602),
 ])
 def test_course_presets_are_counted_exactly_on_built_modules(name, expected):
-    model = anatomy.build_preset(name)
+    model = references.build_preset(name)
     assert next(model.parameters()).device.type == "meta"  # nothing allocated
     assert sum(p.numel() for p in model.parameters()) == expected
-    assert anatomy.totals(model).total == expected
-    rows = anatomy.parameter_table(model)
+    assert table.totals(model).total == expected
+    rows = table.parameter_table(model)
     assert sum(r.parameters for r in rows) == expected
     assert all(r.matches for r in rows), [(r.module, r.formula, r.formula_value, r.parameters)
                                           for r in rows if not r.matches]
-    assert anatomy.COURSE_PRESETS[name].stated_parameters == expected
+    assert references.COURSE_PRESETS[name].stated_parameters == expected
 
 
 def test_mingpt_preset_is_our_model_with_the_course_config():
-    model = anatomy.build_preset("cs224n-mingpt")
+    model = references.build_preset("cs224n-mingpt")
     assert isinstance(model, Transformer)
     assert model.config == ModelConfig(**PRESETS["cs224n-mingpt"])
     assert model.num_parameters() == 3_323_392
@@ -40,7 +40,7 @@ def test_mingpt_preset_is_our_model_with_the_course_config():
 
 def test_tutorial_model_is_a_real_post_norm_relu_encoder_with_a_buffer_table():
     torch.manual_seed(0)
-    model = anatomy.TutorialTransformer(ntoken=50, d_model=16, nhead=2, d_hid=24, nlayers=2, dropout=0.0)
+    model = references.TutorialTransformer(ntoken=50, d_model=16, nhead=2, d_hid=24, nlayers=2, dropout=0.0)
     layer = model.transformer_encoder.layers[0]
     assert isinstance(layer, torch.nn.TransformerEncoderLayer) and not layer.norm_first
     assert layer.activation is torch.nn.functional.relu
@@ -50,21 +50,21 @@ def test_tutorial_model_is_a_real_post_norm_relu_encoder_with_a_buffer_table():
     assert "pos_encoder.pe" not in dict(model.named_parameters())  # ...but not a parameter
     V, C, F, L = 50, 16, 24, 2
     closed_form = V * C + L * (4 * (C * C + C) + 2 * C * F + F + C + 4 * C) + C * V + V
-    assert anatomy.totals(model).total == closed_form
-    rows = {r.module: r for r in anatomy.parameter_table(model)}
+    assert table.totals(model).total == closed_form
+    rows = {r.module: r for r in table.parameter_table(model)}
     assert rows["pos_encoder"].parameters == 0 and rows["pos_encoder"].buffer_values == 5000 * C
     assert rows["linear"].formula == "C·V + V" and rows["linear"].role == "head"
     assert rows["transformer_encoder.layers.1.self_attn"].formula == "4·(C² + C)"
-    two_class = anatomy.TutorialTransformer(50, 16, 2, 24, 2, n_out=2)
-    assert {r.module: r for r in anatomy.parameter_table(two_class)}["linear"].formula == "C·K + K"
+    two_class = references.TutorialTransformer(50, 16, 2, 24, 2, n_out=2)
+    assert {r.module: r for r in table.parameter_table(two_class)}["linear"].formula == "C·K + K"
 
 
 def test_formulas_read_as_the_course_writes_them():
-    rows = {r.module: r for r in anatomy.parameter_table(anatomy.build_preset("cs224n-synthesizer"))}
+    rows = {r.module: r for r in table.parameter_table(references.build_preset("cs224n-synthesizer"))}
     assert rows["blocks.0.attn"].formula == "C² + C + (C/h)·(T-1) + (T-1) + 2·(C² + C)"
     assert rows["blocks.0.attn"].where == "C=256, h=8, T=128"
     assert rows["blocks.0.attn"].parameters == 256**2 + 256 + 32 * 127 + 127 + 2 * (256**2 + 256)
-    mingpt = {r.module: r for r in anatomy.parameter_table(anatomy.build_preset("cs224n-mingpt"))}
+    mingpt = {r.module: r for r in table.parameter_table(references.build_preset("cs224n-mingpt"))}
     assert mingpt["blocks.3.attn"].formula == "4·(C² + C)"
     assert mingpt["blocks.3.ln2"].formula == "2·C"
     assert mingpt["head"].formula == "V·C"
@@ -73,11 +73,11 @@ def test_formulas_read_as_the_course_writes_them():
 
 
 def test_evaluator_is_exact_and_refuses_anything_but_arithmetic():
-    assert anatomy.evaluate("C**2 + C + (C/h)*(T-1)", {"C": 256, "h": 8, "T": 128}) == 65792 + 32 * 127
+    assert formulas.evaluate("C**2 + C + (C/h)*(T-1)", {"C": 256, "h": 8, "T": 128}) == 65792 + 32 * 127
     with pytest.raises(ValueError):
-        anatomy.evaluate("__import__('os').getcwd()", {})
+        formulas.evaluate("__import__('os').getcwd()", {})
     with pytest.raises(ValueError):
-        _ = anatomy.Formula("C/h", {"C": 10, "h": 3}).value
+        _ = formulas.Formula("C/h", {"C": 10, "h": 3}).value
 
 
 TINY_VARIANTS = [
@@ -96,11 +96,11 @@ TINY_VARIANTS = [
 def test_table_of_a_tiny_checkpoint_sums_to_its_parameter_count(tmp_path, task, overrides):
     path = save_tiny_checkpoint(tmp_path / "tiny.safetensors", task, **overrides)
     model = checkpoint.load(path).model
-    rows = anatomy.parameter_table(model)
+    rows = table.parameter_table(model)
     assert sum(r.parameters for r in rows) == model.num_parameters()
     assert all(r.matches for r in rows)
     assert {r.role for r in rows} >= {"embeddings", "positional", "attention", "feed-forward", "norm", "head"}
-    totals = anatomy.totals(model)
+    totals = table.totals(model)
     assert (totals.total, totals.trainable, totals.non_trainable) == (model.num_parameters(),) * 2 + (0,)
     pos = next(r for r in rows if r.module == "pos")
     if model.config.positional == "learned":
@@ -114,15 +114,15 @@ def test_table_of_a_tiny_checkpoint_sums_to_its_parameter_count(tmp_path, task, 
 def test_frozen_parameters_are_non_trainable():
     model = tiny_model()
     model.tok_emb.weight.requires_grad_(False)
-    totals = anatomy.totals(model)
+    totals = table.totals(model)
     assert totals.non_trainable == model.tok_emb.weight.numel()
-    row = next(r for r in anatomy.parameter_table(model) if r.module == "tok_emb")
+    row = next(r for r in table.parameter_table(model) if r.module == "tok_emb")
     assert row.trainable == 0 and row.parameters == row.formula_value
 
 
 def test_role_totals_add_up():
-    rows = anatomy.parameter_table(anatomy.build_preset("cs224n-mingpt"))
-    roles = anatomy.role_totals(rows)
+    rows = table.parameter_table(references.build_preset("cs224n-mingpt"))
+    roles = table.role_totals(rows)
     assert list(roles) == ["embeddings", "positional", "attention", "feed-forward", "norm", "head"]
     assert roles["attention"] == 4 * 263_168 and sum(roles.values()) == 3_323_392
 
@@ -132,44 +132,44 @@ def test_role_totals_add_up():
 def test_causal_mask_is_what_the_model_uses():
     model = tiny_model(causal=True)
     allowed = model.attention_mask(torch.zeros(1, 6, dtype=torch.long), 0, 6)[0, 0].numpy()
-    np.testing.assert_array_equal(anatomy.causal_mask(6), allowed)
-    assert anatomy.causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    np.testing.assert_array_equal(masks.causal_mask(6), allowed)
+    assert masks.causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
 
 
 def test_padding_mask_is_what_the_model_uses():
     model = tiny_model(causal=False)
     idx = torch.tensor([[5, 7, 0, 9, 0, 0]])  # an unknown character mid-sentence is also PAD (0)
     allowed = model.attention_mask(idx, 0, 6)[0, 0].numpy()
-    np.testing.assert_array_equal(anatomy.padding_mask((idx[0] != 0).tolist()), allowed)
+    np.testing.assert_array_equal(masks.padding_mask((idx[0] != 0).tolist()), allowed)
     all_pad = model.attention_mask(torch.zeros(1, 3, dtype=torch.long), 0, 3)[0, 0].numpy()
-    np.testing.assert_array_equal(anatomy.padding_mask([False] * 3), all_pad)  # attends everything
+    np.testing.assert_array_equal(masks.padding_mask([False] * 3), all_pad)  # attends everything
 
 
 def test_mask_input_without_a_tokenizer_splits_characters_and_pads():
-    masked = anatomy.mask_input("abc", None, 5)
+    masked = masks.mask_input("abc", None, 5)
     assert masked.tokens == ["a", "b", "c", PAD_CHAR, PAD_CHAR]
     assert masked.is_real == [True, True, True, False, False]
-    cut = anatomy.mask_input("abcdef", None, 4)
+    cut = masks.mask_input("abcdef", None, 4)
     assert cut.tokens == list("abcd") and cut.truncated == 2 and all(cut.is_real)
-    empty = anatomy.mask_input("", None, 3)
+    empty = masks.mask_input("", None, 3)
     assert empty.is_real == [False] * 3
 
 
 def test_mask_input_uses_the_tokenizer_ids():
     chars = CharTokenizer.from_corpus(TINY_CORPUS)
-    masked = anatomy.mask_input("Ada€", chars, 6)
+    masked = masks.mask_input("Ada€", chars, 6)
     assert masked.tokens == ["A", "d", "a", "€", PAD_CHAR, PAD_CHAR]
     assert masked.is_real == [True, True, True, False, False, False]  # € is read as PAD (id 0)
     assert masked.unknown == ["€"] and masked.read_as_padding == 1
     words = WordTokenizer.from_corpus(TINY_CORPUS)
-    masked = anatomy.mask_input("Ada zzz", words, 4)
+    masked = masks.mask_input("Ada zzz", words, 4)
     assert masked.tokens == ["ada", "zzz", "<pad>", "<pad>"]
     assert masked.is_real == [True, True, False, False]  # unknown words are <unk>, not padding
     assert masked.unknown == ["zzz"] and masked.read_as_padding == 0
 
 
 def test_mask_heatmap_escapes_tokens_and_shows_whitespace():
-    fig = viz.mask_heatmap(anatomy.causal_mask(3), ["<b>", " ", "<b>"])
+    fig = viz.mask_heatmap(masks.causal_mask(3), ["<b>", " ", "<b>"])
     heat = fig.data[0]
     np.testing.assert_array_equal(heat.z, [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
     assert [x.replace(ZERO_WIDTH, "") for x in heat.x] == ["&lt;b&gt;", "␣", "&lt;b&gt;"]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.lens import anatomy
 from core.lens import playground as pg
+from core.lens.anatomy import references
 from tests.conftest import ROOT
 
 PLAYGROUND = str(ROOT / "pages/playground.py")
@@ -117,14 +117,14 @@ def test_two_heads_extremes(monkeypatch, tmp_path):
     assert any("n ≤ d" in w.value for w in at.warning)
 
 
-@pytest.mark.parametrize("preset", list(anatomy.COURSE_PRESETS))
+@pytest.mark.parametrize("preset", list(references.COURSE_PRESETS))
 def test_anatomy_presets_without_checkpoints(monkeypatch, tmp_path, preset):
     at = page(monkeypatch, tmp_path / "none", ANATOMY)
-    assert at.selectbox(key="anatomy_source").options == [anatomy.COURSE_PRESETS[p].label
-                                                          for p in anatomy.COURSE_PRESETS]
+    assert at.selectbox(key="anatomy_source").options == [references.COURSE_PRESETS[p].label
+                                                          for p in references.COURSE_PRESETS]
     at.selectbox(key="anatomy_source").set_value(preset)
     ok(at.run())
-    stated = anatomy.COURSE_PRESETS[preset].stated_parameters
+    stated = references.COURSE_PRESETS[preset].stated_parameters
     if stated is not None:
         assert at.metric[0].value == f"{stated:,}"
         assert any(f"states {stated:,} parameters; the count matches" in c.value for c in at.caption)
