@@ -17,7 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from core.lens.history import DEFAULT_SMOOTHING, MAX_NAME_CHARS, MAX_SMOOTHING, X_AXES
+from core.lens.history.curves import X_AXES
+from core.lens.history.records import MAX_NAME_CHARS
+from core.lens.history.smoothing import DEFAULT_SMOOTHING, MAX_SMOOTHING
 
 ATTENTION_VIEWS = ("single", "model", "token", "combine", "compare")
 COMBINE_METHODS = ("mean", "max", "rollout")

@@ -12,7 +12,7 @@ RAW_OPACITY_UNDER_SMOOTHING = 0.25
 
 def training_curves_figure(plot, title: str | None = None, height: int = 480) -> go.Figure:
     """Runs overlaid (one colour each), train solid / val dashed, the smoothed curve over a faint raw
-    one, a star at each run's best validation value. `plot` is a `core.lens.history.CurvePlot`.
+    one, a star at each run's best validation value. `plot` is a `core.lens.history.curves.CurvePlot`.
 
     Every user string (run, split, metric names) is HTML-escaped: plotly renders tags in labels.
     `uirevision` is constant per (metric, x, scale), so a live refresh or a new smoothing keeps the
@@ -20,7 +20,8 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480) ->
     """
     import html
 
-    from core.lens.history import METRIC_GOAL, X_AXES
+    from core.lens.history.curves import X_AXES
+    from core.lens.history.summary import METRIC_GOAL
 
     scatter = go.Scattergl if plot.webgl else go.Scatter
     colors = run_colors(plot.runs)  # by name: a run has its colour on every page

@@ -1,0 +1,154 @@
+"""The tidy history table: its columns, one row per well-formed record (dicts or .jsonl lines), runs named by source."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+COLUMNS = ["run", "step", "epoch", "tokens", "wall_time", "split", "metric", "value"]
+NUMERIC_COLUMNS = ("step", "epoch", "tokens", "wall_time", "value")
+MAX_NAME_CHARS = 80  # run/split/metric strings longer than this are not what a trainer writes
+
+
+@dataclass
+class LoadedHistory:
+    """A tidy frame (COLUMNS) plus sentences about what could not be used."""
+
+    frame: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def empty_frame() -> pd.DataFrame:
+    frame = pd.DataFrame({c: pd.Series(dtype=float) for c in COLUMNS})
+    for c in ("run", "split", "metric"):
+        frame[c] = frame[c].astype(object)
+    return frame
+
+
+def _number(value: Any, required: bool) -> float | None:
+    """A finite-or-not float from a JSON number; None means the record is malformed."""
+    if value is None:
+        return None if required else math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _name(value: Any) -> str | None:
+    if isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS:
+        return value
+    return None
+
+
+def clean_record(record: Any) -> dict[str, Any] | None:
+    """One history record as a row, or None when it is malformed.
+
+    Required: split, metric (short strings), step (a number), value (a number; JSON NaN/Infinity
+    and null are kept as a gap). epoch, tokens, wall_time are optional numbers. run is optional.
+    """
+    if not isinstance(record, dict):
+        return None
+    split, metric = _name(record.get("split")), _name(record.get("metric"))
+    step = _number(record.get("step"), required=True)
+    value = _number(record.get("value"), required=False)
+    if split is None or metric is None or step is None or value is None or not math.isfinite(step):
+        return None
+    row = {"run": _name(record.get("run")) or "", "step": step, "split": split, "metric": metric,
+           "value": value}
+    for key in ("epoch", "tokens", "wall_time"):
+        number = _number(record.get(key), required=False)
+        if number is None:
+            return None
+        row[key] = number
+    return row
+
+
+def records_frame(records: Iterable[Any]) -> tuple[pd.DataFrame, int]:
+    """(tidy frame, number of malformed records skipped). The run column holds the records' own run."""
+    rows, malformed = [], 0
+    for record in records:
+        row = clean_record(record)
+        if row is None:
+            malformed += 1
+        else:
+            rows.append(row)
+    if not rows:
+        return empty_frame(), malformed
+    frame = pd.DataFrame.from_records(rows, columns=COLUMNS)
+    for c in NUMERIC_COLUMNS:
+        frame[c] = frame[c].astype(float)
+    return frame, malformed
+
+
+def parse_lines(data: bytes) -> tuple[pd.DataFrame, int, bool]:
+    """(frame, malformed count, whether a last line without newline failed to parse: cut off)."""
+    lines = data.split(b"\n")
+    tail = lines.pop()  # bytes after the last newline: b"" when the file ends with one
+    records: list[Any] = []
+    malformed = 0
+    for line in lines:
+        if line.strip():
+            record = _json_line(line)
+            if record is None:
+                malformed += 1
+            else:
+                records.append(record)
+    partial = False
+    if tail.strip():
+        record = _json_line(tail)
+        if record is not None:
+            records.append(record)
+        else:
+            partial = True
+    frame, bad = records_frame(records)
+    return frame, malformed + bad, partial
+
+
+def _json_line(line: bytes) -> Any | None:
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def label_runs(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Name rows after their source (checkpoint or log name), so names are unique and match the picker.
+
+    A source that holds several runs (a merged log) keeps them apart as "source: run".
+    """
+    frame = frame.copy()
+    runs = frame["run"].unique()
+    if len(runs) <= 1:
+        frame["run"] = source
+    else:
+        frame["run"] = [f"{source}: {r}" if r else source for r in frame["run"]]
+    frame["run"] = frame["run"].astype(object)
+    return frame
+
+
+def malformed_note(source: str, count: int) -> list[str]:
+    if not count:
+        return []
+    return [f"{source}: skipped {count} malformed history record{'s' if count != 1 else ''} "
+            "(each needs split, metric, step and a numeric value)."]
+
+
+def combine(histories: Iterable[LoadedHistory]) -> LoadedHistory:
+    frames, notes = [], []
+    for h in histories:
+        notes += h.notes
+        if not h.frame.empty:
+            frames.append(h.frame)
+    if not frames:
+        return LoadedHistory(empty_frame(), notes)
+    frame = pd.concat(frames, ignore_index=True)[COLUMNS]
+    return LoadedHistory(frame, notes)
+
+
+def to_csv(frame: pd.DataFrame) -> bytes:
+    return frame[COLUMNS].to_csv(index=False).encode("utf-8")
