@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from core import urlstate
-from core.figures.curves import training_curves_figure
+from core.figures.curves import family_run_colors, training_curves_figure
 from core.io import folders
 from core.io.checkpoint import checkpoint_dir
 from core.lens import history as hist
@@ -181,7 +181,8 @@ def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
     current = load_runs(settings.runs, sources, uploads)
     plot = hist.build_curves(current.frame, settings.runs, settings.metric, settings.x, settings.smoothing,
                              settings.logy)
-    fig = training_curves_figure(plot, title=f"{settings.metric} by {hist.X_AXES[settings.x].lower()}")
+    fig = training_curves_figure(plot, title=f"{settings.metric} by {hist.X_AXES[settings.x].lower()}",
+                                 fixed_colors=family_run_colors(all_checkpoints()))
     filename = "training-curves-" + re.sub(r"[^\w-]", "_", settings.metric)
     show_figure(fig, filename=filename, key="curves_chart")
     for line in plot.info:

@@ -6,6 +6,7 @@ every chart is unit-tested by inspecting `fig.data` / `fig.layout`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import plotly.graph_objects as go
@@ -59,15 +60,21 @@ def run_color(index: int) -> str:
     return RUN_COLORS[index % len(RUN_COLORS)]
 
 
-def run_colors(names) -> dict[str, str]:
+def run_colors(names, fixed: Mapping[str, str] | None = None) -> dict[str, str]:
     """One colour per run NAME, the same on every chart and page: the palette slot is a hash of the
     name (crc32, stable across processes); two names of one chart that land on the same slot take the
-    next free one (the later name moves), so a chart never shows two runs in one colour (up to 18)."""
+    next free one (the later name moves), so a chart never shows two runs in one colour (up to 18).
+    `fixed`: runs whose colour is decided elsewhere (a positional variant wears its scheme's colour,
+    as on the positional page); the others keep clear of those colours."""
     import zlib
 
-    colors: dict[str, str] = {}
-    taken: set[int] = set()
-    for name in dict.fromkeys(str(n) for n in names):
+    names = list(dict.fromkeys(str(n) for n in names))
+    fixed = {name: fixed[name] for name in names if fixed and name in fixed}
+    colors: dict[str, str] = dict(fixed)
+    taken: set[int] = {RUN_COLORS.index(c) for c in fixed.values() if c in RUN_COLORS}
+    for name in names:
+        if name in fixed:
+            continue
         slot = zlib.crc32(name.encode("utf-8")) % len(RUN_COLORS)
         for step in range(len(RUN_COLORS)):
             if (slot + step) % len(RUN_COLORS) not in taken:

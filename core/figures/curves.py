@@ -10,13 +10,30 @@ SPLIT_DASH = {"train": "solid", "val": "dash"}  # any other split: dotted
 RAW_OPACITY_UNDER_SMOOTHING = 0.25
 
 
-def training_curves_figure(plot, title: str | None = None, height: int = 480) -> go.Figure:
+def family_run_colors(infos) -> dict[str, str]:
+    """Checkpoints of a positional family (one model, several schemes: `core.lens.positional.
+    positional_families`) wear their scheme's registry colour here as on the positional page; a scheme
+    two members share fixes no colour (they would look alike). `infos`: the picker's CheckpointInfos."""
+    from core.lens.positional import positional_families
+    from core.model.positional import POSITIONAL
+
+    colors = {}
+    for family in positional_families(infos):
+        schemes = [m.config.get("positional") for m in family.members]
+        for member, scheme in zip(family.members, schemes):
+            if schemes.count(scheme) == 1 and scheme in POSITIONAL:
+                colors[member.name] = POSITIONAL[scheme].color
+    return colors
+
+
+def training_curves_figure(plot, title: str | None = None, height: int = 480,
+                           fixed_colors: dict[str, str] | None = None) -> go.Figure:
     """Runs overlaid (one colour each), train solid / val dashed, the smoothed curve over a faint raw
     one, a star at each run's best validation value. `plot` is a `core.lens.history.curves.CurvePlot`.
 
     Every user string (run, split, metric names) is HTML-escaped: plotly renders tags in labels.
     `uirevision` is constant per (metric, x, scale), so a live refresh or a new smoothing keeps the
-    user's zoom and legend clicks.
+    user's zoom and legend clicks. `fixed_colors`: run -> colour decided elsewhere (family_run_colors).
     """
     import html
 
@@ -24,7 +41,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480) ->
     from core.lens.history.summary import METRIC_GOAL
 
     scatter = go.Scattergl if plot.webgl else go.Scatter
-    colors = run_colors(plot.runs)  # by name: a run has its colour on every page
+    colors = run_colors(plot.runs, fixed_colors)  # by name: a run has its colour on every page
     smoothed = plot.smoothing > 0
     fig = go.Figure()
     for curve in plot.curves:
