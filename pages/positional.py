@@ -3,9 +3,9 @@
 Storyboard: the checkpoints whose configs differ only in `positional` (found by comparing configs), then
 four tabs, of which only the open one runs: (1) the encodings from `core.model.positional` via
 `core.lens.positional`; (2) one sentence through each model; (3) their training histories (metadata
-only); (4) train short, test long: `core.lens.extrapolation.score_length` per (model, protocol, length) behind a
-Run button. Results are cached on (checkpoint path, modification time, inputs) and figures once per
-input, so a visit redraws rather than recomputes. The URL (`core.urlstate`) reopens the view.
+only); (4) train short, test long: `core.lens.extrapolation.run_extrapolation` over every (model,
+protocol, length) behind a Run button. Results are cached on (checkpoint path, modification time, inputs)
+and figures once per input, so a visit redraws rather than recomputes. The URL (`core.urlstate`) reopens the view.
 """
 
 from __future__ import annotations

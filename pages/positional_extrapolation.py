@@ -1,8 +1,9 @@
 """The positional page's "Train short, test long" tab (pages/positional.py runs it when open).
 
-Every (model, protocol, length) is scored by `core.lens.extrapolation.score_length` through a cache keyed on
-(checkpoint path, modification time, text, settings), so a result is computed once per server process
-and a later visit shows it at once; a progress bar shows from the first unit while new ones run.
+`core.lens.extrapolation.run_extrapolation` (the CLI's runner) scores every (model, protocol, length) with
+`score_length` through a cache keyed on (checkpoint path, modification time, text, settings), so a result
+is computed once per server process and a later visit shows it at once; a progress bar shows from the
+first unit while new ones run.
 """
 
 from __future__ import annotations
@@ -12,65 +13,32 @@ import streamlit as st
 
 from core.figures import positional as figs
 from core.lens import extrapolation as ev
-from core.lens import extrapolation_view as xv
 from core.text import markdown_escape
 from pages.common import show_figure
-from pages.positional_tabs import dev_text, length_score, mtime, stamp
+from pages.positional_tabs import mtime, stamp
 
 
-def extrapolation(loaded) -> None:
-    config = loaded[0][1].config
-    st.write(f"Dev perplexity at window lengths that are multiples of the training block size "
-             f"({config.block_size} tokens). Two protocols:")
-    for protocol, description in ev.PROTOCOL_DESCRIPTIONS.items():
-        st.markdown(f"- **{protocol}**: {description}")
-    members = [m for m, _ in loaded]
-    try:
-        dev = dev_text(stamp(members), members)
-        st.caption(markdown_escape(f"Text: {dev.source}."))
-        for note in dev.notes:
-            st.warning(markdown_escape(note))
-        text, recorded_split = dev.text, True
-    except ev.ExtrapolationError as exc:
-        st.info(markdown_escape(f"{exc} Paste one below."))
-        text = st.text_area("Text to evaluate on", max_chars=200_000, key="pos_dev_text")
-        recorded_split = False
-    with st.form("pos_extrapolation"):
-        c1, c2, c3, c4 = st.columns(4)
-        factors = c1.multiselect("Lengths (x block size)", ev.EXTRAPOLATION_FACTORS, ev.EXTRAPOLATION_FACTORS,
-                                 key="pos_factors", format_func=lambda f: f"{f:g}x")
-        protocols = c2.multiselect("Protocols", ev.EXTRAPOLATION_PROTOCOLS, ev.EXTRAPOLATION_PROTOCOLS,
-                                   key="pos_protocols")
-        max_windows = c3.number_input("Predictions scored, windows", 16, 1_000_000, 4096, key="pos_max_windows")
-        max_sliding = c4.number_input("Predictions scored, sliding", 16, 1_000_000, 512, key="pos_max_sliding",
-                                      help="One forward pass per prediction; the CLI can run the whole text.")
-        limits = {"windows": max_windows, "sliding": max_sliding}
-        cost = xv.planned_work(config.block_size, factors, protocols, limits, len(text or ""))
-        st.caption(f"About {cost:,} token positions through each model (a 2-core CPU reads ~15,000 a second; "
-                   "results are kept, so a second run is immediate).")
-        if st.form_submit_button("Run extrapolation", type="primary"):
-            st.session_state["pos_extrapolation_settings"] = (tuple(factors), tuple(protocols),
-                                                              int(max_windows), int(max_sliding))
-    settings = st.session_state.get("pos_extrapolation_settings")
-    if settings and not (text or "").strip():
-        st.warning("There is no text to evaluate on.")
-    elif settings and (not settings[0] or not settings[1]):
-        st.warning("Choose at least one length and one protocol.")
-    elif settings:
-        show_results(loaded, text, recorded_split, *settings)
-    st.caption("The whole dev text: `python -m core.lens.extrapolation extrapolation checkpoints/lm-*.safetensors` "
-               "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")
+@st.cache_data(show_spinner=False, max_entries=1024)
+def length_score(path: str, modified: float, text: str, max_tokens: int | None, protocol: str, factor: float,
+                 length: int, _loaded) -> ev.LengthScore:
+    ids, _ = ev.token_stream(_loaded.tokenizer, text, max_tokens)
+    return ev.score_length(_loaded.model, ids, length, protocol, factor)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def dev_text(key: tuple, _members) -> ev.DevText:
+    return ev.family_dev_text(_members)
 
 
 def show_results(loaded, text: str, recorded_split: bool, factors, protocols, max_windows: int,
                  max_sliding: int) -> None:
-    def score(info, lc, max_tokens: int | None, unit: xv.ExtrapolationUnit) -> ev.LengthScore:
+    def score(info, lc, max_tokens: int | None, unit: ev.ExtrapolationUnit, _progress) -> ev.LengthScore:
         return length_score(str(info.path), mtime(info), text, max_tokens, unit.protocol, unit.factor,
                             unit.length, lc)
 
     bar = st.progress(0.0, text="Evaluating…")
-    try:
-        run = xv.run_extrapolation(loaded, len(text), factors, protocols,
+    try:  # progress within a unit is not drawn: the scorer is cached, and a cache hit draws nothing
+        run = ev.run_extrapolation(loaded, len(text), factors, protocols,
                                    {"windows": max_windows, "sliding": max_sliding}, recorded_split, score,
                                    lambda fraction, what: bar.progress(fraction, text=what))
     except ev.ExtrapolationError as exc:
@@ -105,3 +73,47 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
                    if not any(s.applicable and s.length == chosen for s in v.scores)]
         if missing:
             st.caption(markdown_escape(f"Not drawn (cannot read {chosen} tokens): {', '.join(missing)}."))
+
+
+def extrapolation(loaded) -> None:
+    config = loaded[0][1].config
+    st.write(f"Dev perplexity at window lengths that are multiples of the training block size "
+             f"({config.block_size} tokens). Two protocols:")
+    for protocol, description in ev.PROTOCOL_DESCRIPTIONS.items():
+        st.markdown(f"- **{protocol}**: {description}")
+    members = [m for m, _ in loaded]
+    try:
+        dev = dev_text(stamp(members), members)
+        st.caption(markdown_escape(f"Text: {dev.source}."))
+        for note in dev.notes:
+            st.warning(markdown_escape(note))
+        text, recorded_split = dev.text, True
+    except ev.ExtrapolationError as exc:
+        st.info(markdown_escape(f"{exc} Paste one below."))
+        text = st.text_area("Text to evaluate on", max_chars=200_000, key="pos_dev_text")
+        recorded_split = False
+    with st.form("pos_extrapolation"):
+        c1, c2, c3, c4 = st.columns(4)
+        factors = c1.multiselect("Lengths (x block size)", ev.EXTRAPOLATION_FACTORS, ev.EXTRAPOLATION_FACTORS,
+                                 key="pos_factors", format_func=lambda f: f"{f:g}x")
+        protocols = c2.multiselect("Protocols", ev.EXTRAPOLATION_PROTOCOLS, ev.EXTRAPOLATION_PROTOCOLS,
+                                   key="pos_protocols")
+        max_windows = c3.number_input("Predictions scored, windows", 16, 1_000_000, 4096, key="pos_max_windows")
+        max_sliding = c4.number_input("Predictions scored, sliding", 16, 1_000_000, 512, key="pos_max_sliding",
+                                      help="One forward pass per prediction; the CLI can run the whole text.")
+        limits = {"windows": max_windows, "sliding": max_sliding}
+        cost = ev.planned_work(config.block_size, factors, protocols, limits, len(text or ""))
+        st.caption(f"About {cost:,} token positions through each model (a 2-core CPU reads ~15,000 a second; "
+                   "results are kept, so a second run is immediate).")
+        if st.form_submit_button("Run extrapolation", type="primary"):
+            st.session_state["pos_extrapolation_settings"] = (tuple(factors), tuple(protocols),
+                                                              int(max_windows), int(max_sliding))
+    settings = st.session_state.get("pos_extrapolation_settings")
+    if settings and not (text or "").strip():
+        st.warning("There is no text to evaluate on.")
+    elif settings and (not settings[0] or not settings[1]):
+        st.warning("Choose at least one length and one protocol.")
+    elif settings:
+        show_results(loaded, text, recorded_split, *settings)
+    st.caption("The whole dev text: `python -m core.lens.extrapolation extrapolation checkpoints/lm-*.safetensors` "
+               "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")

@@ -1,4 +1,5 @@
-"""The positional page's four tabs (pages/positional.py runs only the open one) and their caches.
+"""The positional page's tabs (pages/positional.py runs only the open one) and their caches; the
+extrapolation tab is pages/positional_extrapolation.py.
 
 Not a page itself (app.py lists pages explicitly). Data are cached with st.cache_data on (checkpoint
 path, modification time, inputs); figures with st.cache_resource on the same keys, because a cached
@@ -14,8 +15,6 @@ import streamlit as st
 
 from core.figures import positional as figs
 from core.figures.attention import attention_heatmap
-from core.lens import extrapolation as ev
-from core.lens import extrapolation_view as xv
 from core.lens import positional as pv
 from core.model.positional import scheme_label
 from core.text import markdown_escape
@@ -33,18 +32,6 @@ def stamp(infos) -> tuple[tuple[str, float], ...]:
 @st.cache_data(show_spinner=False, max_entries=64)
 def sentence_run(path: str, modified: float, text: str, limit: int, _loaded) -> pv.SentenceAttention:
     return pv.sentence_attention(_loaded.model, _loaded.tokenizer, text, limit)
-
-
-@st.cache_data(show_spinner=False, max_entries=1024)
-def length_score(path: str, modified: float, text: str, max_tokens: int | None, protocol: str, factor: float,
-                 length: int, _loaded) -> ev.LengthScore:
-    ids, _ = ev.token_stream(_loaded.tokenizer, text, max_tokens)
-    return ev.score_length(_loaded.model, ids, length, protocol, factor)
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def dev_text(key: tuple, _members) -> ev.DevText:
-    return xv.family_dev_text(_members)
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)  # figures are read-only: shared, never copied
@@ -84,30 +71,6 @@ def training_figure(key: tuple, metric: str, splits: tuple[str, ...], _infos):
                                           [m.config.get("positional", "") for m in _infos], metric, splits,
                                           title=f"Dev {metric} during training")
     return fig, pv.training_table(frame, _infos), notes
-
-
-
-def encodings(section: str, infos, members) -> None:
-    """One of the tabs about the encodings themselves (tables, similarity, ALiBi, RoPE): one or two
-    charts each, so a tab draws quickly on a projector laptop."""
-    c1, c2, c3 = st.columns(3)
-    length = c1.slider("Length (positions)", 8, 256, step=8, key="pos_length")
-    dim = c2.slider("Dimension d (model width; RoPE: head size)", 8, 256, step=8, key="pos_dim")
-    n_head = int(c3.number_input("ALiBi heads", 1, 16, key="pos_heads",
-                                 help="Non-powers of two get Press et al.'s interleaved slopes."))
-    table, name, key = None, None, None
-    learned_infos = [i for i in infos if i.config.get("positional") == "learned"]
-    if learned_infos and section in ("tables", "similarity"):
-        names = [i.name for i in learned_infos]
-        ours = [n for n in names if n in {m.name for m in members}]  # the compared set's own table first
-        name = st.selectbox("Learned table from", names, index=names.index(ours[0]) if ours else 0,
-                            key="pos_learned_source")
-        source = learned_infos[names.index(name)]
-        loaded = load_checkpoint(source)
-        table = pv.learned_table(loaded.model) if loaded else None
-        key = (str(source.path), mtime(source)) if table is not None else None
-    shown = encoding_figures(length, dim, n_head, key, name, table)
-    {"tables": tables, "similarity": similarity, "alibi": alibi, "rope": rope}[section](shown)
 
 
 def tables(shown) -> None:
@@ -151,6 +114,29 @@ def rope(shown) -> None:
     st.caption("A query at position m and a key at n, both rotated: their dot product depends on m - n only. "
                "Right: Su et al.'s long-term decay bound (their figure 2 uses d = 128). Distances up to 4x the "
                "chosen length, the range of the extrapolation test.")
+
+
+def encodings(section: str, infos, members) -> None:
+    """One of the tabs about the encodings themselves (tables, similarity, ALiBi, RoPE): one or two
+    charts each, so a tab draws quickly on a projector laptop."""
+    c1, c2, c3 = st.columns(3)
+    length = c1.slider("Length (positions)", 8, 256, step=8, key="pos_length")
+    dim = c2.slider("Dimension d (model width; RoPE: head size)", 8, 256, step=8, key="pos_dim")
+    n_head = int(c3.number_input("ALiBi heads", 1, 16, key="pos_heads",
+                                 help="Non-powers of two get Press et al.'s interleaved slopes."))
+    table, name, key = None, None, None
+    learned_infos = [i for i in infos if i.config.get("positional") == "learned"]
+    if learned_infos and section in ("tables", "similarity"):
+        names = [i.name for i in learned_infos]
+        ours = [n for n in names if n in {m.name for m in members}]  # the compared set's own table first
+        name = st.selectbox("Learned table from", names, index=names.index(ours[0]) if ours else 0,
+                            key="pos_learned_source")
+        source = learned_infos[names.index(name)]
+        loaded = load_checkpoint(source)
+        table = pv.learned_table(loaded.model) if loaded else None
+        key = (str(source.path), mtime(source)) if table is not None else None
+    shown = encoding_figures(length, dim, n_head, key, name, table)
+    {"tables": tables, "similarity": similarity, "alibi": alibi, "rope": rope}[section](shown)
 
 
 def sentence(loaded) -> None:

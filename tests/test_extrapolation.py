@@ -2,6 +2,7 @@
 
 import hashlib
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 
 from core.data.datasets import LanguageModelDataset
 from core.io import checkpoint
+from core.io.loaded import CheckpointInfo, LoadedCheckpoint
 from core.lens import extrapolation as ev
 from core.model.tokenizer import CharTokenizer
 from core.train.trainer import evaluate_loss
@@ -68,12 +70,19 @@ def test_windows_equal_a_naive_loop_over_windows():
     assert score.position_loss == pytest.approx(torch.stack(losses).mean(0).tolist(), abs=1e-6)
 
 
+def in_memory(name: str, model) -> tuple[CheckpointInfo, LoadedCheckpoint]:
+    """A model as the runner takes it, without a file."""
+    return CheckpointInfo(Path(f"{name}.safetensors"), name, 0, 0.0), LoadedCheckpoint(model, TOKENIZER, {}, Path())
+
+
 def test_one_number_per_variant_length_and_protocol_and_learned_stops_at_its_table():
     ids, _ = ev.token_stream(TOKENIZER, TEXT, max_tokens=60)
     progress_calls = []
-    results = [ev.evaluate_extrapolation(variant(p), ids, name=f"tiny-{p}",
-                                         progress=lambda d, t: progress_calls.append((d, t)))
-               for p in SCHEMES]
+    run = ev.run_extrapolation([in_memory(f"tiny-{p}", variant(p)) for p in SCHEMES], ids.numel() - 1,
+                               ev.EXTRAPOLATION_FACTORS, ev.EXTRAPOLATION_PROTOCOLS, {}, False, ev.text_scorer(TEXT),
+                               lambda fraction, what: progress_calls.append((fraction, what)))
+    results = run.variants
+    assert [r.name for r in results] == [f"tiny-{p}" for p in SCHEMES] and not run.checked
     for result in results:
         assert len(result.scores) == len(ev.EXTRAPOLATION_FACTORS) * len(ev.EXTRAPOLATION_PROTOCOLS)
         keys = {(s.protocol, s.factor) for s in result.scores}
@@ -88,7 +97,9 @@ def test_one_number_per_variant_length_and_protocol_and_learned_stops_at_its_tab
             assert s.reason.startswith("no positions past 8") and s.tokens == 0
     for result in results[1:]:
         assert all(s.applicable and math.isfinite(s.perplexity) for s in result.scores)
-    assert progress_calls[-1][0] == progress_calls[-1][1]
+    fractions = [f for f, _ in progress_calls]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0  # moves within units, ends at the total
+    assert len(progress_calls) > len(SCHEMES) * 12 + 1
     rows = ev.extrapolation_rows(results)
     assert len(rows) == 4 * 12 and {r["variant"] for r in rows} == {"learned", "sinusoidal", "ALiBi", "RoPE"}
     table = ev.format_extrapolation_table(results)
@@ -211,3 +222,45 @@ def test_cli_checks_the_recorded_dev_loss(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"gives {true_loss:.4f}, the dev loss training recorded" in out
     assert f"stale: its weights give a dev loss of {true_loss:.4f}" in out
+
+
+def test_run_extrapolation_checks_the_weights_give_back_trainings_dev_loss(tmp_path):
+    text = "Ada Lovelace was born in London . Alan Turing was born in Maida Vale . " * 2
+    tokenizer = CharTokenizer.from_corpus(text)
+    full, _ = ev.token_stream(tokenizer, text)
+    for name, positional in [("a", "learned"), ("b", "alibi")]:
+        model = tiny_model(tokenizer.vocab_size, positional=positional, block_size=8)
+        true_loss = ev.score_length(model, full, 8, "windows").loss
+        recorded = true_loss if name == "a" else true_loss + 0.5  # b: as if the code changed since
+        checkpoint.save(tmp_path / f"{name}.safetensors", model, tokenizer, "lm",
+                        metrics={"val_loss": recorded})
+    infos = checkpoint.list_checkpoints(tmp_path)
+    models = [(info, checkpoint.load(info.path)) for info in infos]
+    calls, fractions = [], []
+
+    def score(info, loaded, max_tokens, unit, progress):
+        calls.append((info.name, unit.protocol, unit.length, max_tokens))
+        ids, _ = ev.token_stream(loaded.tokenizer, text, max_tokens)
+        return ev.score_length(loaded.model, ids, unit.length, unit.protocol, unit.factor)
+
+    run = ev.run_extrapolation(models, len(text), [2.0, 1.0], ["windows", "sliding"],
+                               {"windows": 100, "sliding": 30}, True, score, lambda f, _: fractions.append(f))
+    assert run.checked and len(run.problems) == 1 and run.problems[0].startswith("b: its weights give")
+    assert ("a", "windows", 8, None) in calls and ("a", "sliding", 16, 30) in calls
+    assert [len(v.scores) for v in run.variants] == [4, 4]
+    learned = run.variants[0]
+    assert [(s.protocol, s.length) for s in learned.scores] == [("windows", 8), ("windows", 16),
+                                                               ("sliding", 8), ("sliding", 16)]  # shortest first
+    assert set(run.checks) == {"a", "b"} and abs(run.checks["a"] - infos[0].metadata["metrics"]["val_loss"]) < 1e-6
+    assert not learned.score("sliding", 2.0).applicable and learned.score("sliding", 1.0).tokens == 30
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    unchecked = ev.run_extrapolation(models, len(text), [1.0], ["windows"], {"windows": 50}, False, score)
+    assert not unchecked.checked and unchecked.problems == []
+
+
+def test_planned_work_counts_the_token_positions_a_run_reads():
+    # windows: whole windows only; sliding: L for the first window, then L per further prediction
+    assert ev.planned_work(64, [1.0], ["windows"], {"windows": 1000}, 5000) == (1000 // 64) * 64
+    assert ev.planned_work(64, [4.0], ["sliding"], {"sliding": 512}, 5000) == 256 + (512 - 256) * 256
+    assert ev.planned_work(64, [4.0], ["sliding"], {"sliding": None}, 300) == 256 + 44 * 256
+    assert ev.planned_work(64, [2.0], ["sliding"], {"sliding": 512}, 5000, max_length=64) == 0

@@ -8,7 +8,6 @@ import torch
 
 from core.figures import positional as viz
 from core.io import checkpoint
-from core.lens import extrapolation_view as xv
 from core.lens import positional as pv
 from core.lens.extrapolation import LengthScore, VariantExtrapolation
 from core.model.positional import POSITIONAL
@@ -297,45 +296,3 @@ def test_similarity_panels_say_what_each_scheme_has_instead_of_vectors():
     assert panels[3].matrix[m, n] == pytest.approx(2 * np.cos((m - n) * theta).sum())
     distances, ones, rand, bound_d, bound = pv.rope_curves(8, 20)
     assert len(distances) == len(ones) == len(rand) == len(bound_d) == len(bound) == 21
-
-
-def test_run_extrapolation_checks_the_weights_give_back_trainings_dev_loss(tmp_path):
-    from core.lens import extrapolation as ev
-    from core.model.tokenizer import CharTokenizer
-
-    text = "Ada Lovelace was born in London . Alan Turing was born in Maida Vale . " * 2
-    tokenizer = CharTokenizer.from_corpus(text)
-    full, _ = ev.token_stream(tokenizer, text)
-    for name, positional in [("a", "learned"), ("b", "alibi")]:
-        model = tiny_model(tokenizer.vocab_size, positional=positional, block_size=8)
-        true_loss = ev.score_length(model, full, 8, "windows").loss
-        recorded = true_loss if name == "a" else true_loss + 0.5  # b: as if the code changed since
-        checkpoint.save(tmp_path / f"{name}.safetensors", model, tokenizer, "lm",
-                        metrics={"val_loss": recorded})
-    infos = checkpoint.list_checkpoints(tmp_path)
-    models = [(info, checkpoint.load(info.path)) for info in infos]
-    calls, fractions = [], []
-
-    def score(info, loaded, max_tokens, unit):
-        calls.append((info.name, unit.protocol, unit.length, max_tokens))
-        ids, _ = ev.token_stream(loaded.tokenizer, text, max_tokens)
-        return ev.score_length(loaded.model, ids, unit.length, unit.protocol, unit.factor)
-
-    run = xv.run_extrapolation(models, len(text), [1.0, 2.0], ["windows", "sliding"],
-                               {"windows": 100, "sliding": 30}, True, score, lambda f, _: fractions.append(f))
-    assert run.checked and len(run.problems) == 1 and run.problems[0].startswith("b: its weights give")
-    assert ("a", "windows", 8, None) in calls and ("a", "sliding", 16, 30) in calls
-    assert [len(v.scores) for v in run.variants] == [4, 4]
-    learned = run.variants[0]
-    assert not learned.score("sliding", 2.0).applicable and learned.score("sliding", 1.0).tokens == 30
-    assert fractions == sorted(fractions) and fractions[-1] == 1.0
-    unchecked = xv.run_extrapolation(models, len(text), [1.0], ["windows"], {"windows": 50}, False, score)
-    assert not unchecked.checked and unchecked.problems == []
-
-
-def test_planned_work_counts_the_token_positions_a_run_reads():
-    # windows: whole windows only; sliding: L for the first window, then L per further prediction
-    assert xv.planned_work(64, [1.0], ["windows"], {"windows": 1000}, 5000) == (1000 // 64) * 64
-    assert xv.planned_work(64, [4.0], ["sliding"], {"sliding": 512}, 5000) == 256 + (512 - 256) * 256
-    assert xv.planned_work(64, [4.0], ["sliding"], {"sliding": None}, 300) == 256 + 44 * 256
-    assert xv.planned_work(64, [2.0], ["sliding"], {"sliding": 512}, 5000, max_length=64) == 0

@@ -7,8 +7,8 @@ Four parts, in the page's order:
 - which checkpoints differ only in their positional scheme (found by comparing configs, not names),
   and one sentence through each of them: attention maps and mean attention by query-key distance;
 - their training histories (from checkpoint metadata only);
-- length extrapolation is computed by `core.lens.birthplace` (score_length / evaluate_extrapolation); this
-  module only plans the work and puts the pieces back together.
+- length extrapolation (the last tab) has its own home, `core.lens.extrapolation`: one planner and runner
+  for the page and the command line.
 
 Every figure's numbers come from the functions that the model itself uses (`core.model.positional`), so
 what the page draws is what the models compute.
@@ -201,8 +201,6 @@ class PositionalFamily:
                 f"({', '.join(scheme_label(p) for p in dict.fromkeys(self.positionals))}): "
                 f"{c.get('n_layer')} layers, {c.get('n_head')} heads, {c.get('n_embd')} dimensions, "
                 f"block size {c.get('block_size')}, {c.get('attention')} attention")
-
-
 
 
 def positional_families(infos: Iterable[CheckpointInfo]) -> list[PositionalFamily]:
