@@ -17,6 +17,7 @@ def test_fixed_colours_win_and_the_others_keep_clear_of_them():
     colors = run_colors(names, {"run-0": taken, "not-on-this-chart": RUN_COLORS[5]})
     assert colors["run-0"] == taken and "not-on-this-chart" not in colors
     assert len(set(colors.values())) == len(names)  # never two runs in one colour
+    assert RUN_COLORS[5] not in colors.values()  # a colour fixed for a run elsewhere is nobody else's
     assert run_colors(names, {}) == free  # nothing fixed: exactly the hash colours
 
 

@@ -65,12 +65,13 @@ def run_colors(names, fixed: Mapping[str, str] | None = None) -> dict[str, str]:
     name (crc32, stable across processes); two names of one chart that land on the same slot take the
     next free one (the later name moves), so a chart never shows two runs in one colour (up to 18).
     `fixed`: runs whose colour is decided elsewhere (a positional variant wears its scheme's colour,
-    as on the positional page); the others keep clear of those colours."""
+    as on the positional page); every other run keeps clear of those colours, on this chart or not, so
+    no other run wears a scheme's colour anywhere."""
     import zlib
 
     names = list(dict.fromkeys(str(n) for n in names))
-    fixed = {name: fixed[name] for name in names if fixed and name in fixed}
-    colors: dict[str, str] = dict(fixed)
+    fixed = dict(fixed or {})
+    colors: dict[str, str] = {name: fixed[name] for name in names if name in fixed}
     taken: set[int] = {RUN_COLORS.index(c) for c in fixed.values() if c in RUN_COLORS}
     for name in names:
         if name in fixed:
