@@ -1,7 +1,7 @@
 """Birthplace probe: what does a birthplace model retrieve from its pretraining, and what does it make up?
 
-Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each a few `core.lens.probe`
-calls and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence, attention at the
+Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each one `core.lens.probe`
+call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence, attention at the
 answer; drawn by pages/probe_parts.py), Fabricate (names nobody wrote about: the fallback strategy), Dev
 set (assignment-exact accuracy, evidence categories, reliability, one example at a time; pages/probe_dev.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
@@ -14,8 +14,9 @@ import streamlit as st
 
 from core import urlstate
 from core.data.datasets import DataError
+from core.data.world_tables import LOCALES
 from core.figures import probe as viz
-from core.lens import probe
+from core.lens.probe import corpus, fabricated, files, inputs
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
 from pages.probe_dev import dev_tab
 from pages.probe_parts import PERCENT, Probe, cached_answers, show_example, version, warn_unknown
@@ -24,19 +25,19 @@ TABS = tuple(urlstate.PROBE_TABS.values())
 
 
 @st.cache_resource(show_spinner="Reading the corpus…", max_entries=4)
-def probe_data(folder: str, stamp: tuple[float, ...]) -> probe.ProbeData:
-    return probe.load_probe_data(folder)
+def probe_data(folder: str, stamp: tuple[float, ...]) -> corpus.ProbeData:
+    return corpus.load_probe_data(folder)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_people(n: int, locales: tuple[str, ...], seed: int, stamp: tuple, _data) -> list[tuple[str, str]]:
-    return probe.fabricated_people(n, locales, seed, _data.index, _data.train_names)
+    return fabricated.fabricated_people(n, locales, seed, _data.index, _data.train_names)
 
 
-def restore_state(data: probe.ProbeData) -> urlstate.ProbePageState:
+def restore_state(data: corpus.ProbeData) -> urlstate.ProbePageState:
     """Widgets from the URL on first render, else from this session's last visit (page switches)."""
     saved = st.session_state.get("probe_saved") or urlstate.decode_probe(st.query_params.to_dict())
-    default = probe.name_from_question(data.dev_pairs[0][0]) if data.dev_pairs else "Ada Lovelace"
+    default = inputs.name_from_question(data.dev_pairs[0][0]) if data.dev_pairs else "Ada Lovelace"
     # Written back every run, as the sidebar picker does: after a page switch these are new widgets.
     st.session_state["probe_tab"] = st.session_state.get("probe_tab", saved.tab_label)
     st.session_state["probe_ask"] = st.session_state.get("probe_ask", saved.name or default)
@@ -56,7 +57,7 @@ def save_state(focus: str) -> None:
 
 def ask_tab(p: Probe) -> None:
     text = st.text_input("A name, or a question 'Where was NAME born?'", key="probe_ask")
-    asked = probe.read_probe_input(text)
+    asked = inputs.read_probe_input(text)
     if asked.problem:
         st.warning(plain(asked.problem))
         return
@@ -70,34 +71,31 @@ def fabricate_tab(p: Probe) -> None:
     st.write("Names drawn like the world's people but absent from the corpus and the training questions: "
              "the model cannot know them, so its answers show its fallback strategy.")
     columns = st.columns([4, 1, 1])
-    locales = columns[0].multiselect("Locales of the names", list(probe.LOCALES), default=list(probe.LOCALES),
-                                     format_func=lambda loc: f"{loc} ({probe.LOCALES[loc].label})",
-                                     key="probe_locales")
-    n = columns[1].number_input("Names", 1, probe.MAX_FABRICATED, 48, key="probe_n")
+    locales = columns[0].multiselect("Locales of the names", list(LOCALES), default=list(LOCALES),
+                                     format_func=lambda loc: f"{loc} ({LOCALES[loc].label})", key="probe_locales")
+    n = columns[1].number_input("Names", 1, fabricated.MAX_FABRICATED, 48, key="probe_n")
     seed = columns[2].number_input("Seed", 0, 1_000_000, 0, key="probe_seed")
     try:
         people = cached_people(int(n), tuple(locales), int(seed), stamp, data)
     except ValueError as exc:
         st.warning(plain(exc))
         return
-    questions = tuple(probe.question_for(name) for name, _ in people)
+    questions = tuple(inputs.question_for(name) for name, _ in people)
     warn_unknown(p, questions)
     predictions = {m: cached_answers(*version(loaded), questions, loaded) for m, loaded in models.items()}
-    name_locales = [loc for _, loc in people]
-    st.dataframe(probe.strategy_summary(name_locales, predictions, data.train_places), hide_index=True,
+    found = fabricated.strategy(people, predictions, data.train_places)
+    st.dataframe(found.summary, hide_index=True,
                  column_config={c: PERCENT for c in ("its share", "share in the name's country",
                                                      "share that are training labels")})
-    chance = probe.expected_home_share(name_locales, data.train_places)
     st.text(f"Ignoring the name and drawing from the training labels would give a city of the name's "
-            f"country {chance:.0%} of the time.")
-    frame = probe.fabricated_frame(people, predictions)
-    st.dataframe(frame, hide_index=True)
-    st.download_button("Download these predictions (CSV)", probe.table_csv(frame),
+            f"country {found.chance:.0%} of the time.")
+    st.dataframe(found.frame, hide_index=True)
+    st.download_button("Download these predictions (CSV)", files.table_csv(found.frame),
                        "fabricated-predictions.csv", "text/csv", key="probe_fab_csv")
-    show_figure(viz.place_share_bars(probe.place_shares(predictions, data.train_places),
+    show_figure(viz.place_share_bars(found.shares,
                                      title="Predicted places for fabricated names vs. the training labels"),
                 "fabricated-place-shares", key="probe_fab_shares")
-    show_figure(viz.locale_place_heatmap(probe.locale_place_counts(name_locales, predictions[focus]),
+    show_figure(viz.locale_place_heatmap(found.locale_counts[focus],
                                          title=f"{focus}: predicted place by the name's locale"),
                 f"{focus}-locale-places", key="probe_fab_heatmap")
 
@@ -118,9 +116,8 @@ if not models:
     st.info("Choose at least one birthplace model above.")
     st.stop()
 try:
-    folder = probe.world_dir()
-    stamp = tuple(f.stat().st_mtime if f.is_file() else 0.0
-                  for f in (folder / probe.CORPUS_FILE, folder / probe.TRAIN_FILE, folder / probe.DEV_FILE))
+    folder = corpus.world_dir()
+    stamp = corpus.world_stamp(folder)
     data = probe_data(str(folder), stamp)
 except DataError as exc:
     st.warning(plain(exc))
@@ -130,8 +127,8 @@ current = st.session_state.get("probe_focus")  # written back every run, as in r
 st.session_state["probe_focus"] = current if current in models else next(
     (n for n in (saved.focus, info.name if info else None) if n in models), next(iter(models)))
 focus = st.selectbox("Model for the details (candidates, attention, table)", list(models), key="probe_focus")
-st.caption(plain(f"Corpus: {folder / probe.CORPUS_FILE} ({len(data.index.documents)} documents); "
-                 f"candidates: the {len(data.labels)} places of {probe.TRAIN_FILE}."))
+st.caption(plain(f"Corpus: {folder / corpus.CORPUS_FILE} ({len(data.index.documents)} documents); "
+                 f"candidates: the {len(data.labels)} places of {corpus.TRAIN_FILE}."))
 tabs = st.tabs(TABS, key="probe_tab", on_change="rerun")
 save_state(focus)
 chosen = Probe(models, focus, data, stamp)

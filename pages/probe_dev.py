@@ -12,30 +12,30 @@ import hashlib
 import streamlit as st
 
 from core.figures import probe as viz
-from core.lens import probe
+from core.lens.probe import analysis, corpus, files
 from pages.common import plain, show_figure
 from pages.probe_parts import CONFIDENCE, PERCENT, Probe, show_example, version, warn_unknown
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_analysis(path: str, modified: float, content_hash: str, stamp: tuple, label: str, _loaded, _pairs,
-                    _data) -> probe.DevAnalysis:
+                    _data) -> analysis.DevAnalysis:
     """Keyed on (checkpoint, modification time, question-file hash, corpus files); the bar replays empty."""
     bar = st.progress(0.0, text=f"Evaluating {plain(label)}…")
 
     def progress(done: int, total: int) -> None:
         bar.progress(done / total, text=f"Evaluating {plain(label)}: {done} of {total} questions")
 
-    analysis = probe.analyse_dev(_loaded.model, _loaded.tokenizer, _pairs, _data.index, _data.labels,
-                                 _data.baseline_place, progress=progress)
+    done = analysis.analyse_dev(_loaded.model, _loaded.tokenizer, _pairs, _data.index, _data.labels,
+                                _data.baseline_place, progress=progress)
     bar.empty()
-    return analysis
+    return done
 
 
 def dev_questions(p: Probe) -> tuple[bytes, str] | None:
     data = p.data
     source = st.radio("Questions", ["bundled", "upload"], horizontal=True, key="probe_dev_source",
-                      format_func={"bundled": plain(f"{probe.DEV_FILE} ({data.folder.name})"),
+                      format_func={"bundled": plain(f"{corpus.DEV_FILE} ({data.folder.name})"),
                                    "upload": "upload a file"}.get)
     if source == "upload":
         upload = st.file_uploader("Questions file: 'Where was NAME born?<TAB>PLACE' per line",
@@ -44,11 +44,11 @@ def dev_questions(p: Probe) -> tuple[bytes, str] | None:
             st.info("Upload a file in the assignment's format to evaluate it.")
             return None
         return upload.getvalue(), upload.name
-    path = data.folder / probe.DEV_FILE
+    path = data.folder / corpus.DEV_FILE
     if not path.is_file():
-        st.info(f"There is no {probe.DEV_FILE} next to the corpus; upload a questions file instead.")
+        st.info(f"There is no {corpus.DEV_FILE} next to the corpus; upload a questions file instead.")
         return None
-    return path.read_bytes(), probe.DEV_FILE
+    return path.read_bytes(), corpus.DEV_FILE
 
 
 def pick_example(view) -> int:
@@ -72,7 +72,7 @@ def dev_tab(p: Probe) -> None:
     if chosen is None:
         return
     raw, label = chosen
-    questions = probe.read_question_file(raw, label)
+    questions = files.read_question_file(raw, label)
     if questions.problem:
         st.error(plain(questions.problem))
         return
@@ -80,44 +80,39 @@ def dev_tab(p: Probe) -> None:
     digest = hashlib.sha256(raw).hexdigest()
     analyses = {m: cached_analysis(*version(loaded), digest, stamp, m, loaded, questions.pairs, data)
                 for m, loaded in models.items()}
-    pretraining = {m: probe.pretraining_label(m, loaded.metadata) for m, loaded in models.items()}
-    st.dataframe(probe.comparison_table(analyses, pretraining), hide_index=True,
-                 column_config={"accuracy": PERCENT, "mean confidence": CONFIDENCE})
+    comparison = analysis.compare(analyses, {m: loaded.metadata for m, loaded in models.items()})
+    st.dataframe(comparison.table, hide_index=True, column_config={"accuracy": PERCENT, "mean confidence": CONFIDENCE})
     st.caption("Categories describe the corpus, not the model: a model that was not pretrained never read "
                "the documents, so its 'retrieved' answers are what it got right without them.")
-    show_figure(viz.category_share_bars({m: probe.category_summary(a.frame) for m, a in analyses.items()},
-                                        title="Where each model's answers come from"), "evidence-categories",
-                key="probe_dev_categories")
+    show_figure(viz.category_share_bars(comparison.categories, title="Where each model's answers come from"),
+                "evidence-categories", key="probe_dev_categories")
     with st.expander("What the categories mean"):
-        st.dataframe([{"category": c, "meaning": m} for c, m in probe.CATEGORIES.items()], hide_index=True)
-    tables = {m: probe.reliability_table(a.frame["confidence"], a.frame["correct"])
-              for m, a in analyses.items()}
-    st.text("Expected calibration error: " + ", ".join(
-        f"{m} {probe.expected_calibration_error(t):.3f}" for m, t in tables.items()))
-    show_figure(viz.reliability_figure(tables, title="Reliability: accuracy by confidence"), "reliability",
-                key="probe_dev_reliability")
-    analysis = analyses[focus]
-    fig = viz.confidence_by_category(analysis.frame,
+        st.dataframe([{"category": c, "meaning": m} for c, m in corpus.CATEGORIES.items()], hide_index=True)
+    st.text("Expected calibration error: " + ", ".join(f"{m} {e:.3f}" for m, e in comparison.calibration.items()))
+    show_figure(viz.reliability_figure(comparison.reliability, title="Reliability: accuracy by confidence"),
+                "reliability", key="probe_dev_reliability")
+    focused = analyses[focus]
+    fig = viz.confidence_by_category(focused.frame,
                                      title=f"{focus}: can confidence tell retrieval from invention?")
     show_figure(fig, f"{focus}-confidence", key="probe_dev_confidence")
     st.subheader(plain(f"Every question ({focus})"))
-    frame = analysis.frame
+    frame = focused.frame
     columns = st.columns([1, 2, 2, 1])
-    outcome = columns[0].radio("Outcome", probe.OUTCOMES, key="probe_dev_outcome")
-    categories = columns[1].multiselect("Evidence category", list(probe.CATEGORIES),
-                                        default=list(probe.CATEGORIES), key="probe_dev_categories_filter")
+    outcome = columns[0].radio("Outcome", analysis.OUTCOMES, key="probe_dev_outcome")
+    categories = columns[1].multiselect("Evidence category", list(corpus.CATEGORIES),
+                                        default=list(corpus.CATEGORIES), key="probe_dev_categories_filter")
     confidence = columns[2].slider("Confidence", 0.0, 1.0, (0.0, 1.0), 0.05,
                                    key="probe_dev_confidence_filter")
     places = ["(any)"] + sorted(set(frame["truth"]) | set(frame["prediction"]))
     place = columns[3].selectbox("Place (true or predicted)", places, key="probe_dev_place")
-    view = probe.filter_analysis(frame, outcome, categories, confidence, None if place == "(any)" else place)
+    view = analysis.filter_analysis(frame, outcome, categories, confidence, None if place == "(any)" else place)
     st.caption(f"{len(view)} of {len(frame)} questions")
     left, right = st.columns(2)
     left.download_button("Predictions, assignment format (one per line)",
-                         probe.predictions_text(analysis.predictions), f"{focus}-predictions.txt",
+                         files.predictions_text(focused.result.predictions), f"{focus}-predictions.txt",
                          "text/plain", key="probe_dev_predictions")
     right.download_button("The table, all questions (CSV)",
-                          probe.table_csv(frame.reset_index(names="number")),
+                          files.table_csv(frame.reset_index(names="number")),
                           f"{focus}-analysis.csv", "text/csv", key="probe_dev_csv")
     if view.empty:
         st.info("No question matches these filters.")

@@ -17,9 +17,10 @@ from streamlit.errors import StreamlitAPIException
 
 from core.figures import probe as viz
 from core.io.checkpoint import LoadedCheckpoint
-from core.lens import probe
 from core.lens.birthplace import predict_birthplaces
+from core.lens.probe import answers, corpus, inputs
 from core.model.tokenizer import MASK_CHAR
+from core.text import MASK_LABEL
 from pages.common import plain, show_figure
 
 TOP_K = 10
@@ -37,19 +38,19 @@ class Probe:
 
     models: dict[str, LoadedCheckpoint]
     focus: str
-    data: probe.ProbeData
+    data: corpus.ProbeData
     stamp: tuple[float, ...]
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def cached_ask(path: str, modified: float, question: str, places: tuple[str, ...],
-               _loaded) -> probe.ProbeAnswer:
-    return probe.ask(_loaded.model, _loaded.tokenizer, question, places)
+               _loaded) -> answers.ProbeAnswer:
+    return answers.ask(_loaded.model, _loaded.tokenizer, question, places)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def cached_attention(path: str, modified: float, question: str, _loaded) -> probe.AnswerAttention:
-    return probe.answer_attention(_loaded.model, _loaded.tokenizer, question)
+def cached_attention(path: str, modified: float, question: str, _loaded) -> answers.AnswerAttention:
+    return answers.answer_attention(_loaded.model, _loaded.tokenizer, question)
 
 
 @st.cache_data(show_spinner="Asking the models…", max_entries=32)
@@ -62,7 +63,7 @@ def version(loaded) -> tuple[str, float]:
 
 
 def warn_unknown(p: Probe, texts) -> None:
-    message = probe.unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()})
+    message = inputs.unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()})
     if message:
         st.warning(plain(message))
 
@@ -99,10 +100,10 @@ def show_attention(p: Probe, question: str, key: str) -> None:
     attention_link(focus, question)
 
 
-def show_evidence(evidence: probe.Evidence) -> None:
+def show_evidence(evidence: corpus.Evidence) -> None:
     st.markdown("**Evidence in the pretraining corpus**")
     if not evidence.in_corpus:
-        st.text(f"No document of {probe.CORPUS_FILE} mentions this name: an answer cannot be retrieved.")
+        st.text(f"No document of {corpus.CORPUS_FILE} mentions this name: an answer cannot be retrieved.")
         return
     st.text(f"{len(evidence.documents)} document(s) mention this name:")
     for document in evidence.documents[:5]:
@@ -116,24 +117,24 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     """Every selected model's answer to one question, the focus model's candidates and attention."""
     models, focus, data = p.models, p.focus, p.data
     labels = tuple(data.labels)
-    answers = {m: cached_ask(*version(loaded), question, labels, loaded) for m, loaded in models.items()}
-    st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{probe.MASK_LABEL}]",
+    by_model = {m: cached_ask(*version(loaded), question, labels, loaded) for m, loaded in models.items()}
+    st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}]",
                 help="The page appends the MASK character (⁇, U+2047) to the question: the model writes its "
                      "answer after it, as in the assignment. You type '?' (or nothing); never the MASK.")
     st.text(f"True birthplace ({source}): {truth}" if truth else
             "True birthplace: unknown (not a question of the train or dev file).")
-    st.dataframe(probe.answers_frame(answers, truth), hide_index=True,
+    st.dataframe(answers.answers_frame(by_model, truth), hide_index=True,
                  column_config={"confidence": CONFIDENCE, "probability on the candidate list": MASS})
     left, right = st.columns(2)
     with left:
-        ranking = answers[focus].ranking
+        ranking = by_model[focus].ranking
         if not ranking.places:
             st.info(plain(f"No candidate place fits in {focus}'s context with this question."))
         else:
             k = st.slider("Top candidates", 3, min(40, len(ranking.places)), min(TOP_K, len(ranking.places)),
                           key=f"{key}_k") if len(ranking.places) > 3 else len(ranking.places)
             top = ranking.top(k)
-            fig = viz.candidate_bars(list(top["place"]), top["probability"], answers[focus].answer, truth,
+            fig = viz.candidate_bars(list(top["place"]), top["probability"], by_model[focus].answer, truth,
                                      title=f"{focus}: top {len(top)} of {len(ranking.places)} candidates")
             show_figure(fig, f"{focus}-candidates", key=f"{key}_candidates")
     with right:

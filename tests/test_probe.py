@@ -1,4 +1,5 @@
-"""core.lens.probe: candidates, confidence, corpus evidence, fabricated names, uploads, and the probe figures.
+"""core.lens.probe (inputs, corpus, candidates, answers, analysis, files, fabricated) and the probe figures:
+candidates, confidence, corpus evidence, the dev analysis on the one BirthplaceResult, fabricated names, uploads.
 
 A tiny birthplace model is finetuned once per module on a tiny generated world (a few seconds), so the
 decoders and the candidate ranking are checked on a model that gives real, confident answers.
@@ -15,15 +16,20 @@ import pandas as pd
 import pytest
 import torch
 
-from core.data.datasets import NameDataset, parse_tsv_pairs
+from core.data.datasets import DataError, NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
 from core.figures import probe as viz
-from core.lens import probe
-from core.lens.birthplace import evaluate_birthplaces, predict_birthplaces, predict_birthplaces_one_by_one
+from core.lens.birthplace import (
+    BirthplaceResult,
+    evaluate_birthplaces,
+    predict_birthplaces,
+    predict_birthplaces_one_by_one,
+)
+from core.lens.probe import analysis, answers, candidates, corpus, fabricated, files, inputs
 from core.model.config import ModelConfig
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from core.model.transformer import Transformer
-from core.text import visible_token
+from core.text import MASK_LABEL, visible_token
 from tests.conftest import tiny_model
 
 BLOCK = 56
@@ -32,8 +38,8 @@ BLOCK = 56
 class TrainedWorld:
     def __init__(self, folder: Path) -> None:
         write_world(generate_world(3, n_people=100, n_dev=20, n_test=0), folder)
-        self.data = probe.load_probe_data(folder)
-        self.tokenizer = CharTokenizer.from_corpus((folder / probe.CORPUS_FILE).read_text(encoding="utf-8"))
+        self.data = corpus.load_probe_data(folder)
+        self.tokenizer = CharTokenizer.from_corpus((folder / corpus.CORPUS_FILE).read_text(encoding="utf-8"))
         self.train = self.data.train_pairs
         self.dev = self.data.dev_pairs
         torch.manual_seed(0)
@@ -72,11 +78,11 @@ def test_batched_cached_predictions_equal_the_one_by_one_uncached_loop(world):
 
 def test_candidate_probabilities_sum_to_one_and_rank_the_greedy_answer_first(world):
     questions = [q for q, _ in world.train[:30]]
-    answers = predict_birthplaces(world.model, world.tokenizer, questions)
-    confidences = probe.answer_probabilities(world.model, world.tokenizer, questions, answers)
+    greedy = predict_birthplaces(world.model, world.tokenizer, questions)
+    confidences = candidates.answer_probabilities(world.model, world.tokenizer, questions, greedy)
     checked = 0
-    for question, answer, confidence in zip(questions, answers, confidences):
-        ranking = probe.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
+    for question, answer, confidence in zip(questions, greedy, confidences):
+        ranking = candidates.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
         assert math.isclose(ranking.probabilities.sum(), 1.0, rel_tol=1e-9)
         assert list(ranking.log_probs) == sorted(ranking.log_probs, reverse=True)
         assert sorted(ranking.places + ranking.skipped) == sorted(world.data.labels)
@@ -92,8 +98,8 @@ def test_candidate_probabilities_sum_to_one_and_rank_the_greedy_answer_first(wor
 
 def test_candidate_log_prob_matches_a_direct_computation_and_batching(world):
     question = world.dev[0][0]
-    ranking = probe.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
-    split = probe.rank_candidates(world.model, world.tokenizer, question, world.data.labels, batch_size=7)
+    ranking = candidates.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
+    split = candidates.rank_candidates(world.model, world.tokenizer, question, world.data.labels, batch_size=7)
     assert split.places == ranking.places
     np.testing.assert_allclose(split.log_probs, ranking.log_probs, rtol=1e-5, atol=1e-5)
     place = ranking.places[3]
@@ -110,39 +116,60 @@ def test_candidates_too_long_for_the_model_are_skipped_not_an_error():
     tokenizer = CharTokenizer.from_corpus("Where was Ada born? London Newcastle upon Tyne")
     model = tiny_model(tokenizer.vocab_size, block_size=32)
     places = ["London", "Newcastle upon Tyne"]
-    ranking = probe.rank_candidates(model, tokenizer, "Where was Ada born?", places)
+    ranking = candidates.rank_candidates(model, tokenizer, "Where was Ada born?", places)
     assert ranking.places == ["London"] and ranking.skipped == ["Newcastle upon Tyne"]
     assert ranking.probabilities.tolist() == [1.0]
-    long = probe.rank_candidates(model, tokenizer, "Where was Ada born? " * 3, ["London"])
+    long = candidates.rank_candidates(model, tokenizer, "Where was Ada born? " * 3, ["London"])
     assert long.places == [] and long.probabilities.size == 0 and long.mass == 0.0
-    assert np.isnan(probe.answer_probabilities(model, tokenizer, ["Where was Ada born? " * 3], ["London"])[0])
+    assert np.isnan(candidates.answer_probabilities(model, tokenizer, ["Where was Ada born? " * 3], ["London"])[0])
 
 
 def test_answer_attention_is_the_last_row_over_the_prompt(world):
     question = world.dev[1][0]
-    attention = probe.answer_attention(world.model, world.tokenizer, question)
+    attention = answers.answer_attention(world.model, world.tokenizer, question)
     ids = world.tokenizer.encode(question + MASK_CHAR)
     with torch.no_grad():
         _, full = world.model.run_with_attention(torch.tensor([ids]))
     assert attention.weights.shape == (2, 2, len(ids)) and attention.cut == 0
     np.testing.assert_allclose(attention.weights, full[:, 0, :, -1, :].numpy(), rtol=1e-6)
     np.testing.assert_allclose(attention.weights.sum(-1), 1.0, rtol=1e-5)
-    assert attention.tokens[-1] == probe.MASK_LABEL and attention.layer_means.shape == (2, len(ids))
-    cut = probe.answer_attention(world.model, world.tokenizer, "x" * 70)
+    assert attention.tokens[-1] == MASK_LABEL and attention.layer_means.shape == (2, len(ids))
+    cut = answers.answer_attention(world.model, world.tokenizer, "x" * 70)
     assert cut.cut == 71 - BLOCK and len(cut.tokens) == BLOCK
+
+
+def frame_matches(dev: analysis.DevAnalysis) -> bool:
+    """The per-question table says what the evaluation says: same predictions, truths, hits."""
+    frame = dev.frame
+    return (frame["prediction"].tolist() == dev.result.predictions and frame["truth"].tolist() == dev.result.targets
+            and frame["correct"].tolist() == dev.result.hits and int(frame["correct"].sum()) == dev.result.correct)
+
+
+def test_birthplace_result_derives_every_count_from_the_answers():
+    result = BirthplaceResult(predictions=["London", "Paris", "Rome"], targets=["London", "London", "Rome"],
+                              baseline_place="London")
+    assert result.hits == [True, False, True] and result.correct == 2 and result.total == 3
+    assert result.baseline_correct == 2 and result.accuracy == pytest.approx(2 / 3)
+    assert result.baseline_accuracy == pytest.approx(2 / 3)
+    assert "Correct: 2 out of 3: 66.67%" in result.summary()
+    empty = BirthplaceResult([], [], "London")
+    assert empty.accuracy == 0.0 and empty.baseline_accuracy == 0.0
+    with pytest.raises(ValueError, match="2 predictions for 1 questions"):
+        BirthplaceResult(["a", "b"], ["a"], "a")
 
 
 def test_dev_analysis_agrees_with_the_assignment_evaluation(world):
     progress = []
     baseline = world.data.baseline_place
-    analysis = probe.analyse_dev(world.model, world.tokenizer, world.dev, world.data.index, world.data.labels,
-                                 baseline, progress=lambda done, total: progress.append(done))
+    dev = analysis.analyse_dev(world.model, world.tokenizer, world.dev, world.data.index, world.data.labels,
+                               baseline, progress=lambda done, total: progress.append(done))
     result = evaluate_birthplaces(world.model, world.tokenizer, world.dev, baseline_place=baseline)
-    assert analysis.predictions == result.predictions
-    assert analysis.accuracy == result.accuracy and analysis.baseline_accuracy == result.baseline_accuracy
+    assert dev.result == result  # one result type: the analysis holds the assignment's own evaluation
+    assert dev.result.accuracy == result.accuracy and dev.result.baseline_accuracy == result.baseline_accuracy
+    assert frame_matches(dev)
     assert progress[-1] == len(world.dev)
-    frame = analysis.frame
-    assert list(frame.columns) == list(probe.ANALYSIS_COLUMNS) and len(frame) == len(world.dev)
+    frame = dev.frame
+    assert list(frame.columns) == list(analysis.ANALYSIS_COLUMNS) and len(frame) == len(world.dev)
     assert frame["confidence"].between(0, 1).all()
     assert frame["in_corpus"].all() and frame["truth_in_document"].all()  # every dev person has a document
     assert set(frame["category"]) <= {"retrieved", "wrong despite evidence"}
@@ -161,8 +188,8 @@ PLACES = ["London", "Paris", "Cambridge", "New York", "Brookline", "Newcastle", 
 
 
 @pytest.fixture
-def index() -> probe.CorpusIndex:
-    return probe.CorpusIndex.build(CORPUS, PLACES)
+def index() -> corpus.CorpusIndex:
+    return corpus.CorpusIndex.build(CORPUS, PLACES)
 
 
 def test_index_finds_names_by_leading_key_and_by_substring(index):
@@ -188,9 +215,9 @@ def test_index_finds_names_by_leading_key_and_by_substring(index):
     ("Where was Alan Turing born?", "Rome", "Cambridge", "wrong, no evidence"),
 ])
 def test_evidence_categories(index, question, truth, prediction, category):
-    analysis = probe.analyse_predictions([(question, truth)], [prediction], [0.5], index, ["London", "Paris"],
-                                         "London")
-    row = analysis.frame.iloc[0]
+    dev = analysis.analyse_predictions([(question, truth)], [prediction], [0.5], index, ["London", "Paris"],
+                                       "London")
+    row = dev.frame.iloc[0]
     assert row["category"] == category
     assert row["correct"] == (truth == prediction)
 
@@ -198,34 +225,41 @@ def test_evidence_categories(index, question, truth, prediction, category):
 def test_analysis_columns_say_what_the_document_holds(index):
     pairs = [("Where was Ada Lovelace born?", "London"), ("Where was Alan Turing born?", "Maida Vale"),
              ("Where was Grace Hopper born?", "New York")]
-    analysis = probe.analyse_predictions(pairs, ["Paris", "Maida Vale", "Rome"], [0.9, 0.4, 0.2], index,
-                                         ["London", "Paris"], "London")
-    frame = analysis.frame
+    dev = analysis.analyse_predictions(pairs, ["Paris", "Maida Vale", "Rome"], [0.9, 0.4, 0.2], index,
+                                       ["London", "Paris"], "London")
+    frame = dev.frame
     assert frame["truth_in_document"].tolist() == [True, True, False]  # 'Maida Vale' is not a known place
     assert frame["prediction_in_document"].tolist() == [True, False, False]
     assert frame["prediction_is_label"].tolist() == [True, False, False]
     assert frame["in_corpus"].tolist() == [True, True, False]
     assert frame["category"].tolist() == ["wrong despite evidence", "retrieved", "unseen name"]
-    assert analysis.accuracy == pytest.approx(1 / 3) and analysis.baseline_accuracy == pytest.approx(1 / 3)
-    summary = probe.category_summary(frame).set_index("category")
+    assert dev.result.accuracy == pytest.approx(1 / 3) and dev.result.baseline_accuracy == pytest.approx(1 / 3)
+    assert frame_matches(dev)
+    summary = analysis.category_summary(frame).set_index("category")
     assert summary.loc["retrieved", "count"] == 1 and summary.loc["correct by prior", "count"] == 0
     assert summary["share"].sum() == pytest.approx(1.0)
     assert summary.loc["unseen name", "mean_confidence"] == pytest.approx(0.2)
-    assert len(probe.filter_analysis(frame, "wrong")) == 2
-    assert len(probe.filter_analysis(frame, categories=["retrieved"])) == 1
-    assert len(probe.filter_analysis(frame, confidence=(0.3, 1.0))) == 2
-    assert len(probe.filter_analysis(frame, place="Rome")) == 1
-    table = probe.comparison_table({"m": analysis}, {"m": "not pretrained"})
+    assert len(analysis.filter_analysis(frame, "wrong")) == 2
+    assert len(analysis.filter_analysis(frame, categories=["retrieved"])) == 1
+    assert len(analysis.filter_analysis(frame, confidence=(0.3, 1.0))) == 2
+    assert len(analysis.filter_analysis(frame, place="Rome")) == 1
+    table = analysis.comparison_table({"m": dev}, {"m": "not pretrained"})
     assert table["model"].tolist() == ["m", "baseline: always 'London'"]
     assert table.loc[0, "correct"] == 1 and table.loc[0, "retrieved"] == 1 and table.loc[1, "correct"] == 1
+    comparison = analysis.compare({"m": dev}, {"m": {"pretrained_from": ""}})  # what the Dev set tab shows
+    pd.testing.assert_frame_equal(comparison.table, table)
+    pd.testing.assert_frame_equal(comparison.categories["m"], analysis.category_summary(frame))
+    reliability = analysis.reliability_table(frame["confidence"], frame["correct"])
+    pd.testing.assert_frame_equal(comparison.reliability["m"], reliability)
+    assert comparison.calibration == {"m": analysis.expected_calibration_error(reliability)}
 
 
 def test_pretraining_label_reads_the_metadata():
     recorded = {"pretrained_from": "wiki.safetensors"}
-    assert probe.pretraining_label("birth-x", recorded) == "pretrained (wiki.safetensors)"
-    assert probe.pretraining_label("birth-x", {"pretrained_from": ""}) == "not pretrained"
-    assert probe.pretraining_label("birth-scratch", {}) == "not pretrained"
-    assert probe.pretraining_label("converted", {}) == "not recorded"
+    assert analysis.pretraining_label("birth-x", recorded) == "pretrained (wiki.safetensors)"
+    assert analysis.pretraining_label("birth-x", {"pretrained_from": ""}) == "not pretrained"
+    assert analysis.pretraining_label("birth-scratch", {}) == "not pretrained"
+    assert analysis.pretraining_label("converted", {}) == "not recorded"
 
 
 # --- fabricated names ----------------------------------------------------------------------------------
@@ -233,48 +267,55 @@ def test_pretraining_label_reads_the_metadata():
 
 def test_fabricated_names_are_absent_from_corpus_and_train_file(world):
     folder = world.data.folder
-    corpus = (folder / probe.CORPUS_FILE).read_text(encoding="utf-8")
-    train_text = (folder / probe.TRAIN_FILE).read_text(encoding="utf-8")
+    corpus_text = (folder / corpus.CORPUS_FILE).read_text(encoding="utf-8")
+    train_text = (folder / corpus.TRAIN_FILE).read_text(encoding="utf-8")
     locales = ["fr_FR", "de_DE", "pl_PL"]
-    people = probe.fabricated_people(60, locales, 0, world.data.index, world.data.train_names)
+    people = fabricated.fabricated_people(60, locales, 0, world.data.index, world.data.train_names)
     assert len(people) == 60 and len({n for n, _ in people}) == 60
     assert [loc for _, loc in people[:3]] == ["fr_FR", "de_DE", "pl_PL"]
     for name, _ in people:
-        assert name not in corpus and name not in train_text
+        assert name not in corpus_text and name not in train_text
 
 
 def test_fabricated_names_skip_a_name_mentioned_inside_another_document():
     first = fabricate_names(5, ["it_IT"], 7)[0][0]
-    corpus = f"Someone Else. Someone Else was born in Rome and married {first} in Milan .\n"
-    index = probe.CorpusIndex.build(corpus, ["Rome", "Milan"])
+    corpus_text = f"Someone Else. Someone Else was born in Rome and married {first} in Milan .\n"
+    index = corpus.CorpusIndex.build(corpus_text, ["Rome", "Milan"])
     assert first not in index.names  # the leading-name keys alone would not exclude it
-    people = probe.fabricated_people(5, ["it_IT"], 7, index, set())
+    people = fabricated.fabricated_people(5, ["it_IT"], 7, index, set())
     assert first not in [n for n, _ in people] and len(people) == 5
 
 
 def test_fabricated_people_refuse_bad_requests(world):
-    for n, locales in ((0, ["fr_FR"]), (probe.MAX_FABRICATED + 1, ["fr_FR"]), (5, []), (5, ["xx_XX"])):
+    for n, locales in ((0, ["fr_FR"]), (fabricated.MAX_FABRICATED + 1, ["fr_FR"]), (5, []), (5, ["xx_XX"])):
         with pytest.raises(ValueError):
-            probe.fabricated_people(n, locales, 0, world.data.index, set())
+            fabricated.fabricated_people(n, locales, 0, world.data.index, set())
 
 
 def test_strategy_numbers():
     locales = ["fr_FR", "fr_FR", "de_DE", "de_DE"]
     predictions = {"m": ["Paris", "London", "Berlin", "London"]}
-    assert probe.home_country_share(locales, predictions["m"]) == 0.5
+    assert fabricated.home_country_share(locales, predictions["m"]) == 0.5
     train_places = ["Paris", "London", "London", "Berlin"]
-    assert probe.expected_home_share(["fr_FR", "de_DE"], train_places) == pytest.approx(0.25)
-    summary = probe.strategy_summary(locales, predictions, ["Paris", "London"]).iloc[0]
+    assert fabricated.expected_home_share(["fr_FR", "de_DE"], train_places) == pytest.approx(0.25)
+    summary = fabricated.strategy_summary(locales, predictions, ["Paris", "London"]).iloc[0]
     assert summary["most common answer"] == "London" and summary["its share"] == 0.5
     assert summary["distinct answers"] == 3 and summary["share that are training labels"] == 0.75
-    shares = probe.place_shares(predictions, ["Paris", "London", "London", "Rome"])
+    shares = fabricated.place_shares(predictions, ["Paris", "London", "London", "Rome"])
     assert list(shares.columns) == ["training labels", "m"]
     assert shares.loc["London", "training labels"] == 0.5 and shares.loc["London", "m"] == 0.5
     assert shares.sum().tolist() == pytest.approx([1.0, 1.0])
-    counts = probe.locale_place_counts(locales, predictions["m"])
+    counts = fabricated.locale_place_counts(locales, predictions["m"])
     assert counts.columns[0] == "London" and counts.loc["fr_FR", "Paris"] == 1 and counts.values.sum() == 4
-    frame = probe.fabricated_frame([("Jean Dupont", "fr_FR")], {"m": ["Paris"]})
+    frame = fabricated.fabricated_frame([("Jean Dupont", "fr_FR")], {"m": ["Paris"]})
     assert frame.iloc[0].tolist() == ["Jean Dupont", "fr_FR", "France", "Paris"]
+    people = [(f"Person {i}", loc) for i, loc in enumerate(locales)]
+    found = fabricated.strategy(people, predictions, train_places)  # what the Fabricate tab shows
+    pd.testing.assert_frame_equal(found.summary, fabricated.strategy_summary(locales, predictions, train_places))
+    assert found.chance == fabricated.expected_home_share(locales, train_places)
+    assert found.frame["m"].tolist() == predictions["m"] and list(found.frame["locale"]) == locales
+    pd.testing.assert_frame_equal(found.shares, fabricated.place_shares(predictions, train_places))
+    pd.testing.assert_frame_equal(found.locale_counts["m"], counts)
 
 
 # --- reliability ---------------------------------------------------------------------------------------
@@ -282,12 +323,12 @@ def test_strategy_numbers():
 
 def test_reliability_table_counts_and_accuracy_per_bin():
     confidence = [0.05, 0.15, 0.95, 0.92, float("nan"), 1.0]
-    table = probe.reliability_table(confidence, [False, False, True, False, True, True], n_bins=10)
+    table = analysis.reliability_table(confidence, [False, False, True, False, True, True], n_bins=10)
     assert table["count"].tolist() == [1, 1, 0, 0, 0, 0, 0, 0, 0, 3]
     assert table.loc[9, "accuracy"] == pytest.approx(2 / 3)
     assert np.isnan(table.loc[5, "accuracy"])
     assert table.loc[0, "low"] == 0.0 and table.loc[9, "high"] == 1.0
-    ece = probe.expected_calibration_error(table)
+    ece = analysis.expected_calibration_error(table)
     expected = (0.05 + 0.15 + 3 * abs(2 / 3 - (0.95 + 0.92 + 1.0) / 3)) / 5
     assert ece == pytest.approx(expected)
 
@@ -296,35 +337,35 @@ def test_reliability_table_counts_and_accuracy_per_bin():
 
 
 def test_probe_input_reads_a_name_or_a_question():
-    assert probe.read_probe_input("  Ada   Lovelace ") == probe.ProbeInput("Where was Ada Lovelace born?",
+    assert inputs.read_probe_input("  Ada   Lovelace ") == inputs.ProbeInput("Where was Ada Lovelace born?",
                                                                          "Ada Lovelace")
-    assert probe.read_probe_input("where was Ada Lovelace born").name == "Ada Lovelace"
+    assert inputs.read_probe_input("where was Ada Lovelace born").name == "Ada Lovelace"
     for typed in ("Where was Ada Lovelace born?", "Where was Ada Lovelace born??", "Ada Lovelace?",
                   f"where  was Ada Lovelace born {MASK_CHAR}", "Where was Ada Lovelace born？", "Ada Lovelace"):
-        assert probe.read_probe_input(typed) == probe.ProbeInput("Where was Ada Lovelace born?", "Ada Lovelace")
+        assert inputs.read_probe_input(typed) == inputs.ProbeInput("Where was Ada Lovelace born?", "Ada Lovelace")
     for bad in ("", "   ", "x" * 400, f"Ada{MASK_CHAR} Lovelace", "???", f"Ada{PAD_CHAR}"):
-        result = probe.read_probe_input(bad)
+        result = inputs.read_probe_input(bad)
         assert result.problem and result.problem.endswith(".") and "\n" not in result.problem
 
 
 def test_unknown_characters_are_named_once_for_every_model():
     tokenizer = CharTokenizer.from_corpus("abc ")
     wider = CharTokenizer.from_corpus("abcz ")
-    assert probe.unknown_characters(["abz", "cy z"], tokenizer) == ["z", "y"]
-    same = probe.unknown_summary(["abŚ", "cŚ a"], {"m1": tokenizer, "m2": tokenizer, "m3": tokenizer})
+    assert inputs.unknown_characters(["abz", "cy z"], tokenizer) == ["z", "y"]
+    same = inputs.unknown_summary(["abŚ", "cŚ a"], {"m1": tokenizer, "m2": tokenizer, "m3": tokenizer})
     assert same.count("Ś") == 1 and "(m1, m2 and m3) have never seen 'Ś' (U+015A)" in same and "PAD" in same
-    mixed = probe.unknown_summary(["abz", "Śa"], {"m1": tokenizer, "m2": wider})
+    mixed = inputs.unknown_summary(["abz", "Śa"], {"m1": tokenizer, "m2": wider})
     assert "'z' (U+007A) (m1); 'Ś' (U+015A) (m1 and m2)" in mixed and "\n" not in mixed
-    one = probe.unknown_summary(["abz"], {"m1": tokenizer})
+    one = inputs.unknown_summary(["abz"], {"m1": tokenizer})
     assert one.startswith("m1 has never seen 'z'") and "it reads it as PAD" in one
-    assert probe.unknown_summary(["abc"], {"m1": tokenizer}) is None
-    many = probe.unknown_summary(["".join(chr(0x400 + i) for i in range(20))], {"m1": tokenizer}, limit=5)
+    assert inputs.unknown_summary(["abc"], {"m1": tokenizer}) is None
+    many = inputs.unknown_summary(["".join(chr(0x400 + i) for i in range(20))], {"m1": tokenizer}, limit=5)
     assert "and 15 more" in many
 
 
 def test_the_appended_mask_is_shown_as_a_labelled_marker():
-    assert [visible_token(t) for t in ["a", "?", MASK_CHAR]] == ["a", "?", probe.MASK_LABEL]
-    assert probe.MASK_LABEL == "MASK" and MASK_CHAR not in probe.MASK_LABEL
+    assert [visible_token(t) for t in ["a", "?", MASK_CHAR]] == ["a", "?", MASK_LABEL]
+    assert MASK_LABEL == "MASK" and MASK_CHAR not in MASK_LABEL
 
 
 @pytest.mark.parametrize("data, fragment", [
@@ -338,32 +379,35 @@ def test_the_appended_mask_is_shown_as_a_labelled_marker():
     (b"Where was Ada born?\t \n", "empty question or answer"),
 ])
 def test_bad_question_files_give_one_sentence(data, fragment):
-    result = probe.read_question_file(data, "upload.tsv")
+    result = files.read_question_file(data, "upload.tsv")
     assert result.pairs == [] and fragment in result.problem
     assert result.problem.endswith(".") and "\n" not in result.problem
 
 
 def test_a_good_question_file_with_unknown_characters_is_read():
     text = "\ufeffWhere was Zoë born?\tLondon\r\n\nWhere was Ada born?\tParis\n"
-    result = probe.read_question_file(text.encode())
+    result = files.read_question_file(text.encode())
     assert result.problem is None
     assert result.pairs == [("Where was Zoë born?", "London"), ("Where was Ada born?", "Paris")]
     tokenizer = CharTokenizer.from_corpus("Where was Ada born? London Paris Z")
-    assert probe.unknown_characters([q for q, _ in result.pairs], tokenizer) == ["ë"]
+    assert inputs.unknown_characters([q for q, _ in result.pairs], tokenizer) == ["ë"]
 
 
 def test_exports():
-    assert probe.predictions_text(["London", "", "Paris"]) == "London\n\nParis\n"
-    csv = probe.table_csv(pd.DataFrame({"name": ["=cmd()", "Ada"], "n": [1, 2]}))
+    assert files.predictions_text(["London", "", "Paris"]) == "London\n\nParis\n"
+    csv = files.table_csv(pd.DataFrame({"name": ["=cmd()", "Ada"], "n": [1, 2]}))
     assert csv == "name,n\n'=cmd(),1\nAda,2\n"
     assert parse_tsv_pairs("a\tb") == [("a", "b")]
 
 
 def test_world_dir_follows_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv(probe.WORLD_ENV, str(tmp_path))
-    assert probe.world_dir() == tmp_path
-    with pytest.raises(probe.DataError, match="missing"):
-        probe.load_probe_data()
+    monkeypatch.setenv(corpus.WORLD_ENV, str(tmp_path))
+    assert corpus.world_dir() == tmp_path
+    assert corpus.world_stamp(tmp_path) == (0.0, 0.0, 0.0)  # absent files
+    (tmp_path / corpus.CORPUS_FILE).write_text("Ada. Ada was born in London .\n", encoding="utf-8")
+    assert corpus.world_stamp(tmp_path)[0] == (tmp_path / corpus.CORPUS_FILE).stat().st_mtime
+    with pytest.raises(DataError, match="missing"):
+        corpus.load_probe_data()
 
 
 # --- figures -------------------------------------------------------------------------------------------
@@ -392,35 +436,35 @@ def test_probe_heatmaps_and_bars_carry_the_numbers():
 
 
 def test_reliability_and_category_figures(index):
-    table = probe.reliability_table([0.1, 0.9, 0.95], [False, True, False], n_bins=2)
+    table = analysis.reliability_table([0.1, 0.9, 0.95], [False, True, False], n_bins=2)
     fig = viz.reliability_figure({"a": table, "b": table})
     assert [t.type for t in fig.data] == ["bar", "bar", "scatter"]
     assert list(fig.data[0].y) == [0.0, 0.5] and list(fig.data[0].text) == ["n=1", "n=2"]
-    analysis = probe.analyse_predictions([("Where was Ada Lovelace born?", "London"),
-                                          ("Where was Grace Hopper born?", "Rome")], ["London", "London"],
-                                         [0.9, 0.3], index, ["London"], "London")
-    summaries = {"a": probe.category_summary(analysis.frame)}
+    dev = analysis.analyse_predictions([("Where was Ada Lovelace born?", "London"),
+                                        ("Where was Grace Hopper born?", "Rome")], ["London", "London"],
+                                       [0.9, 0.3], index, ["London"], "London")
+    summaries = {"a": analysis.category_summary(dev.frame)}
     fig = viz.category_share_bars(summaries)
-    assert [t.meta["category"] for t in fig.data] == list(probe.CATEGORIES)
+    assert [t.meta["category"] for t in fig.data] == list(corpus.CATEGORIES)
     assert sum(t.x[0] for t in fig.data) == pytest.approx(1.0)
-    fig = viz.confidence_by_category(analysis.frame)
+    fig = viz.confidence_by_category(dev.frame)
     assert {t.meta["category"]: list(t.y) for t in fig.data} == {"retrieved": [0.9], "unseen name": [0.3]}
 
 
 def test_answers_frame_ranks_the_truth():
-    ranking = probe.CandidateRanking("q", ["London", "Paris"], np.log([0.3, 0.1]))
-    frame = probe.answers_frame({"m": probe.ProbeAnswer("q", "Lond", 0.2, ranking)}, truth="Paris")
+    ranking = candidates.CandidateRanking("q", ["London", "Paris"], np.log([0.3, 0.1]))
+    frame = answers.answers_frame({"m": answers.ProbeAnswer("q", "Lond", 0.2, ranking)}, truth="Paris")
     row = frame.iloc[0]
     assert row["greedy answer"] == "Lond" and not row["correct"] and not row["answer is a training label"]
     assert row["rank of the truth"] == 2 and row["probability on the candidate list"] == pytest.approx(0.4)
-    no_truth = probe.answers_frame({"m": probe.ProbeAnswer("q", "Paris", 0.2, ranking)})
+    no_truth = answers.answers_frame({"m": answers.ProbeAnswer("q", "Paris", 0.2, ranking)})
     assert no_truth.iloc[0]["correct"] is None
 
 
 def test_continuation_log_probs_edge_cases():
     tokenizer = CharTokenizer.from_corpus("Where was Ada born? London")
     model = tiny_model(tokenizer.vocab_size, block_size=32)
-    scores = probe.continuation_log_probs(model, tokenizer, ["Ada", "", "Ada"], ["", "London", "London"])
+    scores = candidates.continuation_log_probs(model, tokenizer, ["Ada", "", "Ada"], ["", "London", "London"])
     assert scores[0] == 0.0 and np.isnan(scores[1]) and scores[2] < 0
     with pytest.raises(ValueError, match="causal"):
-        probe.continuation_log_probs(tiny_model(tokenizer.vocab_size, causal=False), tokenizer, ["a"], ["b"])
+        candidates.continuation_log_probs(tiny_model(tokenizer.vocab_size, causal=False), tokenizer, ["a"], ["b"])

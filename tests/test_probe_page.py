@@ -12,8 +12,9 @@ from streamlit.testing.v1 import AppTest
 
 from core.data.world import generate_world, write_world
 from core.io.checkpoint import list_checkpoints
-from core.lens import probe
+from core.lens.probe import analysis, corpus, inputs
 from core.model.tokenizer import MASK_CHAR
+from core.text import MASK_LABEL
 from tests.conftest import ROOT, save_tiny_checkpoint
 
 APP = str(ROOT / "app.py")
@@ -40,7 +41,7 @@ def models(tiny_checkpoints: Path) -> Path:
 def open_page(monkeypatch, checkpoints: Path, world: Path | None, tab: str = "Ask") -> AppTest:
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(checkpoints))
     if world is not None:
-        monkeypatch.setenv(probe.WORLD_ENV, str(world))
+        monkeypatch.setenv(corpus.WORLD_ENV, str(world))
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     at.switch_page("pages/probe.py")
@@ -65,7 +66,7 @@ def prompts(at: AppTest) -> list[str]:
 
 
 def asked(question: str) -> str:
-    return f"**Prompt:** {question} :violet-badge[{probe.MASK_LABEL}]"
+    return f"**Prompt:** {question} :violet-badge[{MASK_LABEL}]"
 
 
 def frames(at: AppTest) -> list:
@@ -75,16 +76,16 @@ def frames(at: AppTest) -> list:
 def test_ask_shows_every_model_answer_truth_and_evidence(monkeypatch, models, small_world):
     at = open_page(monkeypatch, models, small_world)
     assert sorted(at.multiselect(key="probe_models").value) == TWO_MODELS
-    data = probe.load_probe_data(small_world)
+    data = corpus.load_probe_data(small_world)
     question, truth = data.dev_pairs[0]
     shown = texts(at)
     assert prompts(at) == [asked(question)]
     assert f"True birthplace (birth_dev.tsv): {truth}" in shown
     assert "The true place is among them." in shown
-    answers = frames(at)[0]
-    assert sorted(answers["model"]) == TWO_MODELS
+    shown_answers = frames(at)[0]
+    assert sorted(shown_answers["model"]) == TWO_MODELS
     assert len(at.get("plotly_chart")) >= 1  # the attention heatmap (candidates may not fit a block of 32)
-    assert any(code.value.startswith(probe.name_from_question(question)) for code in at.code)
+    assert any(code.value.startswith(inputs.name_from_question(question)) for code in at.code)
     link = at.get("page_link")[0].proto
     focus = at.selectbox(key="probe_focus").value
     assert link.page == "attention"
@@ -128,8 +129,8 @@ def test_fabricate_compares_models_side_by_side(monkeypatch, models, small_world
     assert list(table.columns[:3]) == ["name", "locale", "country"]
     assert sorted(table.columns[3:]) == TWO_MODELS
     assert len(table) == 12
-    corpus = (small_world / probe.CORPUS_FILE).read_text(encoding="utf-8")
-    assert not any(name in corpus for name in table["name"])
+    corpus_text = (small_world / corpus.CORPUS_FILE).read_text(encoding="utf-8")
+    assert not any(name in corpus_text for name in table["name"])
     assert any(t.startswith("Ignoring the name and drawing from the training labels") for t in texts(at))
     assert len(at.get("plotly_chart")) == 2
     at.multiselect(key="probe_locales").set_value([]).run()
@@ -138,18 +139,18 @@ def test_fabricate_compares_models_side_by_side(monkeypatch, models, small_world
 
 def test_dev_set_analysis_table_filters_and_example(monkeypatch, models, small_world):
     evaluated = []
-    analyse = probe.analyse_dev
-    monkeypatch.setattr(probe, "analyse_dev", lambda *a, **k: evaluated.append(1) or analyse(*a, **k))
+    analyse = analysis.analyse_dev
+    monkeypatch.setattr(analysis, "analyse_dev", lambda *a, **k: evaluated.append(1) or analyse(*a, **k))
     at = open_page(monkeypatch, models, small_world, "Dev set")
     assert len(evaluated) == 2  # one evaluation per model, then cached
     comparison = frames(at)[0]
     assert sorted(comparison["model"][:2]) == TWO_MODELS
-    assert comparison["model"][2] == f"baseline: always '{probe.load_probe_data(small_world).baseline_place}'"
+    assert comparison["model"][2] == f"baseline: always '{corpus.load_probe_data(small_world).baseline_place}'"
     assert comparison["questions"].tolist() == [12, 12, 12]
     assert any(t.startswith("Expected calibration error") for t in texts(at))
     table = next(f for f in frames(at) if "category" in getattr(f, "columns", []) and "truth" in f.columns)
     assert len(table) == 12
-    data = probe.load_probe_data(small_world)
+    data = corpus.load_probe_data(small_world)
     at.selectbox(key="probe_dev_example").set_value(3).run()
     assert not at.exception
     assert prompts(at) == [asked(data.dev_pairs[3][0])]
@@ -208,7 +209,7 @@ def test_missing_world_files_are_a_warning(monkeypatch, models, tmp_path):
 def test_page_file_runs_on_its_own(monkeypatch, models, small_world):
     """Without app.py's navigation the attention link falls back to a plain URL."""
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(models))
-    monkeypatch.setenv(probe.WORLD_ENV, str(small_world))
+    monkeypatch.setenv(corpus.WORLD_ENV, str(small_world))
     at = AppTest.from_file(str(ROOT / "pages" / "probe.py"), default_timeout=120)
     at.run()
     assert not at.exception, [e.message for e in at.exception]
@@ -228,7 +229,7 @@ def bundled_birthplace() -> bool:
 @pytest.mark.skipif(not bundled_birthplace(), reason="no bundled birthplace checkpoint in checkpoints/")
 @pytest.mark.parametrize("tab", ["Ask", "Fabricate", "Dev set"])
 def test_bundled_checkpoints_render_every_tab(monkeypatch, tab):
-    monkeypatch.delenv(probe.WORLD_ENV, raising=False)
+    monkeypatch.delenv(corpus.WORLD_ENV, raising=False)
     at = open_page(monkeypatch, BUNDLED, None, tab)
     assert not at.error
     assert len(at.get("plotly_chart")) >= 1

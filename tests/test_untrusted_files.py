@@ -2,7 +2,7 @@
 
 Paths: checkpoints (`core.io.checkpoint.load` / `read_metadata` / `list_checkpoints`, the history read
 from their header, `core.io.uploads.add_checkpoint`), CS224N params (`core.io.convert`, `core.io.uploads.add_cs224n`),
-TSV question files (`core.data.datasets.read_tsv_pairs`, the probe page's `core.lens.probe.read_question_file`),
+TSV question files (`core.data.datasets.read_tsv_pairs`, the probe page's `core.lens.probe.files.read_question_file`),
 corpora (`read_text`, `CharCorruptionDataset`, the converter's `corpus_tokenizer`) and training histories
 (`core.lens.history`: .jsonl uploads, followed logs, and what the curves page then draws).
 
@@ -46,7 +46,8 @@ from core.io import checkpoint, convert, uploads
 from core.io.checkpoint import CheckpointError
 from core.io.convert import ConversionError
 from core.io.uploads import UploadError
-from core.lens import history, probe
+from core.lens import history
+from core.lens.probe import files as question_files
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
 from tests.hostile_inputs import app_pages
@@ -620,7 +621,7 @@ def test_tsv_and_corpus_readers(materials, tmp_path, no_canary, id_):
     if pairs_outcome == "ok":
         assert pairs and all(isinstance(q, str) and isinstance(a, str) for q, a in pairs)
     # The probe page's own reader: a returned sentence, never an exception.
-    questions = attempt(lambda: probe.read_question_file(data, "file.tsv"), ())[1]
+    questions = attempt(lambda: question_files.read_question_file(data, "file.tsv"), ())[1]
     if questions.problem is not None:
         assert message_problem(questions.problem) is None, questions.problem
     else:
@@ -637,11 +638,11 @@ def test_tsv_and_corpus_readers(materials, tmp_path, no_canary, id_):
 
 
 def test_probe_question_file_limits(monkeypatch):
-    monkeypatch.setattr(probe, "MAX_UPLOAD_BYTES", 100)
-    assert "MB" in probe.read_question_file(b"Where was Ada born?\tLondon\n" * 10, "q.tsv").problem
-    monkeypatch.setattr(probe, "MAX_UPLOAD_BYTES", 10**9)
-    monkeypatch.setattr(probe, "MAX_UPLOAD_QUESTIONS", 3)
-    assert "questions" in probe.read_question_file(b"Where was Ada born?\tLondon\n" * 10, "q.tsv").problem
+    monkeypatch.setattr(question_files, "MAX_UPLOAD_BYTES", 100)
+    assert "MB" in question_files.read_question_file(b"Where was Ada born?\tLondon\n" * 10, "q.tsv").problem
+    monkeypatch.setattr(question_files, "MAX_UPLOAD_BYTES", 10**9)
+    monkeypatch.setattr(question_files, "MAX_UPLOAD_QUESTIONS", 3)
+    assert "questions" in question_files.read_question_file(b"Where was Ada born?\tLondon\n" * 10, "q.tsv").problem
 
 
 @pytest.mark.parametrize("path_kind", ["missing", "folder"])

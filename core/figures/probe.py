@@ -12,7 +12,7 @@ from core.text import visible_token
 PROBE_CATEGORY_COLORS = {
     "retrieved": "#1CA71C", "wrong despite evidence": "#EF553B", "correct by prior": "#FFA15A",
     "unseen name": "#AB63FA", "wrong, no evidence": "#7F7F7F",
-}  # keys: core.lens.probe.CATEGORIES
+}  # keys: core.lens.probe.corpus.CATEGORIES
 PROBE_GREEDY_COLOR = "#EF553B"
 PROBE_TRUTH_COLOR = "#1CA71C"
 PROBE_TRAINING_COLOR = "#7F7F7F"
@@ -64,7 +64,7 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
 
 def place_share_bars(shares, title: str | None = None) -> go.Figure:
     """Grouped bars: share of each place (rows of `shares`) per column (training labels, then one per
-    model). `shares` is `core.lens.probe.place_shares`' frame."""
+    model). `shares` is `core.lens.probe.fabricated.place_shares`' frame."""
     import html
 
     fig = go.Figure()
@@ -102,7 +102,7 @@ def locale_place_heatmap(counts, title: str | None = None) -> go.Figure:
 
 def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.Figure:
     """Accuracy per confidence bin, one bar group per model (bar text = questions in the bin), over a
-    dotted diagonal (perfect calibration). `tables`: model -> `core.lens.probe.reliability_table` frame."""
+    dotted diagonal (perfect calibration). `tables`: model -> `core.lens.probe.analysis.reliability_table` frame."""
     import html
 
     fig = go.Figure()
@@ -126,7 +126,7 @@ def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.F
 
 def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> go.Figure:
     """Stacked horizontal bars: each model's questions split by evidence category (one trace per
-    category, in `core.lens.probe.CATEGORIES` order). `summaries`: model -> `category_summary` frame."""
+    category, in `core.lens.probe.corpus.CATEGORIES` order). `summaries`: model -> `category_summary` frame."""
     import html
 
     models = list(summaries)
@@ -150,7 +150,7 @@ def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> 
 
 def confidence_by_category(frame, title: str | None = None) -> go.Figure:
     """Box plot of the greedy answer's confidence per evidence category: can confidence tell
-    retrieval from invention? `frame` is `core.lens.probe.DevAnalysis.frame`."""
+    retrieval from invention? `frame` is `core.lens.probe.analysis.DevAnalysis.frame`."""
     import html
 
     fig = go.Figure()

@@ -14,11 +14,17 @@ from dataclasses import dataclass
 
 import torch
 
+from core.lens.trace import model_device
 from core.model.tokenizer import MASK_CHAR, CharTokenizer
 from core.model.transformer import Transformer
 
 ANSWER_CHARS = 32
 Progress = Callable[[int, int], None]  # (done, total)
+
+
+def context_length(model: Transformer) -> int:
+    """The longest sequence one forward pass reads; generation crops to its last this many tokens."""
+    return model.max_length or model.config.block_size
 
 
 def answer_from_completion(completion: str) -> str:
@@ -33,7 +39,7 @@ def predict_birthplaces(model: Transformer, tokenizer: CharTokenizer, questions:
                         progress: Progress | None = None) -> list[str]:
     """Greedy answers for each question, in order."""
     model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model)
     prompts = [tokenizer.encode(q + MASK_CHAR) for q in questions]
     by_length: dict[int, list[int]] = {}
     for i, ids in enumerate(prompts):
@@ -59,11 +65,10 @@ def predict_birthplaces_one_by_one(model: Transformer, tokenizer: CharTokenizer,
                                    questions: Sequence[str]) -> list[str]:
     """The assignment's own loop: one question at a time, no cache. The benchmark's baseline."""
     model.eval()
-    answers, device = [], next(model.parameters()).device
+    answers, device, context = [], model_device(model), context_length(model)
     for question in questions:
         idx = torch.tensor([tokenizer.encode(question + MASK_CHAR)], dtype=torch.long, device=device)
         for _ in range(ANSWER_CHARS):
-            context = model.max_length or model.config.block_size
             logits, _ = model(idx[:, -context:])
             idx = torch.cat((idx, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
         answers.append(answer_from_completion(tokenizer.decode(idx[0].tolist())))
@@ -72,11 +77,29 @@ def predict_birthplaces_one_by_one(model: Transformer, tokenizer: CharTokenizer,
 
 @dataclass
 class BirthplaceResult:
+    """One evaluation on (question, place) pairs: the answers, the truths, and the one place the
+    baseline answers for every question. Every count is derived here, so accuracy has one definition."""
+
     predictions: list[str]
     targets: list[str]
-    correct: int
     baseline_place: str
-    baseline_correct: int
+
+    def __post_init__(self) -> None:
+        if len(self.predictions) != len(self.targets):
+            raise ValueError(f"{len(self.predictions)} predictions for {len(self.targets)} questions.")
+
+    @property
+    def hits(self) -> list[bool]:
+        """Per question: the prediction is the target, exactly (the assignment's string match)."""
+        return [p == t for p, t in zip(self.predictions, self.targets)]
+
+    @property
+    def correct(self) -> int:
+        return sum(self.hits)
+
+    @property
+    def baseline_correct(self) -> int:
+        return sum(t == self.baseline_place for t in self.targets)
 
     @property
     def total(self) -> int:
@@ -107,13 +130,10 @@ def evaluate_birthplaces(model: Transformer, tokenizer: CharTokenizer, pairs: Se
                          ) -> BirthplaceResult:
     """Accuracy on (question, place) pairs; the baseline answers one place for every question
     (the most frequent place of the training labels when given, else of this file)."""
-    questions = [q for q, _ in pairs]
     targets = [a for _, a in pairs]
-    predictions = predict_birthplaces(model, tokenizer, questions, progress=progress)
-    place = baseline_place or most_frequent_place(targets)
+    predictions = predict_birthplaces(model, tokenizer, [q for q, _ in pairs], progress=progress)
     return BirthplaceResult(predictions=predictions, targets=targets,
-                            correct=sum(p == t for p, t in zip(predictions, targets)),
-                            baseline_place=place, baseline_correct=sum(t == place for t in targets))
+                            baseline_place=baseline_place or most_frequent_place(targets))
 
 
 def document_completion_prompts(corpus: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -141,8 +161,8 @@ def memorization_rate(model: Transformer, tokenizer: CharTokenizer, corpus: str,
     model cannot produce from its own training text is knowledge finetuning cannot retrieve."""
     model.eval()
     hits, prompts = 0, document_completion_prompts(corpus, pairs)
-    context = (model.max_length or model.config.block_size) - 1
-    device = next(model.parameters()).device
+    context = context_length(model) - 1
+    device = model_device(model)
     for prefix, place in prompts:
         ids = torch.tensor([tokenizer.encode(prefix)[-(context - len(place)):]], dtype=torch.long, device=device)
         out = model.generate(ids, len(place))

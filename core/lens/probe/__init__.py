@@ -1,0 +1,20 @@
+"""Birthplace probe: what a finetuned model retrieves from pretraining, and what it makes up.
+
+Looking only at an answer you cannot tell a retrieved birthplace from an invented one. These modules put
+instruments next to the assignment-exact evaluation of `core.lens.birthplace` (which owns the decoding,
+the answer rule and accuracy); import the one you need (`from core.lens.probe import corpus`):
+
+- inputs: a typed name or question -> 'Where was NAME born?' and NAME; unknown characters, in one sentence;
+- corpus: the world folder's files (`ProbeData`), the documents about a name and the places they
+  mention (`CorpusIndex`, `Evidence`), one evidence category per prediction;
+- candidates: log P(place + ⁇ | question + ⁇) for every known place, teacher forced and batched; the
+  greedy answer's probability (its confidence);
+- answers: one question put to a model (`ask`: greedy answer, confidence, candidates) and where it looks
+  as it starts to answer;
+- analysis: the dev set, question by question (`DevAnalysis` = a `BirthplaceResult` + evidence), models
+  compared, filters, reliability;
+- files: uploaded question files, predictions and CSV downloads;
+- fabricated: names nobody wrote about, and the fallback strategy they reveal.
+
+No streamlit here: the page (`pages/probe.py`) caches and draws what these functions return.
+"""

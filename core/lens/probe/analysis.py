@@ -1,0 +1,179 @@
+"""Dev-set error analysis: the assignment-exact evaluation (`core.lens.birthplace.BirthplaceResult`, the one
+home of accuracy and the baseline) joined, question by question, with the answer's confidence and the
+corpus evidence; models side by side; filters; reliability (calibration) and evidence categories."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.lens.birthplace import BirthplaceResult, Progress, evaluate_birthplaces
+from core.lens.probe.candidates import answer_probabilities
+from core.lens.probe.corpus import CATEGORIES, CorpusIndex, categorise
+from core.lens.probe.inputs import name_from_question
+from core.model.tokenizer import CharTokenizer
+from core.model.transformer import Transformer
+
+ANALYSIS_COLUMNS = ("question", "name", "truth", "prediction", "correct", "confidence", "category",
+                    "in_corpus", "truth_in_document", "prediction_in_document", "prediction_is_label")
+OUTCOMES = ("all", "correct", "wrong")
+
+
+@dataclass
+class DevAnalysis:
+    """One model on one question file: the evaluation itself (predictions, accuracy, baseline) and one
+    row per question of what lies behind each answer."""
+
+    result: BirthplaceResult
+    frame: pd.DataFrame  # one row per question, ANALYSIS_COLUMNS, index = question number (0-based)
+
+
+def analyse_result(questions: Sequence[str], result: BirthplaceResult, confidences: Sequence[float],
+                   index: CorpusIndex, labels: Iterable[str]) -> DevAnalysis:
+    """Join an evaluation with the corpus evidence, question by question; no model needed."""
+    label_set = set(labels)
+    rows = []
+    for question, truth, prediction, correct, confidence in zip(
+            questions, result.targets, result.predictions, result.hits, confidences, strict=True):
+        name = name_from_question(question)
+        evidence = index.evidence(name, truth)
+        rows.append({"question": question, "name": name, "truth": truth, "prediction": prediction,
+                     "correct": correct, "confidence": float(confidence),
+                     "category": categorise(correct, evidence), "in_corpus": evidence.in_corpus,
+                     "truth_in_document": bool(evidence.truth_mentioned),
+                     "prediction_in_document": prediction in evidence.places,
+                     "prediction_is_label": prediction in label_set})
+    return DevAnalysis(result=result, frame=pd.DataFrame(rows, columns=list(ANALYSIS_COLUMNS)))
+
+
+def analyse_predictions(pairs: Sequence[tuple[str, str]], predictions: Sequence[str],
+                        confidences: Sequence[float], index: CorpusIndex, labels: Iterable[str],
+                        baseline_place: str) -> DevAnalysis:
+    """`analyse_result` for predictions made elsewhere (unit-testable on a hand-made corpus)."""
+    result = BirthplaceResult(predictions=list(predictions), targets=[t for _, t in pairs],
+                              baseline_place=baseline_place)
+    return analyse_result([q for q, _ in pairs], result, confidences, index, labels)
+
+
+def analyse_dev(model: Transformer, tokenizer: CharTokenizer, pairs: Sequence[tuple[str, str]],
+                index: CorpusIndex, labels: Sequence[str], baseline_place: str,
+                progress: Progress | None = None) -> DevAnalysis:
+    """Assignment-exact predictions (batched, cached) + confidence + evidence category per question."""
+    result = evaluate_birthplaces(model, tokenizer, pairs, baseline_place=baseline_place, progress=progress)
+    questions = [q for q, _ in pairs]
+    confidences = answer_probabilities(model, tokenizer, questions, result.predictions)
+    return analyse_result(questions, result, confidences, index, labels)
+
+
+def pretraining_label(name: str, metadata: Mapping[str, object]) -> str:
+    """What a checkpoint was finetuned from, as recorded in its metadata (`pretrained_from`)."""
+    source = metadata.get("pretrained_from")
+    if source:
+        return f"pretrained ({source})"
+    if source == "" or "scratch" in name.lower():
+        return "not pretrained"
+    return "not recorded"
+
+
+def comparison_table(analyses: Mapping[str, DevAnalysis], pretraining: Mapping[str, str]) -> pd.DataFrame:
+    """One row per model (accuracy, evidence categories), then the most-frequent-place baseline."""
+    rows = []
+    for model, analysis in analyses.items():
+        result, frame = analysis.result, analysis.frame
+        counts = Counter(frame["category"])
+        rows.append({"model": model, "pretraining": pretraining.get(model, ""), "accuracy": result.accuracy,
+                     "correct": result.correct, "questions": result.total,
+                     "mean confidence": float(frame["confidence"].mean()) if result.total else float("nan"),
+                     **{category: counts.get(category, 0) for category in CATEGORIES}})
+    if analyses:
+        first = next(iter(analyses.values())).result
+        rows.append({"model": f"baseline: always '{first.baseline_place}'", "pretraining": "",
+                     "accuracy": first.baseline_accuracy, "correct": first.baseline_correct,
+                     "questions": first.total, "mean confidence": float("nan")})
+    frame = pd.DataFrame(rows)
+    for category in CATEGORIES:  # counts stay integers; the baseline row has none
+        if category in frame:
+            frame[category] = frame[category].astype("Int64")
+    return frame
+
+
+def filter_analysis(frame: pd.DataFrame, outcome: str = "all", categories: Iterable[str] | None = None,
+                    confidence: tuple[float, float] = (0.0, 1.0), place: str | None = None) -> pd.DataFrame:
+    """Rows matching every filter; `place` matches the truth or the prediction."""
+    keep = pd.Series(True, index=frame.index)
+    if outcome == "correct":
+        keep &= frame["correct"]
+    elif outcome == "wrong":
+        keep &= ~frame["correct"]
+    if categories is not None:
+        keep &= frame["category"].isin(list(categories))
+    low, high = confidence
+    if (low, high) != (0.0, 1.0):
+        keep &= frame["confidence"].between(low, high)
+    if place:
+        keep &= (frame["truth"] == place) | (frame["prediction"] == place)
+    return frame[keep]
+
+
+def reliability_table(confidence: Sequence[float], correct: Sequence[bool], n_bins: int = 10) -> pd.DataFrame:
+    """Accuracy per equal-width confidence bin, with counts (empty bins: accuracy NaN)."""
+    conf = np.asarray(confidence, dtype=float)
+    right = np.asarray(correct, dtype=bool)
+    known = np.isfinite(conf)
+    conf, right = conf[known], right[known]
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, n_bins - 1)
+    rows = []
+    for b in range(n_bins):
+        members = which == b
+        count = int(members.sum())
+        rows.append({"bin": b, "low": edges[b], "high": edges[b + 1], "count": count,
+                     "accuracy": float(right[members].mean()) if count else float("nan"),
+                     "mean_confidence": float(conf[members].mean()) if count else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def expected_calibration_error(table: pd.DataFrame) -> float:
+    """Count-weighted mean |accuracy - confidence| over the bins of `reliability_table`."""
+    used = table[table["count"] > 0]
+    total = used["count"].sum()
+    if not total:
+        return float("nan")
+    return float((used["count"] * (used["accuracy"] - used["mean_confidence"]).abs()).sum() / total)
+
+
+def category_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per evidence category: count, share of questions, mean and median confidence."""
+    rows = []
+    for category in CATEGORIES:
+        members = frame[frame["category"] == category]
+        rows.append({"category": category, "count": len(members),
+                     "share": len(members) / len(frame) if len(frame) else 0.0,
+                     "mean_confidence": float(members["confidence"].mean()) if len(members) else float("nan"),
+                     "median_confidence": float(members["confidence"].median()) if len(members)
+                     else float("nan")})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class DevComparison:
+    """Every model's analysis of one question file, side by side: what the Dev set tab shows."""
+
+    table: pd.DataFrame  # comparison_table: one row per model, then the baseline
+    categories: dict[str, pd.DataFrame]  # model -> category_summary
+    reliability: dict[str, pd.DataFrame]  # model -> reliability_table
+    calibration: dict[str, float]  # model -> expected_calibration_error
+
+
+def compare(analyses: Mapping[str, DevAnalysis], metadata: Mapping[str, Mapping[str, object]]) -> DevComparison:
+    """The comparison table (pretraining read from each model's metadata), categories and reliability."""
+    pretraining = {m: pretraining_label(m, metadata.get(m, {})) for m in analyses}
+    reliability = {m: reliability_table(a.frame["confidence"], a.frame["correct"]) for m, a in analyses.items()}
+    return DevComparison(table=comparison_table(analyses, pretraining),
+                         categories={m: category_summary(a.frame) for m, a in analyses.items()},
+                         reliability=reliability,
+                         calibration={m: expected_calibration_error(t) for m, t in reliability.items()})

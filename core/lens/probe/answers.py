@@ -1,0 +1,71 @@
+"""One question put to a model: its greedy answer (the assignment's decoding), how sure it is, how it
+ranks every known place, and where it looks when it starts to answer (one `Trace` of the prompt)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.lens.birthplace import context_length, predict_birthplaces
+from core.lens.probe.candidates import CandidateRanking, answer_probabilities, check_generator, rank_candidates
+from core.lens.trace import trace
+from core.model.tokenizer import MASK_CHAR, CharTokenizer
+from core.model.transformer import Transformer
+
+
+@dataclass
+class ProbeAnswer:
+    """One model's answer to one question, with its candidates and confidence."""
+
+    question: str
+    answer: str
+    confidence: float
+    ranking: CandidateRanking
+
+    @property
+    def answer_is_candidate(self) -> bool:
+        """The answer is one of the places (scored, or too long to score with this question)."""
+        return self.answer in self.ranking.places or self.answer in self.ranking.skipped
+
+
+def ask(model: Transformer, tokenizer: CharTokenizer, question: str, places: Sequence[str]) -> ProbeAnswer:
+    answer = predict_birthplaces(model, tokenizer, [question])[0]
+    confidence = float(answer_probabilities(model, tokenizer, [question], [answer])[0])
+    return ProbeAnswer(question=question, answer=answer, confidence=confidence,
+                       ranking=rank_candidates(model, tokenizer, question, places))
+
+
+def answers_frame(answers: Mapping[str, ProbeAnswer], truth: str | None = None) -> pd.DataFrame:
+    """One row per model: its greedy answer, confidence, and where the truth ranks among the candidates."""
+    return pd.DataFrame([{"model": model, "greedy answer": a.answer, "confidence": a.confidence,
+                          "correct": (a.answer == truth) if truth else None,
+                          "answer is a training label": a.answer_is_candidate,
+                          "rank of the truth": a.ranking.rank_of(truth) if truth else None,
+                          "probability on the candidate list": a.ranking.mass}
+                         for model, a in answers.items()])
+
+
+@dataclass
+class AnswerAttention:
+    """Where the model looks when it writes the answer's first character: the last row of the attention
+    over question + ⁇ (the ⁇ position predicts the first answer character)."""
+
+    tokens: list[str]  # the prompt as read (cut from the front to the model's context)
+    weights: np.ndarray  # (n_layer, n_head, T)
+    cut: int = 0  # characters dropped from the front
+
+    @property
+    def layer_means(self) -> np.ndarray:
+        return self.weights.mean(axis=1)  # (n_layer, T)
+
+
+def answer_attention(model: Transformer, tokenizer: CharTokenizer, question: str) -> AnswerAttention:
+    check_generator(model)
+    ids = tokenizer.encode(question + MASK_CHAR)
+    cut = max(0, len(ids) - context_length(model))  # generation reads the last tokens, so does this
+    ids = ids[cut:]
+    record = trace(model, ids, [tokenizer.decode([i]) for i in ids])
+    return AnswerAttention(tokens=record.tokens, weights=record.attention[:, :, -1, :], cut=cut)

@@ -1,0 +1,122 @@
+"""The model's view of the answer, teacher forced: log P(continuation | prompt) in a few batched forward
+passes, every known place ranked as the answer to one question (normalised over the list), and the greedy
+answer's own probability (its confidence). The greedy answer itself is `core.lens.birthplace`'s."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from core.lens.birthplace import ANSWER_CHARS, context_length
+from core.lens.trace import model_device
+from core.model.tokenizer import MASK_CHAR, CharTokenizer
+from core.model.transformer import Transformer
+
+
+def check_generator(model: Transformer) -> None:
+    if not model.config.causal or model.config.head != "lm":
+        raise ValueError("Only causal language models (birthplace checkpoints) answer questions.")
+
+
+@torch.no_grad()
+def continuation_log_probs(model: Transformer, tokenizer: CharTokenizer, prompts: Sequence[str],
+                           continuations: Sequence[str], batch_size: int = 256) -> np.ndarray:
+    """log P(continuation | prompt), summed over the continuation's characters, teacher forced.
+
+    Rows are right-padded to equal length (causal: padding after a position never changes it) and
+    scored in a few forward passes; the log-probabilities of the continuation's characters are
+    gathered. NaN where prompt + continuation is longer than one pass of the model covers.
+    """
+    check_generator(model)
+    model.eval()
+    device = model_device(model)
+    rows = [(tokenizer.encode(p), tokenizer.encode(c)) for p, c in zip(prompts, continuations, strict=True)]
+    out = np.full(len(rows), np.nan)
+    out[[i for i, (p, c) in enumerate(rows) if p and not c]] = 0.0  # an empty continuation is certain
+    limit = context_length(model)
+    fitting = [i for i, (p, c) in enumerate(rows) if p and c and len(p) + len(c) - 1 <= limit]
+    fitting.sort(key=lambda i: len(rows[i][0]) + len(rows[i][1]))  # similar lengths share a batch
+    for start in range(0, len(fitting), batch_size):
+        chunk = fitting[start: start + batch_size]
+        width = max(len(rows[i][0]) + len(rows[i][1]) - 1 for i in chunk)
+        idx = torch.full((len(chunk), width), tokenizer.pad_id, dtype=torch.long)
+        targets = torch.zeros((len(chunk), width), dtype=torch.long)
+        scored = torch.zeros((len(chunk), width), dtype=torch.bool)
+        for r, i in enumerate(chunk):
+            p, c = rows[i]
+            sequence = (p + c)[:-1]
+            idx[r, :len(sequence)] = torch.tensor(sequence)
+            # the logits at position t predict token t + 1: the continuation starts at len(p)
+            targets[r, len(p) - 1: len(p) - 1 + len(c)] = torch.tensor(c, dtype=torch.long)
+            scored[r, len(p) - 1: len(p) - 1 + len(c)] = True
+        logits, _ = model(idx.to(device))
+        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+        picked = log_probs.gather(-1, targets.to(device).unsqueeze(-1)).squeeze(-1)  # (B, T)
+        sums = (picked * scored.to(device)).sum(dim=1).cpu().numpy()
+        out[chunk] = sums
+    return out
+
+
+@dataclass
+class CandidateRanking:
+    """Every known place scored as the answer to one question, best first."""
+
+    question: str
+    places: list[str]
+    log_probs: np.ndarray  # log P(place + ⁇ | question + ⁇)
+    skipped: list[str] = field(default_factory=list)  # too long for the model's context
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """Normalised over the candidates: sums to 1 (a softmax of the log-probabilities)."""
+        if not len(self.log_probs):
+            return np.zeros(0)
+        shifted = np.exp(self.log_probs - self.log_probs.max())
+        return shifted / shifted.sum()
+
+    @property
+    def mass(self) -> float:
+        """Total probability the model puts on the whole candidate list (the rest: other strings)."""
+        if not len(self.log_probs):
+            return 0.0
+        top = float(self.log_probs.max())
+        return float(math.exp(top) * np.exp(self.log_probs - top).sum())
+
+    def rank_of(self, place: str) -> int | None:
+        return self.places.index(place) + 1 if place in self.places else None
+
+    def top(self, k: int = 10) -> pd.DataFrame:
+        probs = self.probabilities
+        return pd.DataFrame({"rank": range(1, min(k, len(self.places)) + 1), "place": self.places[:k],
+                             "probability": probs[:k], "log_prob": self.log_probs[:k]})
+
+
+def rank_candidates(model: Transformer, tokenizer: CharTokenizer, question: str, places: Sequence[str],
+                    batch_size: int = 256) -> CandidateRanking:
+    """All candidates of one question in one or a few forward passes (`place⁇` after `question⁇`)."""
+    places = list(dict.fromkeys(places))
+    prompt = question + MASK_CHAR
+    scores = continuation_log_probs(model, tokenizer, [prompt] * len(places), [p + MASK_CHAR for p in places],
+                                    batch_size)
+    keep = np.isfinite(scores)
+    order = sorted(np.flatnonzero(keep), key=lambda i: (-scores[i], places[i]))
+    return CandidateRanking(question=question, places=[places[i] for i in order],
+                            log_probs=np.array([scores[i] for i in order], dtype=float),
+                            skipped=[places[i] for i in np.flatnonzero(~keep)])
+
+
+def answer_probabilities(model: Transformer, tokenizer: CharTokenizer, questions: Sequence[str],
+                         answers: Sequence[str]) -> np.ndarray:
+    """The greedy answer's probability: the product of its characters' probabilities and of the closing
+    ⁇ (when the answer closed within the 32 generated characters). NaN where it cannot be rescored."""
+    continuations = [a + MASK_CHAR if len(a) < ANSWER_CHARS else a for a in answers]
+    prompts = [q + MASK_CHAR for q in questions]
+    log_probs = continuation_log_probs(model, tokenizer, prompts, continuations)
+    unsure = np.array([MASK_CHAR in q for q in questions], dtype=bool)  # the answer split differently
+    log_probs[unsure] = np.nan
+    return np.exp(log_probs)

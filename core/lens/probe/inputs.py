@@ -1,0 +1,102 @@
+"""What the user types: a name or a question, read into 'Where was NAME born?' and NAME; and the
+characters of it that a model has never seen, named in one sentence for every model at once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
+from core.text import TYPED_QUESTION_MARKS
+
+QUESTION_TEMPLATE = "Where was {name} born?"
+# What people type to end a question: '?', the full-width '？', or the MASK itself ('⁇', or '??' for it).
+QUESTION_MARKS = TYPED_QUESTION_MARKS + MASK_CHAR
+QUESTION_PATTERN = re.compile(r"\s*Where\s+was\s+(.+?)\s+born\s*[?？⁇]*\s*", re.IGNORECASE)
+MAX_INPUT_CHARS = 300  # a name or question; the models read ~128 characters
+
+
+def normalise_name(name: str) -> str:
+    return " ".join(name.split())
+
+
+def question_for(name: str) -> str:
+    return QUESTION_TEMPLATE.format(name=normalise_name(name))
+
+
+def name_from_question(question: str) -> str:
+    """The NAME of 'Where was NAME born?'; any other text is taken as a name itself."""
+    match = QUESTION_PATTERN.fullmatch(question)
+    return normalise_name(match.group(1) if match else question)
+
+
+@dataclass(frozen=True)
+class ProbeInput:
+    """What the user typed, read as a question and a name; `problem` is one sentence when unusable."""
+
+    question: str = ""
+    name: str = ""
+    problem: str | None = None
+
+
+def read_probe_input(text: str) -> ProbeInput:
+    """A name ('Ada Lovelace') or a full question ('Where was Ada Lovelace born?'), ending with '?',
+    '？', '⁇' or nothing: the MASK the model answers after is appended by the caller, never typed."""
+    text = " ".join((text or "").split())
+    if not text:
+        return ProbeInput(problem="Type a name (e.g. Ada Lovelace) or a question 'Where was NAME born?'.")
+    if len(text) > MAX_INPUT_CHARS:
+        return ProbeInput(problem=f"That is {len(text)} characters; type a name or question of at most "
+                                  f"{MAX_INPUT_CHARS} characters.")
+    text = text.rstrip(QUESTION_MARKS + " ")
+    reserved = [c for c in (MASK_CHAR, PAD_CHAR) if c in text]
+    if reserved:
+        return ProbeInput(problem=f"The text contains the reserved character {reserved[0]} "
+                                  f"(U+{ord(reserved[0]):04X}) before its end; remove it, the page adds the "
+                                  f"MASK after the question itself.")
+    name = name_from_question(text)
+    if not name:
+        return ProbeInput(problem="Type a name (e.g. Ada Lovelace) or a question 'Where was NAME born?'.")
+    return ProbeInput(question=question_for(name), name=name)
+
+
+def unknown_characters(texts: Iterable[str], tokenizer: CharTokenizer) -> list[str]:
+    """Characters outside the model's vocabulary (the model reads them as PAD), in order of appearance."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        for char in text:
+            if char not in tokenizer.stoi:
+                seen[char] = None
+    return list(seen)
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _char(char: str) -> str:
+    return f"{char!r} (U+{ord(char):04X})"
+
+
+def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, CharTokenizer], limit: int = 12) -> str | None:
+    """ONE sentence for every model at once: which characters of the text which models have never seen
+    (they read them as PAD). None when every model knows every character."""
+    texts = list(texts)
+    missing = {model: unknown_characters(texts, tokenizer) for model, tokenizer in tokenizers.items()}
+    chars = list(dict.fromkeys(c for unknown in missing.values() for c in unknown))
+    if not chars:
+        return None
+    shown = chars[:limit]
+    more = f" and {len(chars) - limit} more" if len(chars) > limit else ""
+    lacking = {c: [m for m, unknown in missing.items() if c in unknown] for c in shown}
+    if all(len(models) == len(tokenizers) for models in lacking.values()):
+        listed = f"{_and([_char(c) for c in shown])}{more}"
+        names = list(tokenizers)
+        head = (f"{names[0]} has never seen {listed}" if len(names) == 1 else
+                f"The {len(names)} models ({_and(names)}) have never seen {listed}")
+    else:
+        head = "Characters these models have never seen: " + "; ".join(
+            f"{_char(c)} ({_and(models)})" for c, models in lacking.items()) + more
+    reader, it = ("it reads" if len(tokenizers) == 1 else "they read"), ("it" if len(chars) == 1 else "them")
+    return f"{head}; {reader} {it} as PAD, so answers for names with {it} are guesses about a different string."
