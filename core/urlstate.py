@@ -20,6 +20,7 @@ from typing import Any
 from core.lens.history.curves import X_AXES
 from core.lens.history.records import MAX_NAME_CHARS
 from core.lens.history.smoothing import DEFAULT_SMOOTHING, MAX_SMOOTHING
+from core.lens.probe.inputs import MAX_INPUT_CHARS
 
 ATTENTION_VIEWS = ("single", "model", "token", "combine", "compare")
 COMBINE_METHODS = ("mean", "max", "rollout")
@@ -140,7 +141,7 @@ def encode_model(name: str) -> dict[str, str]:
 
 PROBE_TABS = {"ask": "Ask", "fabricate": "Fabricate", "dev": "Dev set"}  # URL value -> tab label
 PROBE_KEYS = {"tab": "tab", "name": "name", "focus": "focus"}
-MAX_PROBE_TEXT = 300  # what the probe's text box accepts
+MAX_PROBE_TEXT = MAX_INPUT_CHARS  # what the probe's text box accepts
 
 
 @dataclass(frozen=True)
