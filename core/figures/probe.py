@@ -56,7 +56,7 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
         z=weights, x=list(range(weights.shape[1])), y=list(range(weights.shape[0])), colorscale=SEQUENTIAL,
         zmin=0.0, zmax=max(float(weights.max()) if weights.size else 1.0, 1e-9), text=text,
         hovertemplate="%{text}<br>weight %{z:.4f}<extra></extra>", colorbar=dict(thickness=12)))
-    fig.update_xaxes(title="prompt character (key)", tickangle=0,
+    fig.update_xaxes(title="prompt character (key)",  # tickangle auto: the browser turns labels that collide
                      **token_axis(labels, list(range(len(labels)))))
     fig.update_yaxes(autorange="reversed", **index_axis(row_labels))
     return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 1))
