@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from core.data.datasets import DataError, read_text
+from core.lens.trace import model_device
 from core.model.tokenizer import Tokenizer
 
 UNKNOWN_WARNING_SHARE = 0.05  # above this, perplexity is flattered enough to warn about
@@ -67,7 +68,7 @@ def score_ids(model, ids: list[int], batch_size: int = 32) -> tuple[float, int]:
         raise DataError("Perplexity needs a left-to-right language model (this one is an encoder or a "
                         "classifier).")
     window = config.block_size if model.max_length is None else min(config.block_size, model.max_length)
-    device = next(model.parameters()).device
+    device = model_device(model)
     starts = list(range(0, max(len(ids) - 1, 0), window))
     total, count = 0.0, 0
     full = [s for s in starts if s + window + 1 <= len(ids)]

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from core.lens.birthplace import Progress
+from core.lens.trace import model_device
 from core.model.transformer import Transformer
 
 # Two protocols, both exact, described here once; the page and the CLI quote PROTOCOL_DESCRIPTIONS.
@@ -163,7 +164,7 @@ def score_length(model: Transformer, ids: torch.Tensor, length: int, protocol: s
     check_protocols([protocol])
     check_language_model(model)
     model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model)
     ids = ids.to(device)
     factor = length / model.config.block_size if factor is None else factor
     reason = _not_applicable(model, length)
