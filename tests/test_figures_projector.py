@@ -74,3 +74,14 @@ def test_alibi_titles_do_not_sit_on_tick_labels():
     bottoms = sorted({round(layout[f"yaxis{'' if n == 1 else n}"].domain[0], 3) for n in range(1, 9)})
     assert tops[0] - bottoms[0] > 0 and bottoms[1] - tops[0] >= 0.1  # a gap between the rows for the titles
     assert {a.font.size for a in layout.annotations} == {13}
+
+
+def test_every_figure_wears_the_white_template_whatever_was_imported_first():
+    """Streamlit sets plotly's default template to its own on import: ours is assigned per figure."""
+    import plotly.io as pio
+    import streamlit  # noqa: F401
+
+    white = pio.templates["plotly_white"].layout.plot_bgcolor
+    fig = training_curves_figure(build_curves(frame(["a"]), ["a"], "loss"))
+    assert fig.layout.template.layout.plot_bgcolor == white
+    assert pio.to_json(fig).count('"plot_bgcolor":"' + white + '"') >= 1  # sent with the figure

@@ -112,6 +112,27 @@ def test_candidate_log_prob_matches_a_direct_computation_and_batching(world):
     assert math.isclose(ranking.log_probs[3], direct, rel_tol=1e-5)
 
 
+@pytest.mark.parametrize("overrides", [{}, {"attention": "synthesizer"}, {"positional": "rope"},
+                                       {"positional": "alibi"}, {"positional": "sinusoidal"}])
+def test_one_shared_prompt_read_once_scores_as_a_full_pass_per_candidate(overrides):
+    """rank_candidates reads the question once and reuses its keys and values for every place: each
+    score must equal an independent full pass over question + place, for every attention and scheme."""
+    tokenizer = CharTokenizer.from_corpus("Where was Ada born? London Paris Newcastle upon Tyne Rome")
+    model = tiny_model(tokenizer.vocab_size, block_size=48, **overrides)
+    question = "Where was Ada born?"
+    places = ["London", "Paris", "Rome", "Newcastle upon Tyne", "L"]
+    ranking = candidates.rank_candidates(model, tokenizer, question, places, batch_size=2)
+    assert sorted(ranking.places) == sorted(places)
+    prompt = tokenizer.encode(question + MASK_CHAR)
+    for place, score in zip(ranking.places, ranking.log_probs):
+        ids = prompt + tokenizer.encode(place + MASK_CHAR)
+        with torch.no_grad():
+            logits, _ = model(torch.tensor([ids[:-1]]))
+        log_probs = torch.log_softmax(logits[0], dim=-1)
+        direct = sum(float(log_probs[t - 1, ids[t]]) for t in range(len(prompt), len(ids)))
+        assert math.isclose(score, direct, rel_tol=1e-4, abs_tol=1e-4), place
+
+
 def test_candidates_too_long_for_the_model_are_skipped_not_an_error():
     tokenizer = CharTokenizer.from_corpus("Where was Ada born? London Newcastle upon Tyne")
     model = tiny_model(tokenizer.vocab_size, block_size=32)

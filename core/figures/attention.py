@@ -12,6 +12,7 @@ from core.figures.common import (
     SEQUENTIAL,
     TOKEN_FONT,
     category_axis,
+    finished,
     token_axis,
     token_categories,
     visible_token,
@@ -55,6 +56,7 @@ def _labels(tokens: list[str], positions) -> list[str]:
     return [html.escape(visible_token(tokens[int(p)])) for p in positions]
 
 
+@finished
 def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, title: str | None = None,
                       diverging: bool = False, zmax: float | None = None,
                       height: int | None = None) -> go.Figure:
@@ -95,6 +97,7 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     return go.Figure(data=[trace], layout=layout)
 
 
+@finished
 def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None = None,
                          title: str | None = None, tokens: list[str] | None = None) -> go.Figure:
     """Small multiples: every layer (rows) x head (columns) on one shared colour scale (0 to the largest
@@ -149,6 +152,7 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
     return go.Figure(data=traces, layout=layout)
 
 
+@finished
 def token_attention_figure(weights, tokens: list[str], query: int, allowed_row=None,
                            title: str | None = None) -> go.Figure:
     """Where one query token looks, per head: weights (n_head, T) -> one line per head over the keys.

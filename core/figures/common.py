@@ -6,10 +6,14 @@ every chart is unit-tested by inspecting `fig.data` / `fig.layout`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import plotly.graph_objects as go
+import plotly.io as pio
+
+from core.figures.margins import fit_margins
 
 IMAGE_FORMATS = ("png", "svg")
 SEQUENTIAL = "Blues"  # attention weights and other [0, 1] quantities
@@ -42,11 +46,34 @@ def wrap_title(title: str, width: int = TITLE_WIDTH) -> str:
     return "<br>".join(textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False)) or title
 
 
+def white(fig: go.Figure) -> go.Figure:
+    """Dress the figure in plotly_white. Assigned the way plotly assigns its default template: the
+    registered template is already valid, so it is not validated and deep-copied again, which
+    `update_layout(template=...)` did on every figure (~40 ms each, several per rerun on the positional
+    and probe pages; bench/browser_latency.py). Not `pio.templates.default`: Streamlit sets that too,
+    so the result would depend on import order."""
+    layout = fig._layout_obj
+    layout._validate = False
+    try:
+        layout.template = pio.templates["plotly_white"]
+    finally:
+        layout._validate = fig._validate
+    return fig
+
+
+def finished(make: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
+    """Decorate every figure function: its figure leaves in plotly_white, with margins fitted to its labels."""
+    @functools.wraps(make)
+    def wrapper(*args, **kwargs) -> go.Figure:
+        return fit_margins(white(make(*args, **kwargs)))
+    return wrapper
+
+
 def base_layout(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
     title = wrap_title(title) if title else None
     lines = title.count("<br>") + 1 if title else 0
     fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=20 + 22 * lines if title else 10, b=10),
-                      template="plotly_white", font=dict(color="#1F2328"))
+                      font=dict(color="#1F2328"))
     return fig
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.figures.common import LEGEND_RIGHT, base_layout, run_color, run_colors
+from core.figures.common import LEGEND_RIGHT, base_layout, finished, run_color, run_colors
 
 SPLIT_DASH = {"train": "solid", "val": "dash"}  # any other split: dotted
 RAW_OPACITY_UNDER_SMOOTHING = 0.25
@@ -26,6 +26,7 @@ def family_run_colors(infos) -> dict[str, str]:
     return colors
 
 
+@finished
 def training_curves_figure(plot, title: str | None = None, height: int = 480,
                            fixed_colors: dict[str, str] | None = None) -> go.Figure:
     """Runs overlaid (one colour each), train solid / val dashed, the smoothed curve over a faint raw

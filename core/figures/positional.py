@@ -6,7 +6,7 @@ import math
 
 import plotly.graph_objects as go
 
-from core.figures.common import DIVERGING, LEGEND_RIGHT, MASKED_COLOR, RUN_COLORS, base_layout
+from core.figures.common import DIVERGING, LEGEND_RIGHT, MASKED_COLOR, RUN_COLORS, base_layout, finished
 
 # One colour per scheme on every chart of every page: the colour lives in the scheme's registry entry
 # (core.model.positional), so "ALiBi" is the same line everywhere.
@@ -21,6 +21,7 @@ def scheme_color(positional: str, index: int = 0) -> str:
     return POSITIONAL[positional].color if positional in POSITIONAL else RUN_COLORS[index % len(RUN_COLORS)]
 
 
+@finished
 def position_table_heatmap(table, title: str | None = None, height: int = 380,
                            x_title: str = "dimension", y_title: str = "position") -> go.Figure:
     """A (positions, dimensions) table as a heatmap centred on 0; fig.data[0].z is the table."""
@@ -40,6 +41,7 @@ def position_table_heatmap(table, title: str | None = None, height: int = 380,
     return fig
 
 
+@finished
 def position_matrix_heatmap(matrix, title: str | None = None, value: str = "cosine similarity",
                             height: int = 360, zmin: float | None = None, zmax: float | None = None,
                             x_title: str = "position", y_title: str = "position") -> go.Figure:
@@ -65,6 +67,7 @@ def position_matrix_heatmap(matrix, title: str | None = None, value: str = "cosi
     return fig
 
 
+@finished
 def alibi_bias_figure(bias, slopes: list[float], title: str | None = None, columns: int = 4) -> go.Figure:
     """One small heatmap per head: bias (n_head, T, T) = -slope * (i - j); subplot titles give the slopes.
 
@@ -102,6 +105,7 @@ def alibi_bias_figure(bias, slopes: list[float], title: str | None = None, colum
     return fig
 
 
+@finished
 def rope_distance_figure(distances, ones_scores, random_scores, bound_distances, bound,
                          head_size: int, title: str | None = None) -> go.Figure:
     """Left: q.k after rotation against the relative distance m - n, for all-ones and a fixed random
@@ -130,6 +134,7 @@ def rope_distance_figure(distances, ones_scores, random_scores, bound_distances,
     return fig
 
 
+@finished
 def attention_distance_figure(series, title: str | None = None) -> go.Figure:
     """Mean attention weight against query-key distance i - j, one panel per model, one line per head.
 
@@ -161,6 +166,7 @@ def attention_distance_figure(series, title: str | None = None) -> go.Figure:
     return fig
 
 
+@finished
 def positional_training_figure(frame, runs: list[str], positionals: list[str], metric: str = "loss",
                                splits: tuple[str, ...] = ("val",), x: str = "step",
                                title: str | None = None) -> go.Figure:
@@ -193,6 +199,7 @@ def positional_training_figure(frame, runs: list[str], positionals: list[str], m
     return fig
 
 
+@finished
 def extrapolation_figure(variants, labels: list[str], protocols: list[str], metric: str = "perplexity",
                          title: str | None = None) -> go.Figure:
     """Dev perplexity against window length, one panel per protocol, one line per variant.
@@ -254,6 +261,7 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
     return fig
 
 
+@finished
 def position_loss_figure(variants, labels: list[str], length: int, title: str | None = None) -> go.Figure:
     """Loss at each position of a window (non-overlapping windows of `length`), averaged over windows,
     one line per variant; a dotted line at the training length. Variants without numbers at this length

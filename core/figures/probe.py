@@ -6,7 +6,16 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from core.figures.common import ALLOWED_COLOR, LEGEND_RIGHT, SEQUENTIAL, base_layout, index_axis, run_colors, token_axis
+from core.figures.common import (
+    ALLOWED_COLOR,
+    LEGEND_RIGHT,
+    SEQUENTIAL,
+    base_layout,
+    finished,
+    index_axis,
+    run_colors,
+    token_axis,
+)
 from core.text import visible_token
 
 PROBE_CATEGORY_COLORS = {
@@ -18,6 +27,7 @@ PROBE_TRUTH_COLOR = "#1CA71C"
 PROBE_TRAINING_COLOR = "#7F7F7F"
 
 
+@finished
 def candidate_bars(places: list[str], probabilities, greedy: str | None = None, truth: str | None = None,
                    title: str | None = None) -> go.Figure:
     """Top candidates as horizontal bars (best on top), probability normalised over the candidate list.
@@ -40,6 +50,7 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
     return base_layout(fig, html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
 
 
+@finished
 def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
                              title: str | None = None) -> go.Figure:
     """(rows, T): where the last prompt position (⁇, which predicts the answer's first character) looks,
@@ -62,6 +73,7 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
     return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 1))
 
 
+@finished
 def place_share_bars(shares, title: str | None = None) -> go.Figure:
     """Grouped bars: share of each place (rows of `shares`) per column (training labels, then one per
     model). `shares` is `core.lens.probe.fabricated.place_shares`' frame."""
@@ -82,6 +94,7 @@ def place_share_bars(shares, title: str | None = None) -> go.Figure:
     return fig
 
 
+@finished
 def locale_place_heatmap(counts, title: str | None = None) -> go.Figure:
     """Counts of predicted places (columns) for names of each locale (rows): the model's strategy at a
     glance (one column = one city for everyone; a diagonal-ish pattern = a city of the name's country)."""
@@ -100,6 +113,7 @@ def locale_place_heatmap(counts, title: str | None = None) -> go.Figure:
     return base_layout(fig, html.escape(title) if title else None, 160 + 26 * max(len(rows), 1))
 
 
+@finished
 def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.Figure:
     """Accuracy per confidence bin, one bar group per model (bar text = questions in the bin), over a
     dotted diagonal (perfect calibration). `tables`: model -> `core.lens.probe.analysis.reliability_table` frame."""
@@ -124,6 +138,7 @@ def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.F
     return fig
 
 
+@finished
 def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> go.Figure:
     """Stacked horizontal bars: each model's questions split by evidence category (one trace per
     category, in `core.lens.probe.corpus.CATEGORIES` order). `summaries`: model -> `category_summary` frame."""
@@ -148,6 +163,7 @@ def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> 
     return fig
 
 
+@finished
 def confidence_by_category(frame, title: str | None = None) -> go.Figure:
     """Box plot of the greedy answer's confidence per evidence category: can confidence tell
     retrieval from invention? `frame` is `core.lens.probe.analysis.DevAnalysis.frame`."""

@@ -12,6 +12,7 @@ from core.figures.common import (
     TOKEN_FONT,
     base_layout,
     category_axis,
+    finished,
     index_axis,
     token_categories,
     visible_token,
@@ -20,6 +21,7 @@ from core.figures.common import (
 HEAD_SETUP_COLORS = {"one head": "#EF553B", "two heads": "#636EFA"}
 
 
+@finished
 def attention_weights_heatmap(weights, scores, key_labels: list[str], query_labels: list[str],
                               title: str | None = None, height: int | None = None) -> go.Figure:
     """Softmax weights (m, n) as a heatmap with each weight written in its cell; hover adds the score."""
@@ -41,6 +43,7 @@ def attention_weights_heatmap(weights, scores, key_labels: list[str], query_labe
     return fig
 
 
+@finished
 def head_comparison_histograms(panels, title: str | None = None, height: int = 340) -> go.Figure:
     """One panel per quantity, the one-head and two-head distributions overlaid on the same bins.
 
@@ -70,6 +73,7 @@ def head_comparison_histograms(panels, title: str | None = None, height: int = 3
 
 
 
+@finished
 def mask_heatmap(allowed, tokens: list[str], title: str | None = None, height: int | None = None
                  ) -> go.Figure:
     """A (T, T) boolean mask: rows are queries, columns keys; blue = may attend, grey = masked (a legend
@@ -102,6 +106,7 @@ def mask_heatmap(allowed, tokens: list[str], title: str | None = None, height: i
     return fig
 
 
+@finished
 def parameter_share_bars(role_totals: dict[str, int], title: str | None = None,
                          height: int | None = None) -> go.Figure:
     """Parameters per part of the model (embeddings, attention, ...), with counts and shares."""

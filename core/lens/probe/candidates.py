@@ -14,6 +14,7 @@ import torch
 
 from core.lens.birthplace import ANSWER_CHARS, context_length
 from core.lens.trace import model_device
+from core.model.attention import KVCache
 from core.model.tokenizer import MASK_CHAR, CharTokenizer
 from core.model.transformer import Transformer
 
@@ -28,38 +29,78 @@ def continuation_log_probs(model: Transformer, tokenizer: CharTokenizer, prompts
                            continuations: Sequence[str], batch_size: int = 256) -> np.ndarray:
     """log P(continuation | prompt), summed over the continuation's characters, teacher forced.
 
-    Rows are right-padded to equal length (causal: padding after a position never changes it) and
-    scored in a few forward passes; the log-probabilities of the continuation's characters are
-    gathered. NaN where prompt + continuation is longer than one pass of the model covers.
+    NaN where prompt + continuation is longer than one pass of the model covers (or the prompt is
+    empty); 0 for an empty continuation. One shared prompt (every candidate of one question) is read
+    once and its keys and values reused for every continuation; mixed prompts are right-padded to equal
+    length (causal: padding after a position never changes it) and scored in a few batched passes.
     """
     check_generator(model)
     model.eval()
-    device = model_device(model)
     rows = [(tokenizer.encode(p), tokenizer.encode(c)) for p, c in zip(prompts, continuations, strict=True)]
     out = np.full(len(rows), np.nan)
     out[[i for i, (p, c) in enumerate(rows) if p and not c]] = 0.0  # an empty continuation is certain
     limit = context_length(model)
     fitting = [i for i, (p, c) in enumerate(rows) if p and c and len(p) + len(c) - 1 <= limit]
+    if len(set(prompts[i] for i in fitting)) == 1:
+        out[fitting] = _after_one_prompt(model, rows[fitting[0]][0], [rows[i][1] for i in fitting], batch_size)
+        return out
     fitting.sort(key=lambda i: len(rows[i][0]) + len(rows[i][1]))  # similar lengths share a batch
     for start in range(0, len(fitting), batch_size):
         chunk = fitting[start: start + batch_size]
-        width = max(len(rows[i][0]) + len(rows[i][1]) - 1 for i in chunk)
-        idx = torch.full((len(chunk), width), tokenizer.pad_id, dtype=torch.long)
+        out[chunk] = _padded(model, [rows[i] for i in chunk], tokenizer.pad_id)
+    return out
+
+
+def _padded(model: Transformer, rows: list[tuple[list[int], list[int]]], pad_id: int) -> np.ndarray:
+    """Each row's prompt + continuation in one right-padded batch; the continuation's log-probs summed."""
+    device = model_device(model)
+    width = max(len(p) + len(c) - 1 for p, c in rows)
+    idx = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    targets = torch.zeros((len(rows), width), dtype=torch.long)
+    scored = torch.zeros((len(rows), width), dtype=torch.bool)
+    for r, (p, c) in enumerate(rows):
+        sequence = (p + c)[:-1]
+        idx[r, :len(sequence)] = torch.tensor(sequence)
+        # the logits at position t predict token t + 1: the continuation starts at len(p)
+        targets[r, len(p) - 1: len(p) - 1 + len(c)] = torch.tensor(c, dtype=torch.long)
+        scored[r, len(p) - 1: len(p) - 1 + len(c)] = True
+    logits, _ = model(idx.to(device))
+    return _summed(logits, targets.to(device), scored.to(device))
+
+
+def _after_one_prompt(model: Transformer, prompt: list[int], continuations: list[list[int]],
+                      batch_size: int) -> np.ndarray:
+    """Every continuation after one prompt: the prompt is read once (keys and values cached); each batch
+    reads only the continuations' characters, from the prompt's end. Equal to `_padded` row by row."""
+    device = model_device(model)
+    caches = [KVCache() for _ in model.blocks]
+    h, _ = model.hidden_states(torch.tensor([prompt], device=device), caches=caches)
+    first = torch.log_softmax(model.head.unembed(h[0, -1]).float(), dim=-1)  # predicts each first character
+    out = np.array([float(first[c[0]]) for c in continuations])
+    rest = sorted((i for i, c in enumerate(continuations) if len(c) > 1), key=lambda i: len(continuations[i]))
+    size = min(batch_size, 64)  # similar lengths share a batch: little padding to compute
+    for start in range(0, len(rest), size):
+        chunk = rest[start: start + size]
+        width = max(len(continuations[i]) - 1 for i in chunk)
+        idx = torch.zeros((len(chunk), width), dtype=torch.long)  # after each row's end: never read
         targets = torch.zeros((len(chunk), width), dtype=torch.long)
         scored = torch.zeros((len(chunk), width), dtype=torch.bool)
         for r, i in enumerate(chunk):
-            p, c = rows[i]
-            sequence = (p + c)[:-1]
-            idx[r, :len(sequence)] = torch.tensor(sequence)
-            # the logits at position t predict token t + 1: the continuation starts at len(p)
-            targets[r, len(p) - 1: len(p) - 1 + len(c)] = torch.tensor(c, dtype=torch.long)
-            scored[r, len(p) - 1: len(p) - 1 + len(c)] = True
-        logits, _ = model(idx.to(device))
-        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
-        picked = log_probs.gather(-1, targets.to(device).unsqueeze(-1)).squeeze(-1)  # (B, T)
-        sums = (picked * scored.to(device)).sum(dim=1).cpu().numpy()
-        out[chunk] = sums
+            c = continuations[i]
+            idx[r, :len(c) - 1] = torch.tensor(c[:-1])
+            targets[r, :len(c) - 1] = torch.tensor(c[1:])
+            scored[r, :len(c) - 1] = True
+        shared = [KVCache(*(None if t is None else t.expand(len(chunk), -1, -1, -1) for t in (c.k, c.v)))
+                  for c in caches]
+        h, _ = model.hidden_states(idx.to(device), start=len(prompt), caches=shared)
+        out[chunk] += _summed(model.head.unembed(h), targets.to(device), scored.to(device))
     return out
+
+
+def _summed(logits: torch.Tensor, targets: torch.Tensor, scored: torch.Tensor) -> np.ndarray:
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return (picked * scored).sum(dim=1).cpu().numpy()
 
 
 @dataclass

@@ -1,0 +1,180 @@
+"""Margins a figure needs, estimated from its own labels, so the browser draws it once.
+
+Plotly's automargin draws a chart, measures its tick labels, axis titles, colour bar and legend, and
+when they need more room than the margin it grows the margin and draws the whole chart again. Every
+chart of the app started at 10 px margins, so every chart was drawn twice: about 20 ms a chart in
+headless Chromium, most of a rerun's budget on pages with five charts (bench/browser_latency.py).
+`fit_margins` asks for the room up front; automargin stays on, so an estimate that falls short costs
+only the second draw, never a clipped label. Estimates err a few pixels large: plotly measures with
+the browser's fonts, we with average character widths.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+import unicodedata
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+EM = 0.62  # a Latin character's average advance, in font sizes (wide East Asian characters: 1.0)
+LEGEND_EM, LEGEND_SIZE = 0.45, 12  # legend names are mostly lower case, in Streamlit's narrow 12 px font
+TICK_SIZE, TITLE_SIZE = 14, 15  # font sizes where a figure leaves them unset (Streamlit's theme, rounded up)
+AXIS_PAD = 22  # tick label to axis line, and the margin's own padding
+TITLE_GAP = 18  # axis title to tick labels
+LEGEND_SYMBOL = 48  # a legend entry's line sample and gap
+CORNER = 0.03  # a colour bar or legend at x = 1.02 starts ~2 % of the plot width right of it
+ASSUMED_PLOT_PX = 1000  # plot width that offset is taken of (a full-width chart at 1400 px; narrower: a
+# few px to spare)
+TAGS = re.compile(r"<[^>]+>")
+
+
+def text_width(text: object, size: float, em: float = EM) -> float:
+    """Pixels one line of label text takes at font `size` (HTML tags and entities as plotly shows them)."""
+    lines = TAGS.sub("\n", str(text)).split("\n")
+    widest = 0.0
+    for line in lines:
+        line = html.unescape(line).replace("\u200b", "")
+        units = sum(1.0 if unicodedata.east_asian_width(c) in "WF" else em for c in line)
+        widest = max(widest, units)
+    return widest * size
+
+
+def _font_size(font: Any, default: float) -> float:
+    size = (font or {}).get("size") if isinstance(font, dict) else None
+    return float(size) if size else default
+
+
+def _title(axis: dict) -> str:
+    title = axis.get("title")
+    return str((title or {}).get("text") or "") if isinstance(title, dict) else str(title or "")
+
+
+def _number_chars(values: Iterable[float], tickformat: str | None, log: bool) -> int:
+    """Characters of the longest numeric tick label plotly writes for this data range."""
+    finite = [float(v) for v in values if v is not None and np.isfinite(v)]
+    if tickformat and tickformat.endswith("%"):
+        return 4  # "100%"
+    if not finite:
+        return 3
+    top = max(abs(v) for v in finite)
+    sign = 1 if min(finite) < 0 else 0
+    if log or top >= 1000:
+        return 4 + sign  # "1k", "200k", "1.5M"
+    if top >= 10:
+        return int(math.log10(top)) + 1 + sign + (2 if max(finite) - min(finite) < 10 else 0)
+    return 4 + sign  # "0.25", "2.5"
+
+
+def _values(traces: list[dict], axis_letter: str, axis_id: str) -> list[Any]:
+    """Every x (or y) value of the traces drawn on one axis."""
+    out: list[Any] = []
+    for trace in traces:
+        if trace.get(f"{axis_letter}axis", axis_letter) == axis_id and trace.get(axis_letter) is not None:
+            out += list(np.asarray(trace[axis_letter], dtype=object).ravel())
+    return out
+
+
+def _tick_labels_px(axis: dict, traces: list[dict], letter: str, axis_id: str) -> tuple[float, float, int]:
+    """(widest tick label in px, its font size, how many labels) of one axis; (0, size, 0) when hidden."""
+    size = _font_size(axis.get("tickfont"), TICK_SIZE)
+    if axis.get("showticklabels") is False or axis.get("visible") is False:
+        return 0.0, size, 0
+    values = _values(traces, letter, axis_id)
+    if axis.get("ticktext") is not None:
+        labels = [str(t) for t in axis["ticktext"]]
+    elif axis.get("type") == "category" or any(isinstance(v, str) for v in values):
+        labels = [str(v) for v in values]
+    else:
+        numbers = [float(v) for v in values + list(axis.get("range") or [])
+                   if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
+        chars = _number_chars(numbers, axis.get("tickformat"), axis.get("type") == "log")
+        return chars * EM * size, size, 6
+    return max((text_width(t, size) for t in labels), default=0.0), size, len(set(labels))
+
+
+def _edge(layout: dict, axis: dict, other: str) -> bool:
+    """The axis sits on the figure's outer edge (left or bottom), not between subplots."""
+    anchor = axis.get("anchor") or other
+    anchored = layout.get(f"{anchor[0]}axis{anchor[1:]}", {})
+    domain = anchored.get("domain") or [0, 1]
+    return float(domain[0]) < 0.02
+
+
+def _left(layout: dict, traces: list[dict]) -> float:
+    need = 0.0
+    for key, axis in layout.items():
+        if not key.startswith("yaxis") or not isinstance(axis, dict) or axis.get("side") == "right":
+            continue
+        if not _edge(layout, axis, "x"):
+            continue
+        width, _, _ = _tick_labels_px(axis, traces, "y", "y" + key[5:])
+        title = _title(axis)
+        need = max(need, width + AXIS_PAD + (_font_size(axis.get("title", {}).get("font") if isinstance(
+            axis.get("title"), dict) else None, TITLE_SIZE) * 1.2 + TITLE_GAP if title else 0))
+    return need
+
+
+def _bottom(layout: dict, traces: list[dict]) -> float:
+    need = 0.0
+    for key, axis in layout.items():
+        if not key.startswith("xaxis") or not isinstance(axis, dict) or axis.get("side") == "top":
+            continue
+        if not _edge(layout, axis, "y"):
+            continue
+        width, size, count = _tick_labels_px(axis, traces, "x", "x" + key[5:])
+        angle = axis.get("tickangle")
+        # plotly first thins crowded labels; only long ones that still collide are turned
+        crowded = width > 2.5 * size and count * (width + size) > ASSUMED_PLOT_PX * 0.5
+        turned = angle in (90, -90) or (angle in (None, "auto") and crowded)
+        labels = width if turned else (size * 1.3 if count else 0.0)
+        title = _title(axis)
+        need = max(need, labels + AXIS_PAD + (TITLE_SIZE * 1.2 + TITLE_GAP if title else 0))
+    legend = layout.get("legend") or {}
+    if legend.get("orientation") == "h" and float(legend.get("y", 1.0)) < 0:  # a legend under the plot
+        need += 40
+    return need
+
+
+def _right(layout: dict, traces: list[dict]) -> float:
+    """Colour bars and legends placed right of the plot (x >= 1)."""
+    need = 0.0
+    bars = [t for t in traces if t.get("type") in ("heatmap", "contour") and t.get("showscale") is not False
+            and not t.get("coloraxis")]
+    scales = [(t.get("colorbar") or {}, [t.get("zmin"), t.get("zmax")] if t.get("zmax") is not None else
+               np.asarray(t.get("z") if t.get("z") is not None else [0.0], dtype=float).ravel())
+              for t in bars]
+    for key, axis in layout.items():
+        if key.startswith("coloraxis") and isinstance(axis, dict) and axis.get("showscale") is not False:
+            scales.append((axis.get("colorbar") or {}, [axis.get("cmin"), axis.get("cmax")]))
+    for colorbar, values in scales:
+        size = _font_size(colorbar.get("tickfont"), TICK_SIZE)
+        labels = _number_chars([v for v in values if v is not None], colorbar.get("tickformat"), False) * EM * size
+        title = colorbar.get("title")
+        title = (title or {}).get("text") if isinstance(title, dict) else title
+        width = max(colorbar.get("thickness", 30) + 2 * colorbar.get("xpad", 10) + labels,
+                    text_width(title, TITLE_SIZE) + 2 * colorbar.get("xpad", 10) if title else 0)
+        need = max(need, CORNER * ASSUMED_PLOT_PX + width)
+    legend = layout.get("legend") or {}
+    named = [t for t in traces if t.get("showlegend") is not False and t.get("name")]
+    shown = layout.get("showlegend", len(named) > 1)
+    if shown and named and legend.get("orientation", "v") == "v" and float(legend.get("x", 1.02)) >= 1.0:
+        size = _font_size(legend.get("font"), LEGEND_SIZE)
+        width = max(text_width(t["name"], size, LEGEND_EM) for t in named) + LEGEND_SYMBOL
+        need = max(need, CORNER * ASSUMED_PLOT_PX + width)
+    return need
+
+
+def fit_margins(fig: go.Figure) -> go.Figure:
+    """Grow the figure's left, right and bottom margins to what its labels need (never shrink them)."""
+    layout, traces = fig._layout, fig._data  # plotly's own dicts, read only: to_dict() would deep-copy z
+    margin = layout.get("margin") or {}
+    wanted = {"l": _left(layout, traces), "r": _right(layout, traces), "b": _bottom(layout, traces)}
+    grown = {side: math.ceil(max(px, float(margin.get(side, 0) or 0))) for side, px in wanted.items()}
+    fig.update_layout(margin=grown)
+    return fig
+

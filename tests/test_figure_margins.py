@@ -1,0 +1,47 @@
+"""core.figures.margins: every figure asks for the margins its labels need, so plotly draws it once (the
+browser check, that plotly does not have to grow them, is in bench; here the estimates' behaviour)."""
+
+import numpy as np
+import plotly.graph_objects as go
+
+from core.figures.attention import attention_heatmap
+from core.figures.common import LEGEND_RIGHT
+from core.figures.margins import fit_margins, text_width
+
+
+def test_text_width_counts_wide_characters_double_and_ignores_tags_and_zero_width_spaces():
+    assert text_width("abcd", 10) == text_width("ab", 10) * 2
+    assert text_width("日本", 10) > text_width("ab", 10) * 1.5
+    assert text_width("<b>ab</b>", 10) == text_width("ab", 10)
+    assert text_width("ab\u200b\u200b", 10) == text_width("ab", 10)
+    assert text_width("a<br>abcdef", 10) == text_width("abcdef", 10)  # the widest line
+    assert text_width("&lt;", 10) == text_width("<", 10)
+
+
+def test_longer_token_labels_get_a_wider_left_margin_and_margins_never_shrink():
+    weights = np.tril(np.ones((4, 4))) / 4
+    short = attention_heatmap(weights, ["a", "b", "c", "d"])
+    long = attention_heatmap(weights, ["a", "b", "c", "extraordinarily"])
+    assert long.layout.margin.l > short.layout.margin.l + 60
+    assert short.layout.margin.l >= text_width("a", 13) + 30  # labels and the "query" title
+    wide = go.Figure(layout=dict(margin=dict(l=300, r=300, b=300)))
+    assert (fit_margins(wide).layout.margin.l, wide.layout.margin.r, wide.layout.margin.b) == (300, 300, 300)
+
+
+def test_colour_bars_and_right_legends_make_room_on_the_right_and_nothing_else_does():
+    weights = np.tril(np.ones((3, 3))) / 3
+    assert attention_heatmap(weights, ["a", "b", "c"]).layout.margin.r >= 60  # the colour bar
+    bare = fit_margins(go.Figure(go.Scatter(x=[0, 1], y=[0, 1])))
+    assert bare.layout.margin.r in (None, 0)
+    def runs(*names):
+        return fit_margins(go.Figure([go.Scatter(x=[0, 1], y=[0, 1], name=n) for n in names],
+                                     layout=dict(legend=LEGEND_RIGHT)))
+    assert runs("a", "b").layout.margin.r >= 48  # the line sample
+    assert runs("a", "a very long run name indeed").layout.margin.r > runs("a", "b").layout.margin.r + 80
+
+
+def test_numeric_axes_are_not_measured_as_categories():
+    fig = fit_margins(go.Figure(go.Scatter(x=np.arange(500), y=np.linspace(1.5, 3.0, 500)),
+                                layout=dict(yaxis_title="loss", xaxis_title="step")))
+    assert 60 <= fig.layout.margin.l <= 110  # "2.5" and a title, not 500 labels
+    assert 50 <= fig.layout.margin.b <= 110
