@@ -92,5 +92,5 @@ for tab, name in zip(tabs, url.POSITIONAL_SECTIONS):
         elif name == "training":
             sections.training(loaded)
         else:
-            extrapolation(loaded)
+            st.fragment(extrapolation)(loaded)  # Run reruns this tab alone: its progress bar shows sooner
 remember(saved)
