@@ -28,8 +28,8 @@ AXIS_PAD = 22  # tick label to axis line, and the margin's own padding
 TITLE_GAP = 18  # axis title to tick labels
 LEGEND_SYMBOL = 48  # a legend entry's line sample and gap
 CORNER = 0.03  # a colour bar or legend at x = 1.02 starts ~2 % of the plot width right of it
-ASSUMED_PLOT_PX = 1000  # plot width that offset is taken of (a full-width chart at 1400 px; narrower: a
-# few px to spare)
+ASSUMED_PLOT_PX = 600  # plot width that offset is taken of: a half-screen column, most charts' place (a
+# full-width chart at 1400 px may need ~10 px more: one redraw; more here would squeeze narrow columns)
 TAGS = re.compile(r"<[^>]+>")
 
 
