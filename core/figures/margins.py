@@ -97,43 +97,45 @@ def _tick_labels_px(axis: dict, traces: list[dict], letter: str, axis_id: str) -
     return max((text_width(t, size) for t in labels), default=0.0), size, len(set(labels))
 
 
-def _edge(layout: dict, axis: dict, other: str) -> bool:
-    """The axis sits on the figure's outer edge (left or bottom), not between subplots."""
-    anchor = axis.get("anchor") or other
-    anchored = layout.get(f"{anchor[0]}axis{anchor[1:]}", {})
-    domain = anchored.get("domain") or [0, 1]
-    return float(domain[0]) < 0.02
+def _edge_axes(layout: dict, letter: str, far_side: str) -> Iterable[tuple[str, dict]]:
+    """(axis id, axis) of the `letter` axes on the figure's outer left or bottom edge, not between
+    subplots and not moved to `far_side`."""
+    other = "y" if letter == "x" else "x"
+    for key, axis in layout.items():
+        if not key.startswith(f"{letter}axis") or not isinstance(axis, dict) or axis.get("side") == far_side:
+            continue
+        anchor = axis.get("anchor") or other
+        domain = layout.get(f"{anchor[0]}axis{anchor[1:]}", {}).get("domain") or [0, 1]
+        if float(domain[0]) < 0.02:
+            yield letter + key[5:], axis
+
+
+def _title_px(axis: dict) -> float:
+    """Room an axis title takes beside its tick labels (0 without one)."""
+    if not _title(axis):
+        return 0.0
+    title = axis.get("title")
+    return _font_size(title.get("font") if isinstance(title, dict) else None, TITLE_SIZE) * 1.2 + TITLE_GAP
 
 
 def _left(layout: dict, traces: list[dict]) -> float:
     need = 0.0
-    for key, axis in layout.items():
-        if not key.startswith("yaxis") or not isinstance(axis, dict) or axis.get("side") == "right":
-            continue
-        if not _edge(layout, axis, "x"):
-            continue
-        width, _, _ = _tick_labels_px(axis, traces, "y", "y" + key[5:])
-        title = _title(axis)
-        need = max(need, width + AXIS_PAD + (_font_size(axis.get("title", {}).get("font") if isinstance(
-            axis.get("title"), dict) else None, TITLE_SIZE) * 1.2 + TITLE_GAP if title else 0))
+    for axis_id, axis in _edge_axes(layout, "y", "right"):
+        width, _, _ = _tick_labels_px(axis, traces, "y", axis_id)
+        need = max(need, width + AXIS_PAD + _title_px(axis))
     return need
 
 
 def _bottom(layout: dict, traces: list[dict]) -> float:
     need = 0.0
-    for key, axis in layout.items():
-        if not key.startswith("xaxis") or not isinstance(axis, dict) or axis.get("side") == "top":
-            continue
-        if not _edge(layout, axis, "y"):
-            continue
-        width, size, count = _tick_labels_px(axis, traces, "x", "x" + key[5:])
+    for axis_id, axis in _edge_axes(layout, "x", "top"):
+        width, size, count = _tick_labels_px(axis, traces, "x", axis_id)
         angle = axis.get("tickangle")
         # plotly first thins crowded labels; only long ones that still collide are turned
         crowded = width > 2.5 * size and count * (width + size) > ASSUMED_PLOT_PX * 0.5
         turned = angle in (90, -90) or (angle in (None, "auto") and crowded)
         labels = width if turned else (size * 1.3 if count else 0.0)
-        title = _title(axis)
-        need = max(need, labels + AXIS_PAD + (TITLE_SIZE * 1.2 + TITLE_GAP if title else 0))
+        need = max(need, labels + AXIS_PAD + _title_px(axis))
     legend = layout.get("legend") or {}
     if legend.get("orientation") == "h" and float(legend.get("y", 1.0)) < 0:  # a legend under the plot
         need += 40
