@@ -45,3 +45,13 @@ def test_numeric_axes_are_not_measured_as_categories():
                                 layout=dict(yaxis_title="loss", xaxis_title="step")))
     assert 60 <= fig.layout.margin.l <= 110  # "2.5" and a title, not 500 labels
     assert 50 <= fig.layout.margin.b <= 110
+
+
+def test_a_legend_under_the_plot_gets_a_row_of_room_per_row_of_names():
+    def under(*names):
+        return fit_margins(go.Figure([go.Scatter(x=[0, 1], y=[0, 1], name=n) for n in names],
+                                     layout=dict(legend=dict(orientation="h", y=-0.02)))).layout.margin.b
+    alone = fit_margins(go.Figure(go.Scatter(x=[0, 1], y=[0, 1]))).layout.margin.b
+    assert under("a") >= (alone or 0) + 40  # one row and its offset
+    assert under("may attend", "masked") >= under("a") + 15  # two rows in a narrow column
+    assert under("a long legend entry", "another long entry", "and a third one") > under("may attend", "masked")

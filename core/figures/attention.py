@@ -146,7 +146,8 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
                            x1=1.04, y0=-0.04, y1=1.04, line=dict(color="crimson", width=3)))
     cell = max(90, min(170, 1100 // H))
     coloraxis = dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=max(top, 1e-9),
-                     colorbar=dict(thickness=12, title=dict(text="weight"), tickfont=TOKEN_FONT))
+                     colorbar=dict(thickness=12, xpad=10, title=dict(text="weight"), tickfont=TOKEN_FONT))
+    # xpad set: Streamlit's theme pads a coloraxis bar by 2 x 32 px, room fit_margins does not expect
     layout = {**grid, **attention_layout(title, 90 + L * (cell + 30), shapes=shapes, coloraxis=coloraxis)}
     layout["margin"] = dict(l=10, r=10, t=60 if title else 30, b=10)
     return go.Figure(data=traces, layout=layout)

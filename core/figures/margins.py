@@ -27,6 +27,8 @@ TICK_SIZE, TITLE_SIZE = 14, 15  # font sizes where a figure leaves them unset (S
 AXIS_PAD = 22  # tick label to axis line, and the margin's own padding
 TITLE_GAP = 18  # axis title to tick labels
 LEGEND_SYMBOL = 48  # a legend entry's line sample and gap
+LEGEND_ROW, LEGEND_UNDER = 19, 28  # a horizontal legend under the plot: px per row, and its offset
+LEGEND_ROW_PX = 150  # names one such row holds under a third-of-a-projector column (1024 px, two columns)
 CORNER = 0.03  # a colour bar or legend at x = 1.02 starts ~2 % of the plot width right of it
 ASSUMED_PLOT_PX = 600  # plot width that offset is taken of: a half-screen column, most charts' place (a
 # full-width chart at 1400 px may need ~10 px more: one redraw; more here would squeeze narrow columns)
@@ -138,8 +140,15 @@ def _bottom(layout: dict, traces: list[dict]) -> float:
         need = max(need, labels + AXIS_PAD + _title_px(axis))
     legend = layout.get("legend") or {}
     if legend.get("orientation") == "h" and float(legend.get("y", 1.0)) < 0:  # a legend under the plot
-        need += 40
+        size = _font_size(legend.get("font"), LEGEND_SIZE)
+        names = [text_width(t["name"], size, LEGEND_EM) + LEGEND_SYMBOL for t in _named(traces)]
+        need += LEGEND_UNDER + LEGEND_ROW * max(1, math.ceil(sum(names) / LEGEND_ROW_PX))
     return need
+
+
+def _named(traces: list[dict]) -> list[dict]:
+    """The traces a legend lists."""
+    return [t for t in traces if t.get("showlegend") is not False and t.get("name")]
 
 
 def _right(layout: dict, traces: list[dict]) -> float:
@@ -162,7 +171,7 @@ def _right(layout: dict, traces: list[dict]) -> float:
                     text_width(title, TITLE_SIZE) + 2 * colorbar.get("xpad", 10) if title else 0)
         need = max(need, CORNER * ASSUMED_PLOT_PX + width)
     legend = layout.get("legend") or {}
-    named = [t for t in traces if t.get("showlegend") is not False and t.get("name")]
+    named = _named(traces)
     shown = layout.get("showlegend", len(named) > 1)
     if shown and named and legend.get("orientation", "v") == "v" and float(legend.get("x", 1.02)) >= 1.0:
         size = _font_size(legend.get("font"), LEGEND_SIZE)
