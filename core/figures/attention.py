@@ -13,6 +13,7 @@ from core.figures.common import (
     TOKEN_FONT,
     category_axis,
     finished,
+    subplot_grid,
     token_axis,
     token_categories,
     visible_token,
@@ -107,17 +108,12 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
     grid comes from make_subplots once, as a dict; per-axis `update_*` calls would cost ~0.2 s at 32 heads.
     """
     import numpy as np
-    from plotly.subplots import make_subplots
-
     attention = np.asarray(attention)
     L, H, T, _ = attention.shape
     labels = _labels(tokens, range(T)) if tokens is not None else [str(i) for i in range(T)]
     categories = token_categories(labels)
-    grid = make_subplots(rows=L, cols=H, horizontal_spacing=min(0.02, 0.2 / H),
-                         vertical_spacing=min(0.08, 0.4 / L),
-                         subplot_titles=[f"L{l} H{h}" for l in range(L) for h in range(H)]
-                         ).layout.to_plotly_json()
-    grid.pop("template", None)  # the default template, validated again for nothing (~25 ms): `finished` sets ours
+    grid = subplot_grid(L, H, [f"L{l} H{h}" for l in range(L) for h in range(H)],
+                        horizontal_spacing=min(0.02, 0.2 / H), vertical_spacing=min(0.08, 0.4 / L))
     for key in grid:
         if key.startswith(("xaxis", "yaxis")):
             n = int(key[5:] or 1) - 1

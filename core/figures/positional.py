@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import plotly.graph_objects as go
 
-from core.figures.common import DIVERGING, LEGEND_RIGHT, MASKED_COLOR, RUN_COLORS, base_layout, finished
+from core.figures.common import (
+    DIVERGING,
+    LEGEND_RIGHT,
+    MASKED_COLOR,
+    RUN_COLORS,
+    base_layout,
+    finished,
+    subplot_grid,
+)
 
 # One colour per scheme on every chart of every page: the colour lives in the scheme's registry entry
 # (core.model.positional), so "ALiBi" is the same line everywhere.
@@ -135,21 +142,6 @@ def rope_distance_figure(distances, ones_scores, random_scores, bound_distances,
     return fig
 
 
-@functools.lru_cache(maxsize=32)
-def _panel_grid(rows: int, cols: int, titles: tuple[str, ...]) -> str:
-    """make_subplots' layout for the by-distance panels, as JSON: building the grid is most of the
-    figure's cost (~20 ms), and the panels only change with the compared models."""
-    import json
-
-    from plotly.subplots import make_subplots
-
-    grid = make_subplots(rows=rows, cols=cols, shared_yaxes=True, shared_xaxes=True, horizontal_spacing=0.06,
-                         vertical_spacing=0.16 / rows, subplot_titles=list(titles))
-    layout = grid.layout.to_plotly_json()
-    layout.pop("template", None)  # the default template: `finished` dresses the figure in ours (~25 ms to validate)
-    return json.dumps(layout)
-
-
 @finished
 def attention_distance_figure(series, title: str | None = None) -> go.Figure:
     """Mean attention weight against query-key distance i - j, one panel per model, one line per head.
@@ -157,14 +149,14 @@ def attention_distance_figure(series, title: str | None = None) -> go.Figure:
     `series`: (label, positional, distances, means (n_head, D)) per model. Trace order: model-major.
     """
     import html
-    import json
 
     import numpy as np
 
     n = max(len(series), 1)
     cols = min(n, 2)  # two panels a row: four across left each ~150 px at 1024x768
     rows = -(-n // cols)
-    layout = json.loads(_panel_grid(rows, cols, tuple(html.escape(label) for label, *_ in series)))
+    layout = subplot_grid(rows, cols, [html.escape(label) for label, *_ in series], shared_yaxes=True,
+                          shared_xaxes=True, horizontal_spacing=0.06, vertical_spacing=0.16 / rows)
     traces = []
     for k, (label, _positional, distances, means) in enumerate(series):
         means = np.asarray(means, dtype=float)
