@@ -55,3 +55,24 @@ def test_a_legend_under_the_plot_gets_a_row_of_room_per_row_of_names():
     assert under("a") >= (alone or 0) + 40  # one row and its offset
     assert under("may attend", "masked") >= under("a") + 15  # two rows in a narrow column
     assert under("a long legend entry", "another long entry", "and a third one") > under("may attend", "masked")
+
+
+def test_crowded_labels_at_given_positions_are_measured_turned():
+    # Token axes give every label's position: plotly cannot thin them, so when they collide it turns
+    # them, and the longest label sets the height (the probe's "MASK" under 28 characters, measured
+    # at 1024 px: plotly turned them 90° and grew the bottom margin by 14 px when this was not counted).
+    tokens = list("Where was Alan Turing born?") + ["MASK"]
+    def bottom(labels):
+        positions = list(range(len(labels)))
+        fig = go.Figure(go.Heatmap(z=[[0.0] * len(labels)], x=positions))
+        fig.update_xaxes(tickvals=positions, ticktext=labels, tickfont=dict(size=13))
+        return fit_margins(fig).layout.margin.b
+    assert bottom(tokens) >= text_width("MASK", 13) + 20
+    assert bottom(tokens) > bottom(list("Where was Alan Turing born??"))  # one character each: not taller
+    assert bottom(["a", "MASK"]) < bottom(tokens)  # two labels have room side by side
+
+
+def test_a_right_legend_has_room_for_short_names_as_plotly_draws_them():
+    fig = fit_margins(go.Figure([go.Scatter(x=[0, 1], y=[0, 1], name=f"head {h}") for h in range(4)],
+                                layout=dict(legend=LEGEND_RIGHT)))
+    assert fig.layout.margin.r >= 88 + 0.02 * 600  # 'head 0'..'head 3': 88 px measured, right of the plot

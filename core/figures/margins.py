@@ -26,7 +26,7 @@ LEGEND_EM, LEGEND_SIZE = 0.45, 12  # legend names are mostly lower case, in Stre
 TICK_SIZE, TITLE_SIZE = 14, 15  # font sizes where a figure leaves them unset (Streamlit's theme, rounded up)
 AXIS_PAD = 22  # tick label to axis line, and the margin's own padding
 TITLE_GAP = 18  # axis title to tick labels
-LEGEND_SYMBOL = 48  # a legend entry's line sample and gap
+LEGEND_SYMBOL = 56  # a legend entry's line sample, gaps and the legend's padding (measured: 'head 0' takes 88 px)
 LEGEND_ROW, LEGEND_UNDER = 19, 28  # a horizontal legend under the plot: px per row, and its offset
 LEGEND_ROW_PX = 150  # names one such row holds under a third-of-a-projector column (1024 px, two columns)
 CORNER = 0.03  # a colour bar or legend at x = 1.02 starts ~2 % of the plot width right of it
@@ -133,10 +133,12 @@ def _bottom(layout: dict, traces: list[dict]) -> float:
     for axis_id, axis in _edge_axes(layout, "x", "top"):
         width, size, count = _tick_labels_px(axis, traces, "x", axis_id)
         angle = axis.get("tickangle")
-        # plotly first thins crowded labels; only long ones that still collide are turned
-        crowded = width > 2.5 * size and count * (width + size) > ASSUMED_PLOT_PX * 0.5
+        # plotly first thins crowded labels where it picks the ticks; only long ones that still collide
+        # are turned. Labels at given positions (token axes) are never thinned: crowded, they turn.
+        thinned = axis.get("tickvals") is None
+        crowded = (width > 2.5 * size or not thinned) and count * (width + size) > ASSUMED_PLOT_PX * 0.5
         turned = angle in (90, -90) or (angle in (None, "auto") and crowded)
-        labels = width if turned else (size * 1.3 if count else 0.0)
+        labels = max(width, size * 1.3) if turned else (size * 1.3 if count else 0.0)
         need = max(need, labels + AXIS_PAD + _title_px(axis))
     legend = layout.get("legend") or {}
     if legend.get("orientation") == "h" and float(legend.get("y", 1.0)) < 0:  # a legend under the plot
