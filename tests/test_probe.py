@@ -96,6 +96,19 @@ def test_candidate_probabilities_sum_to_one_and_rank_the_greedy_answer_first(wor
     assert checked >= 20
 
 
+def test_ask_takes_a_place_answers_confidence_from_the_ranking_and_rescores_any_other(world):
+    labels = world.data.labels
+    question = world.train[0][0]
+    asked = answers.ask(world.model, world.tokenizer, question, labels)
+    assert asked.answer in asked.ranking.places  # a memorised place: scored by the ranking
+    separate = candidates.answer_probabilities(world.model, world.tokenizer, [question], [asked.answer])[0]
+    assert math.isclose(asked.confidence, separate, rel_tol=1e-5)
+    others = [p for p in labels if p != asked.answer]  # the answer is no candidate now: its own pass
+    alone = answers.ask(world.model, world.tokenizer, question, others)
+    assert alone.answer == asked.answer and alone.answer not in alone.ranking.places
+    assert math.isclose(alone.confidence, separate, rel_tol=1e-9)
+
+
 def test_candidate_log_prob_matches_a_direct_computation_and_batching(world):
     question = world.dev[0][0]
     ranking = candidates.rank_candidates(world.model, world.tokenizer, question, world.data.labels)

@@ -3,13 +3,14 @@ ranks every known place, and where it looks when it starts to answer (one `Trace
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from core.lens.birthplace import context_length, predict_birthplaces
+from core.lens.birthplace import ANSWER_CHARS, context_length, predict_birthplaces
 from core.lens.probe.candidates import CandidateRanking, answer_probabilities, check_generator, rank_candidates
 from core.lens.trace import trace
 from core.model.tokenizer import MASK_CHAR, CharTokenizer
@@ -33,9 +34,13 @@ class ProbeAnswer:
 
 def ask(model: Transformer, tokenizer: CharTokenizer, question: str, places: Sequence[str]) -> ProbeAnswer:
     answer = predict_birthplaces(model, tokenizer, [question])[0]
-    confidence = float(answer_probabilities(model, tokenizer, [question], [answer])[0])
-    return ProbeAnswer(question=question, answer=answer, confidence=confidence,
-                       ranking=rank_candidates(model, tokenizer, question, places))
+    ranking = rank_candidates(model, tokenizer, question, places)
+    if answer in ranking.places and len(answer) < ANSWER_CHARS and MASK_CHAR not in question:
+        # the ranking scored this very string (answer + ⁇ after question + ⁇): its confidence, no new pass
+        confidence = math.exp(float(ranking.log_probs[ranking.places.index(answer)]))
+    else:
+        confidence = float(answer_probabilities(model, tokenizer, [question], [answer])[0])
+    return ProbeAnswer(question=question, answer=answer, confidence=confidence, ranking=ranking)
 
 
 def answers_frame(answers: Mapping[str, ProbeAnswer], truth: str | None = None) -> pd.DataFrame:
