@@ -149,6 +149,21 @@ def require_model() -> LoadedCheckpoint | None:
     return load_checkpoint(info)
 
 
+def shown_table(frame):
+    """A frame for st.dataframe, which writes "None" in empty cells: columns empty in every row are left
+    out, and the empty cells of the others are blank (their numbers then shown to 4 significant digits)."""
+    import pandas as pd
+
+    frame = frame.dropna(axis=1, how="all")
+    holes = [c for c in frame.columns if frame[c].isna().any()]
+    if holes:
+        frame = frame.copy()
+        for column in holes:
+            frame[column] = ["" if pd.isna(v) else f"{v:.4g}" if isinstance(v, float) else str(v)
+                             for v in frame[column]]
+    return frame
+
+
 def image_format() -> str:
     return st.session_state.get("image_format", "png")
 

@@ -17,7 +17,7 @@ from core.figures.curves import family_run_colors, training_curves_figure
 from core.io import folders
 from core.io.checkpoint import checkpoint_dir
 from core.lens import history as hist
-from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure
+from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure, shown_table
 
 MAX_UPLOAD_MB = 200
 REFRESH_SECONDS = 5
@@ -189,8 +189,8 @@ def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
         st.caption(plain(line))
     show_notes(current.notes + plot.notes)
     st.subheader("Final and best values")
-    st.dataframe(hist.summarize_runs(current.frame, settings.runs, settings.metric), hide_index=True,
-                 width="stretch")
+    st.dataframe(shown_table(hist.summarize_runs(current.frame, settings.runs, settings.metric)),
+                 hide_index=True, width="stretch")
     # A callable: the CSV (megabytes for long runs) is built only when someone clicks, not every refresh.
     st.download_button("Download CSV (selected runs, every metric and point)",
                        lambda frame=current.frame: hist.to_csv(frame), file_name="training-curves.csv",

@@ -6,6 +6,7 @@ import base64
 import json
 
 import numpy as np
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT, save_tiny_checkpoint
@@ -225,3 +226,17 @@ def test_pretrained_vs_scratch_caption_is_computed_from_the_bundled_runs(monkeyp
                 f"names-scratch at {100 * finals['names-scratch']:.1f}%")
     captions = " ".join(c.value for c in at.caption).replace("\\", "")  # drop the Markdown escapes
     assert expected in captions
+
+
+def test_the_summary_table_never_shows_none_in_a_cell(monkeypatch):
+    from pages.common import shown_table
+
+    # the bundled positional runs log validation perplexity only: no train column of blanks
+    at = open_page(monkeypatch, ROOT / "checkpoints",
+                   {"runs": "lm-learned,lm-sinusoidal,lm-alibi,lm-rope", "metric": "perplexity"})
+    summary = at.dataframe[0].value
+    assert len(summary) == 4 and not summary.isna().any().any()
+    assert "final train" not in summary and "final val" in summary
+    mixed = shown_table(pd.DataFrame({"run": ["a", "b"], "final train": [1.23456, np.nan],
+                                      "empty": [np.nan, np.nan]}))
+    assert list(mixed.columns) == ["run", "final train"] and mixed["final train"].tolist() == ["1.235", ""]

@@ -490,9 +490,13 @@ def test_answers_frame_ranks_the_truth():
     frame = answers.answers_frame({"m": answers.ProbeAnswer("q", "Lond", 0.2, ranking)}, truth="Paris")
     row = frame.iloc[0]
     assert row["greedy answer"] == "Lond" and not row["correct"] and not row["answer is a training label"]
-    assert row["rank of the truth"] == 2 and row["probability on the candidate list"] == pytest.approx(0.4)
+    assert row["rank of the truth"] == "2 of 2" and row["probability on the candidate list"] == pytest.approx(0.4)
+    unranked = answers.answers_frame({"m": answers.ProbeAnswer("q", "Lond", 0.2, ranking)}, truth="Oslo")
+    assert unranked.iloc[0]["rank of the truth"] == "not a candidate"  # never "None" in a cell
     no_truth = answers.answers_frame({"m": answers.ProbeAnswer("q", "Paris", 0.2, ranking)})
-    assert no_truth.iloc[0]["correct"] is None
+    assert "correct" not in no_truth and "rank of the truth" not in no_truth  # no column of blanks
+    assert list(no_truth.columns) == ["model", "greedy answer", "confidence", "answer is a training label",
+                                      "probability on the candidate list"]
 
 
 def test_continuation_log_probs_edge_cases():

@@ -46,7 +46,7 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
         customdata=[html.escape(label) for label in labels],
         hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", **index_axis(labels))  # index_axis escapes
-    fig.update_xaxes(title="probability among the candidates", range=[0, 1], tickformat=".0%")
+    fig.update_xaxes(title="probability", range=[0, 1], tickformat=".0%")  # longer ran past a half column at 1024 px
     return base_layout(fig, html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
 
 

@@ -92,3 +92,33 @@ def test_model_view_has_tokens_a_colour_bar_and_whole_titles(projector, server):
     assert titles and all(t["text"].count(" H") == 1 for t in titles)
     for title in titles:  # whole: inside the chart, not cut at its top edge
         assert title["box"][1] >= chart[1] - 0.5 and title["box"][0] >= chart[0] - 0.5, title
+
+
+TEXTS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(chart => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const texts = chart.querySelectorAll('.gtitle, .g-xtitle text, .g-ytitle text, .xtick text, .ytick text');
+    return {chart: box(chart.querySelector('.main-svg')),
+            texts: Array.from(texts).filter(e => e.textContent && e.getBoundingClientRect().width > 0)
+                .map(e => ({text: e.textContent, box: box(e)}))};
+})"""
+
+
+CHART_VIEWS = ["probe?name=Alan+Turing", "probe?probe_tab=dev", "positional", "attention", "attention?view=compare",
+               "attention?view=model", "curves", "playground", "anatomy",
+               *(f"positional?pos_section={s}" for s in ("similarity", "alibi", "rope", "sentence", "training"))]
+
+
+@pytest.mark.parametrize("path", CHART_VIEWS)
+def test_chart_titles_and_labels_are_not_cut_at_the_chart_edge_at_1024x768(projector, server, path):
+    # a title centred over a narrow plot ran past the chart's edge, where the SVG cuts it ("probability
+    # among the candi")
+    open_page(projector, f"{server.url}/{path}")
+    projector.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
+    charts = [c for c in projector.evaluate(TEXTS_JS) if c["chart"][2] > c["chart"][0]]  # drawn, not hidden
+    assert charts and all(c["texts"] for c in charts)
+    for chart in charts:
+        left, top, right, bottom = chart["chart"]
+        for text in chart["texts"]:
+            x0, y0, x1, y1 = text["box"]
+            assert x0 >= left - 1 and x1 <= right + 1 and y0 >= top - 1 and y1 <= bottom + 1, \
+                f"{path}: {text['text']!r} at {text['box']} leaves its chart {chart['chart']}"

@@ -44,13 +44,20 @@ def ask(model: Transformer, tokenizer: CharTokenizer, question: str, places: Seq
 
 
 def answers_frame(answers: Mapping[str, ProbeAnswer], truth: str | None = None) -> pd.DataFrame:
-    """One row per model: its greedy answer, confidence, and where the truth ranks among the candidates."""
-    return pd.DataFrame([{"model": model, "greedy answer": a.answer, "confidence": a.confidence,
-                          "correct": (a.answer == truth) if truth else None,
-                          "answer is a training label": a.answer_is_candidate,
-                          "rank of the truth": a.ranking.rank_of(truth) if truth else None,
-                          "probability on the candidate list": a.ranking.mass}
-                         for model, a in answers.items()])
+    """One row per model: its greedy answer, confidence, and where the truth ranks among the candidates
+    (the truth's columns only when it is known: never a column of blanks)."""
+    rows = []
+    for model, a in answers.items():
+        row = {"model": model, "greedy answer": a.answer, "confidence": a.confidence}
+        if truth:
+            row["correct"] = a.answer == truth
+        row["answer is a training label"] = a.answer_is_candidate
+        if truth:
+            rank = a.ranking.rank_of(truth)  # None: too long to score, or not a training label
+            row["rank of the truth"] = f"{rank} of {len(a.ranking.places)}" if rank else "not a candidate"
+        row["probability on the candidate list"] = a.ranking.mass
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 @dataclass
