@@ -103,8 +103,8 @@ TEXTS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map
 })"""
 
 
-CHART_VIEWS = ["probe?name=Alan+Turing", "probe?probe_tab=dev", "positional", "attention", "attention?view=compare",
-               "attention?view=model", "curves", "playground", "anatomy",
+CHART_VIEWS = ["probe?name=Alan+Turing", "probe?tab=dev", "probe?tab=fabricate", "positional", "attention",
+               "attention?view=compare", "attention?view=model", "curves", "playground", "anatomy",
                *(f"positional?pos_section={s}" for s in ("similarity", "alibi", "rope", "sentence", "training"))]
 
 
