@@ -506,3 +506,10 @@ def test_continuation_log_probs_edge_cases():
     assert scores[0] == 0.0 and np.isnan(scores[1]) and scores[2] < 0
     with pytest.raises(ValueError, match="causal"):
         candidates.continuation_log_probs(tiny_model(tokenizer.vocab_size, causal=False), tokenizer, ["a"], ["b"])
+
+
+def test_candidate_percentages_sit_beside_the_bars_in_a_readable_font():
+    fig = viz.candidate_bars(["London", "Paris"], [0.995, 0.005])
+    bar = fig.data[0]
+    assert list(bar.text) == ["99.5%", "0.5%"] and bar.textposition == "outside"
+    assert bar.textfont.size >= 12 and fig.layout.xaxis.range[1] > 1.0  # room for "99.5%" right of the bar

@@ -10,6 +10,7 @@ from core.figures.common import (
     ALLOWED_COLOR,
     LEGEND_RIGHT,
     SEQUENTIAL,
+    TOKEN_FONT,
     base_layout,
     finished,
     index_axis,
@@ -42,11 +43,14 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
     labels = [p + m for p, m in zip(places, marks)]
     fig = go.Figure(go.Bar(
         x=probabilities, y=list(range(len(places))), orientation="h", marker_color=colors,
-        text=[f"{100 * p:.1f}%" for p in probabilities], textposition="auto",
+        # beside the bar in the axis font: inside, plotly shrinks the label to the bar (~8 px on a projector)
+        text=[f"{100 * p:.1f}%" for p in probabilities], textposition="outside", textfont=TOKEN_FONT,
+        cliponaxis=False,
         customdata=[html.escape(label) for label in labels],
         hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", **index_axis(labels))  # index_axis escapes
-    fig.update_xaxes(title="probability", range=[0, 1], tickformat=".0%")  # longer ran past a half column at 1024 px
+    # room right of 100 % for a label; a longer title ran past a half column at 1024 px
+    fig.update_xaxes(title="probability", range=[0, 1.25], tickvals=[0, 0.5, 1], tickformat=".0%")
     return base_layout(fig, html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
 
 
