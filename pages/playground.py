@@ -38,7 +38,7 @@ def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.nd
 by_hand, two_heads = st.tabs(["Attention by hand", "One head vs two heads"])
 
 with by_hand:
-    top = st.columns([3, 1], vertical_alignment="bottom")  # the preset's long labels get a wide box
+    top = st.columns([2, 1], vertical_alignment="bottom")  # a wide box for the preset, room for "Scale by 1/√d"
     controls = [top[0], *st.columns(3), top[1]]
     preset_name = controls[0].selectbox("Preset", list(pg.PRESETS), index=list(pg.PRESETS).index("select"),
                                         format_func=lambda k: pg.PRESETS[k].label, key="pg_preset")
@@ -80,6 +80,10 @@ with by_hand:
     if result is not None:
         keys = [f"k_{i}" for i in range(n)]
         queries = [f"q_{j}" for j in range(len(Q))]
+        # the figure first and full width: eight cells of two-decimal weights fit it at 1024 px
+        show_figure(figs.attention_weights_heatmap(result.weights, result.scores, keys, queries,
+                                                  title="Attention weights"),
+                    "playground-weights", key="pg_weights_fig")
         left, right = st.columns([1, 1])
         with left:
             st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))
@@ -99,9 +103,6 @@ with by_hand:
             if target is not None:
                 st.dataframe(pg.to_frame(target, "target").style.format(precision=4), width="stretch")
         with right:
-            show_figure(figs.attention_weights_heatmap(result.weights, result.scores, keys, queries,
-                                                      title="Attention weights"),
-                        "playground-weights", key="pg_weights_fig")
             st.markdown("**Least squares for your keys**: q = lstsq(K, t) with t = β at key i, 0 elsewhere")
             index = st.selectbox("select v_i with i =", list(range(n)), key="pg_solve_index")
             solved_q = pg.select_query(K, index, beta) / pg.score_scale(d, scaled)

@@ -218,7 +218,7 @@ def test_weights_heatmap_writes_each_weight_and_keeps_duplicate_labels():
     fig = viz.attention_weights_heatmap(result.weights, result.scores, ["k", "k", "<b>k</b>"], ["q_0"])
     heat = fig.data[0]
     assert heat.zmin == 0 and heat.zmax == 1
-    assert list(heat.text[0]) == ["0.090", "0.245", "0.665"]
+    assert list(heat.text[0]) == ["0.09", "0.24", "0.67"] and heat.showscale is False  # numbers, not a bar
     np.testing.assert_allclose(heat.customdata, result.scores)
     assert list(fig.layout.xaxis.ticktext) == ["k", "k", "&lt;b&gt;k&lt;/b&gt;"]
     assert list(fig.layout.xaxis.tickvals) == [0, 1, 2]
