@@ -54,13 +54,15 @@ if stated is not None:
     verdict = "matches" if stated == totals.total else "does NOT match"
     st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")
 
-frame = pd.DataFrame([{
-    "module": r.module, "part": r.role, "formula": r.formula, "where": r.where,
-    "formula value": r.formula_value, "parameters": r.parameters,
-    "formula = count": "✓" if r.matches else "✗", "buffers": r.buffers, "note": r.note,
+frame = pd.DataFrame([{  # count, check and the whole formula first: at 1024 px they fit side by side
+    "module": r.module, "parameters": r.parameters, "formula = count": "✓" if r.matches else "✗",
+    "formula": r.formula, "part": r.role, "formula value": r.formula_value, "where": r.where,
+    "buffers": r.buffers, "note": r.note,
 } for r in rows])
 st.dataframe(frame.fillna(""), hide_index=True, width="stretch", height="content",  # every row; "" not "None"
              column_config={"module": st.column_config.TextColumn(pinned=True),
+                            "formula = count": st.column_config.TextColumn(
+                                "=", width="small", help="✓: the formula's value equals the counted parameters"),
                             "formula": st.column_config.TextColumn(width="large"),
                             "where": st.column_config.TextColumn(width="medium"),
                             "formula value": st.column_config.NumberColumn(format="localized"),
