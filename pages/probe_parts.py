@@ -27,8 +27,12 @@ TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
 CONFIDENCE = st.column_config.NumberColumn(
     format="percent", help="Probability of the greedy answer (its characters and the closing ⁇).")
-MASS = st.column_config.NumberColumn(
-    format="percent", help="Total probability of the training places as answers (the rest: other strings).")
+MASS = st.column_config.NumberColumn(  # short labels: at 1024 px the whole table fits without a scroll
+    "on the list", format="percent",
+    help="Probability on the candidate list: the total probability of the training places as answers "
+         "(the rest: other strings).")
+KNOWN = st.column_config.CheckboxColumn("a place?", help="The answer is a training label (one of the places).")
+RANK = st.column_config.TextColumn("truth's rank", help="Where the true place ranks among the candidates.")
 ATTENTION_VIEWS = {"layers": "every layer (mean over heads)", "heads": "every head of one layer"}
 
 
@@ -124,7 +128,8 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     st.text(f"True birthplace ({source}): {truth}" if truth else
             "True birthplace: unknown (not a question of the train or dev file).")
     st.dataframe(answers.answers_frame(by_model, truth), hide_index=True,
-                 column_config={"confidence": CONFIDENCE, "probability on the candidate list": MASS})
+                 column_config={"confidence": CONFIDENCE, "probability on the candidate list": MASS,
+                                "answer is a training label": KNOWN, "rank of the truth": RANK})
     left, right = st.columns(2)
     with left:
         ranking = by_model[focus].ranking
