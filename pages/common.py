@@ -149,9 +149,19 @@ def require_model() -> LoadedCheckpoint | None:
     return load_checkpoint(info)
 
 
+def _cell(value) -> str:
+    """A number as a table shows it: whole or large numbers with thousands separators (step 12,000, not
+    1.2e+04), the rest to 4 significant digits."""
+    if not isinstance(value, float):
+        return str(value)
+    if value.is_integer() or abs(value) >= 1000:
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.1f}"
+    return f"{value:.4g}"
+
+
 def shown_table(frame):
     """A frame for st.dataframe, which writes "None" in empty cells: columns empty in every row are left
-    out, and the empty cells of the others are blank (their numbers then shown to 4 significant digits)."""
+    out, and the empty cells of the others are blank (their numbers then written by `_cell`)."""
     import pandas as pd
 
     frame = frame.dropna(axis=1, how="all")
@@ -159,8 +169,7 @@ def shown_table(frame):
     if holes:
         frame = frame.copy()
         for column in holes:
-            frame[column] = ["" if pd.isna(v) else f"{v:.4g}" if isinstance(v, float) else str(v)
-                             for v in frame[column]]
+            frame[column] = ["" if pd.isna(v) else _cell(v) for v in frame[column]]
     return frame
 
 

@@ -240,3 +240,6 @@ def test_the_summary_table_never_shows_none_in_a_cell(monkeypatch):
     mixed = shown_table(pd.DataFrame({"run": ["a", "b"], "final train": [1.23456, np.nan],
                                       "empty": [np.nan, np.nan]}))
     assert list(mixed.columns) == ["run", "final train"] and mixed["final train"].tolist() == ["1.235", ""]
+    steps = shown_table(pd.DataFrame({"best at step": [12000.0, np.nan, 4.0], "val": [1234.56, 0.5, np.nan]}))
+    assert steps["best at step"].tolist() == ["12,000", "", "4"]  # not "1.2e+04"
+    assert steps["val"].tolist() == ["1,234.6", "0.5", ""]
