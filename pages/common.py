@@ -179,6 +179,9 @@ def image_format() -> str:
 
 def show_figure(fig, filename: str, key: str | None = None) -> None:
     """Draw a plotly figure whose toolbar camera exports PNG or SVG (chosen in the sidebar)."""
+    from core.figures.browser import for_browser
     from core.figures.common import chart_config
 
-    st.plotly_chart(fig, config=chart_config(filename, image_format()), key=key)
+    # theme=None: the look is in the figure (core.figures.common.APP_LOOK); Streamlit's theme step would
+    # make plotly.js draw every chart twice (core/figures/browser.py).
+    st.plotly_chart(for_browser(fig), config=chart_config(filename, image_format()), key=key, theme=None)

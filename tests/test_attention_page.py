@@ -221,7 +221,7 @@ def test_combine_hides_the_first_token_and_renormalises(monkeypatch, tiny_checkp
                    combine="rollout", hidefirst="1")
     (fig,) = charts(at)
     z = array(fig["data"][0]["z"])
-    assert z.shape == (12, 12) and fig["data"][0]["meta"]["positions"] == list(range(1, 13))  # first token hidden
+    assert z.shape == (12, 12) and fig["data"][0]["meta"][0]["positions"] == list(range(1, 13))  # first token hidden
     np.testing.assert_allclose(np.nansum(z, axis=-1), 1.0, atol=1e-6)
     assert "Attention rollout" in fig["layout"]["title"]["text"]
 

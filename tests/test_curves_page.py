@@ -39,9 +39,13 @@ def chart(at: AppTest) -> dict:
     return json.loads(charts[0].proto.spec)
 
 
+def meta(trace: dict) -> dict:
+    """A trace's tags; the browser spec wraps them in a one-item list (core/figures/browser.py)."""
+    return (trace.get("meta") or [{}])[0]
+
+
 def traces(spec: dict, kind: str = "raw") -> dict[tuple[str, str], dict]:
-    return {(t["meta"]["run"], t["meta"]["split"]): t for t in spec["data"]
-            if t.get("meta", {}).get("kind") == kind}
+    return {(meta(t)["run"], meta(t)["split"]): t for t in spec["data"] if meta(t).get("kind") == kind}
 
 
 def warnings(at: AppTest) -> str:
@@ -63,7 +67,7 @@ def test_page_draws_the_sidebar_model_with_train_val_summary_and_csv(monkeypatch
     assert array(raw[(picked, "train")]["x"]).tolist() == [1, 2, 3, 4, 5]
     np.testing.assert_allclose(array(raw[(picked, "train")]["y"]), [2.8, 2.6, 2.4, 2.2, 2.0])
     assert raw[(picked, "val")]["line"]["dash"] == "dash"
-    best = [t for t in spec["data"] if t.get("meta", {}).get("kind") == "best"]
+    best = [t for t in spec["data"] if meta(t).get("kind") == "best"]
     assert best and array(best[0]["y"]).tolist() == [2.5]
     summary = at.dataframe[0].value.set_index("run")
     assert summary.loc[picked, "best val"] == 2.5 and summary.loc[picked, "best at epoch"] == 2

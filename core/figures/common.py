@@ -46,16 +46,47 @@ def wrap_title(title: str, width: int = TITLE_WIDTH) -> str:
     return "<br>".join(textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False)) or title
 
 
+# Streamlit's light chart theme (Streamlit 1.67, read from a drawn chart's template), laid over
+# plotly_white. Streamlit added it in the browser; charts are now shown with theme=None (one draw per
+# change, core/figures/browser.py), so the look is ours: the same on the page, in exports and in tests.
+_GREY, _LINE, _FONT = "#808495", "#e6eaf1", '"Source Sans", sans-serif'
+APP_LOOK: dict[str, Any] = dict(
+    font=dict(color=_GREY, family=_FONT, size=12, weight=400),
+    title=dict(font=dict(family=_FONT, size=16, color="#2F2D2B", weight=700), pad=dict(l=4), xanchor="left", x=0),
+    legend=dict(title=dict(font=dict(size=12, color=_GREY), side="top"), valign="top",
+                bordercolor="rgba(0,0,0,0)", borderwidth=0, font=dict(size=12, color="#262730")),
+    margin=dict(pad=8, r=0, l=0),
+    hoverlabel=dict(bgcolor="#FFFFFF", bordercolor="#DCD8D4", font=dict(color=_GREY, family=_FONT, size=12)),
+    coloraxis=dict(colorbar=dict(thickness=16, xpad=24, ticklabelposition="outside", outlinecolor="rgba(0,0,0,0)",
+                                 outlinewidth=8, len=0.75, y=0.5745, title=dict(font=dict(color=_GREY, size=14)),
+                                 tickfont=dict(color=_GREY, size=12))),
+    xaxis=dict(zerolinecolor=_LINE, gridcolor=_LINE, showgrid=False, tickfont=dict(color=_GREY, size=12),
+               tickcolor=_LINE, title=dict(font=dict(color=_GREY, size=14), standoff=20),
+               minor=dict(gridcolor=_LINE), zeroline=False, automargin=True),
+    yaxis=dict(ticklabelposition="outside", zerolinecolor=_LINE, gridcolor=_LINE, tickfont=dict(color=_GREY, size=12),
+               tickcolor=_LINE, title=dict(font=dict(color=_GREY, size=14), standoff=24),
+               minor=dict(gridcolor=_LINE), automargin=True),
+)
+
+
+@functools.lru_cache(maxsize=1)
+def app_template() -> go.layout.Template:
+    """plotly_white with APP_LOOK over its layout; built (and validated) once."""
+    template = go.layout.Template(pio.templates["plotly_white"])
+    template.layout.update(APP_LOOK)
+    return template
+
+
 def white(fig: go.Figure) -> go.Figure:
-    """Dress the figure in plotly_white. Assigned the way plotly assigns its default template: the
-    registered template is already valid, so it is not validated and deep-copied again, which
+    """Dress the figure in `app_template()`. Assigned the way plotly assigns its default template: the
+    template is already valid, so it is not validated and deep-copied again, which
     `update_layout(template=...)` did on every figure (~40 ms each, several per rerun on the positional
     and probe pages; bench/browser_latency.py). Not `pio.templates.default`: Streamlit sets that too,
     so the result would depend on import order."""
     layout = fig._layout_obj
     layout._validate = False
     try:
-        layout.template = pio.templates["plotly_white"]
+        layout.template = app_template()
     finally:
         layout._validate = fig._validate
     return fig

@@ -209,3 +209,35 @@ def test_unpaired_surrogate_typed_in_the_browser_does_not_break_the_page(page, s
     assert exception_boxes(page) == 0
     shown = page.locator('[data-testid="stCode"]').first.inner_text()
     assert re.search(r"\[G\]|grace", shown, re.IGNORECASE), shown[:200]
+
+
+# Per chart div: how many times plotly finished a draw, and how many full draws (beforeplot) began after
+# its first one. Hooked when the div appears, so the first draw's beforeplot has already passed.
+REDRAW_HOOK = """() => {
+    window.__draws = [];
+    const hook = (gd) => {
+        if (gd.__counted || !gd.on) return;
+        gd.__counted = true;
+        const log = {after: 0, again: 0};
+        window.__draws.push(log);
+        gd.on('plotly_beforeplot', () => { if (log.after > 0) log.again += 1; });
+        gd.on('plotly_afterplot', () => { log.after += 1; });
+    };
+    document.querySelectorAll('.js-plotly-plot').forEach(hook);
+    new MutationObserver(() => document.querySelectorAll('.js-plotly-plot').forEach(hook))
+        .observe(document.body, {subtree: true, childList: true});
+}"""
+
+
+def test_a_new_chart_is_computed_and_drawn_once(page, server):
+    """Streamlit's chart element reacts to a new figure twice (its mount, then a JSON copy); plotly.js
+    must find the copy equal and not compute and draw the chart again (core/figures/browser.py). With
+    Streamlit's theme step or a template in the figure, every chart here was drawn twice."""
+    open_page(page, server.url + "/attention")
+    page.evaluate(REDRAW_HOOK)
+    before = charts_data(page)
+    commit_text(page, "Sentence", "Ada Lovelace was born in London .", area=True)
+    wait_for_change(page, before, "typing a sentence")
+    draws = [d for d in page.evaluate("() => window.__draws") if d["after"]]  # the replaced chart drew none
+    assert draws, "no new chart was drawn"
+    assert [d["again"] for d in draws] == [0] * len(draws), draws

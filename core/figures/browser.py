@@ -1,0 +1,166 @@
+"""The figure as plotly.js should receive it: drawn once per change, not twice.
+
+Streamlit's chart element mounts a new figure with `Plotly.react` and then calls `Plotly.react` again
+with a JSON copy of the same figure (its theme step). plotly.js diffs the two: with no
+`layout.datarevision` it compares data arrays by identity, and it always compares `layout.template`,
+typed arrays (numpy's `{dtype, bdata}`) and trace `meta` by identity. A JSON copy differs in all of
+them, so every chart was computed and drawn a second time: ~170 ms of the ~500 ms the browser spent
+on a positional-page interaction (5 charts; bench/README.md, "What the misses are made of").
+
+`for_browser` gives plotly.js a figure whose copy compares equal:
+- the template applied to the layout and traces (plotly.js's rules: layout values win, every x axis
+  takes `template.layout.xaxis`, `annotationdefaults` goes under each annotation, trace templates
+  cycle per trace type), and no `layout.template`;
+- arrays as plain lists, and `layout.datarevision` a hash of the data: plotly.js then recomputes
+  only when the data changed;
+- a trace's `meta` object wrapped in a one-item list (`_listed`).
+Shown with `theme=None`, so Streamlit adds no template back: its look is ours
+(`core.figures.common.app_template`: plotly_white under Streamlit's light chart theme).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import re
+import weakref
+from typing import Any
+
+import plotly.graph_objects as go
+
+# Layout entries that plotly.js applies to every numbered sibling (xaxis2, scene3, coloraxis2, ...).
+_NUMBERED = ("xaxis", "yaxis", "scene", "polar", "ternary", "geo", "map", "mapbox", "smith", "coloraxis")
+# Trace types drawn on x/y axes: their figure gets an `xaxis`/`yaxis` from the template even when the
+# layout names none (plotly.js creates the first axes for them).
+_CARTESIAN = {"scatter", "scattergl", "bar", "histogram", "histogram2d", "histogram2dcontour", "heatmap",
+              "contour", "box", "violin", "image", "funnel", "waterfall", "ohlc", "candlestick"}
+
+
+# plotly.js turns some axis parts on when their colour, width or length is *given* (a showline default of
+# "a line colour was set"); a template's value does not count as given. Baked into the layout it would,
+# so these switches get their untouched defaults unless the figure itself sets the part or the switch.
+# (switch, parts that imply it, default) per axis, in the axis or its `minor` dict.
+_IMPLIED = (("showline", ("linecolor", "linewidth"), False),
+            ("ticks", ("ticklen", "tickwidth", "tickcolor"), ""),
+            ("showgrid", ("gridcolor", "gridwidth", "griddash"), None))  # None: plotly's default is on
+
+
+def _keep_switches(axis: dict[str, Any], template_axis: dict[str, Any], figure_axis: dict[str, Any]) -> None:
+    for inner in (None, "minor"):
+        out = axis if inner is None else axis.get(inner)
+        given = figure_axis if inner is None else figure_axis.get(inner) or {}
+        template = template_axis if inner is None else template_axis.get(inner) or {}
+        if not isinstance(out, dict):
+            continue
+        for switch, parts, default in _IMPLIED:
+            if switch in given or any(part in given for part in parts) or switch in template:
+                continue
+            if any(part in template for part in parts):
+                if default is None and inner is None:
+                    continue  # major grid: on by default anyway
+                out[switch] = default if default is not None else False
+
+
+def under(default: Any, value: Any) -> Any:
+    """`value` over `default`: dicts merge key by key, anything else (lists included) replaces."""
+    if isinstance(default, dict) and isinstance(value, dict):
+        out = dict(default)
+        for key, item in value.items():
+            out[key] = under(default[key], item) if key in default else item
+        return out
+    return value
+
+
+def plain(value: Any) -> Any:
+    """Arrays as plain lists, recursively: numpy arrays, and the `{dtype, bdata, shape}` typed-array specs
+    that plotly's `to_dict` makes of them (plotly.js diffs lists by datarevision, typed arrays by identity)."""
+    if isinstance(value, dict):
+        if "bdata" in value and "dtype" in value:
+            import base64
+
+            import numpy as np
+
+            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+            if "shape" in value:  # "3, 4"
+                array = array.reshape([int(n) for n in str(value["shape"]).split(",")])
+            return array.tolist()
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return value.tolist()
+    return value
+
+
+def _listed(key: str, value: Any) -> Any:
+    """A trace's `meta` object as a one-item list: plotly.js compares an object meta by identity (a
+    redraw after every JSON copy) and a list meta by datarevision. Hover templates would read
+    `%{meta[0].name}`; none does: meta tags traces for tests and analysis."""
+    return [value] if key == "meta" and isinstance(value, dict) else value
+
+
+def apply_template(spec: dict[str, Any]) -> dict[str, Any]:
+    """A figure dict with its `layout.template` applied and removed (plotly.js's template rules)."""
+    layout = dict(spec.get("layout") or {})
+    template = layout.pop("template", None) or {}
+    template_layout = template.get("layout") or {}
+    template_data = template.get("data") or {}
+    data, used = [], {}
+    for trace in spec.get("data") or []:
+        kind = trace.get("type", "scatter")
+        items = template_data.get(kind) or []
+        if items:
+            index = used.get(kind, 0)
+            used[kind] = index + 1
+            defaults = {key: item for key, item in items[index % len(items)].items() if key != "type"}
+            trace = under(defaults, trace)
+        data.append(trace)
+    cartesian = any(trace.get("type", "scatter") in _CARTESIAN for trace in data)
+    for key, default in template_layout.items():
+        if key in _NUMBERED:
+            names = [name for name in layout if re.fullmatch(key + r"\d*", name)]
+            if key in ("xaxis", "yaxis") and cartesian and key not in names:
+                names.append(key)
+            for name in names:
+                given = layout.get(name, {})
+                layout[name] = under(default, given)
+                if key in ("xaxis", "yaxis"):
+                    _keep_switches(layout[name], default, given)
+        elif key.endswith("defaults"):  # annotationdefaults -> every annotation, ...
+            items = key[: -len("defaults")] + "s"
+            if isinstance(layout.get(items), list):
+                layout[items] = [under(default, item) for item in layout[items]]
+        else:
+            layout[key] = under(default, layout[key]) if key in layout else default
+    return {**spec, "data": data, "layout": layout}
+
+
+def browser_spec(fig: go.Figure) -> dict[str, Any]:
+    """The figure dict `for_browser` wraps: template applied, lists, meta listed, datarevision.
+
+    Read from plotly's validated properties (`fig._data`, `fig._layout`, never written here) rather than
+    `fig.to_dict()`, which deep-copies the template (~1.6 ms a figure) and base64-encodes numpy arrays
+    that would only be decoded again; `plain` makes the one copy."""
+    layout = {key: plain(item) for key, item in fig._layout.items() if key != "template"}
+    data = [{key: _listed(key, plain(item)) for key, item in trace.items()} for trace in fig._data]
+    spec = apply_template({"data": data, "layout": {**layout, "template": fig._layout.get("template")}})
+    digest = hashlib.blake2b(pickle.dumps(spec["data"], protocol=5), digest_size=8)
+    spec["layout"]["datarevision"] = digest.hexdigest()
+    return spec
+
+
+def for_browser(fig: go.Figure) -> go.Figure:
+    """`fig` as plotly.js redraws it once per change (module docstring); draw it with `theme=None`.
+    Figures are read-only once built (pages share cached ones), so the result is kept while `fig` lives."""
+    key = id(fig)
+    kept = _KEPT.get(key)
+    if kept is not None and kept[0]() is fig:
+        return kept[1]
+    out = go.Figure(browser_spec(fig), _validate=False)  # its parts were validated when `fig` was built
+    out.layout.template = None  # go.Figure put plotly's default template back; None removes the key
+    _KEPT[key] = (weakref.ref(fig), out)
+    weakref.finalize(fig, _KEPT.pop, key, None)
+    return out
+
+
+_KEPT: dict[int, tuple[weakref.ref, go.Figure]] = {}
