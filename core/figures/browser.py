@@ -39,26 +39,26 @@ _CARTESIAN = {"scatter", "scattergl", "bar", "histogram", "histogram2d", "histog
 # plotly.js turns some axis parts on when their colour, width or length is *given* (a showline default of
 # "a line colour was set"); a template's value does not count as given. Baked into the layout it would,
 # so these switches get their untouched defaults unless the figure itself sets the part or the switch.
-# (switch, parts that imply it, default) per axis, in the axis or its `minor` dict.
+# (switch, parts that imply it, untouched default), in the axis and in its `minor` dict; the major grid is
+# left alone (on by default either way).
 _IMPLIED = (("showline", ("linecolor", "linewidth"), False),
             ("ticks", ("ticklen", "tickwidth", "tickcolor"), ""),
-            ("showgrid", ("gridcolor", "gridwidth", "griddash"), None))  # None: plotly's default is on
+            ("showgrid", ("gridcolor", "gridwidth", "griddash"), False))
 
 
 def _keep_switches(axis: dict[str, Any], template_axis: dict[str, Any], figure_axis: dict[str, Any]) -> None:
-    for inner in (None, "minor"):
-        out = axis if inner is None else axis.get(inner)
-        given = figure_axis if inner is None else figure_axis.get(inner) or {}
-        template = template_axis if inner is None else template_axis.get(inner) or {}
+    for level in (None, "minor"):
+        out = axis if level is None else axis.get(level)
+        given = figure_axis if level is None else figure_axis.get(level) or {}
+        template = template_axis if level is None else template_axis.get(level) or {}
         if not isinstance(out, dict):
             continue
         for switch, parts, default in _IMPLIED:
-            if switch in given or any(part in given for part in parts) or switch in template:
+            if (level is None and switch == "showgrid") or switch in given or switch in template \
+                    or any(part in given for part in parts):
                 continue
             if any(part in template for part in parts):
-                if default is None and inner is None:
-                    continue  # major grid: on by default anyway
-                out[switch] = default if default is not None else False
+                out[switch] = default
 
 
 def under(default: Any, value: Any) -> Any:
@@ -72,8 +72,8 @@ def under(default: Any, value: Any) -> Any:
 
 
 def plain(value: Any) -> Any:
-    """Arrays as plain lists, recursively: numpy arrays, and the `{dtype, bdata, shape}` typed-array specs
-    that plotly's `to_dict` makes of them (plotly.js diffs lists by datarevision, typed arrays by identity)."""
+    """Arrays as plain lists, recursively: numpy arrays, and `{dtype, bdata, shape}` typed-array specs (what
+    a figure built from plotly JSON holds). plotly.js diffs lists by datarevision, typed arrays by identity."""
     if isinstance(value, dict):
         if "bdata" in value and "dtype" in value:
             import base64
