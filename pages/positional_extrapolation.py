@@ -3,7 +3,9 @@
 `core.lens.extrapolation.run_extrapolation` (the CLI's runner) scores every (model, protocol, length) with
 `score_length` through a cache keyed on (checkpoint path, modification time, text, settings), so a result
 is computed once per server process and a later visit shows it at once; a progress bar shows from the
-first unit while new ones run.
+first unit while new ones run. Scores recorded in the checkpoints (`core.lens.extrapolation.recorded`, written
+by `make checkpoints`) for this very text and these weights are read instead of computed; when they cover the
+default settings for every model, the tab shows the results on its first visit, before any click.
 """
 
 from __future__ import annotations
@@ -30,9 +32,38 @@ def dev_text(key: tuple, _members) -> ev.DevText:
     return ev.family_dev_text(_members)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def recorded(path: str, modified: float, text: str, _loaded) -> dict:
+    # the loaded file's metadata: the folder listing is kept 30 s and may predate the record
+    return ev.recorded_scores(_loaded.metadata, text, _loaded.model)
+
+
+DEFAULTS = (ev.EXTRAPOLATION_FACTORS, ev.EXTRAPOLATION_PROTOCOLS, ev.DEFAULT_LIMITS["windows"],
+            ev.DEFAULT_LIMITS["sliding"])
+
+
+def where_from(read: int, computed: int, work: int) -> str:
+    """Where this run's numbers came from, counted while it ran."""
+    if not computed:
+        return (f"All {read} results were read from the checkpoints: `make checkpoints` recorded them "
+                "(`python -m core.lens.extrapolation record`) for this dev text and these weights, both checked "
+                "by digest. Other settings are computed when you run them.")
+    recorded_part = f"{read} of {read + computed} results were read from the checkpoints' records; " if read else ""
+    return (f"{recorded_part}this run read about {work:,} token positions through the models (sliding: one "
+            "forward pass of L tokens per prediction); each (model, protocol, length) is cached once computed.")
+
+
 def show_results(loaded, text: str, recorded_split: bool, factors, protocols, max_windows: int,
-                 max_sliding: int) -> None:
+                 max_sliding: int, records: dict) -> None:
+    counts = {"read": 0, "computed": 0, "work": 0}
+
     def score(info, lc, max_tokens: int | None, unit: ev.ExtrapolationUnit, _progress) -> ev.LengthScore:
+        found = records.get(info.name, {}).get((unit.protocol, unit.length, max_tokens))
+        if found is not None:
+            counts["read"] += 1
+            return found
+        counts["computed"] += 1
+        counts["work"] += ev.unit_work(unit, max_tokens, len(text), lc.model.max_length)
         return length_score(str(info.path), mtime(info), text, max_tokens, unit.protocol, unit.factor,
                             unit.length, lc)
 
@@ -45,8 +76,7 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
         st.error(markdown_escape(str(exc)))
         return
     bar.empty()
-    st.caption(f"This run read about {run.work:,} token positions through the models (sliding: one forward "
-               "pass of L tokens per prediction); each (model, protocol, length) is cached once computed.")
+    st.caption(where_from(counts["read"], counts["computed"], counts["work"]))
     for problem in run.problems:
         st.warning(markdown_escape(problem))
     if run.checked and not run.problems:
@@ -92,14 +122,16 @@ def extrapolation(loaded) -> None:
         st.info(markdown_escape(f"{exc} Paste one below."))
         text = st.text_area("Text to evaluate on", max_chars=200_000, key="pos_dev_text")
         recorded_split = False
-    with st.form("pos_extrapolation"):
-        c1, c2, c3, c4 = st.columns(4)
-        factors = c1.multiselect("Lengths (x block size)", ev.EXTRAPOLATION_FACTORS, ev.EXTRAPOLATION_FACTORS,
+    with st.form("pos_extrapolation"):  # two rows: at 1024 px four columns cut the chosen lengths to "0."
+        c1, c2 = st.columns([3, 2])
+        factors = c1.multiselect("Lengths (x block size)", ev.EXTRAPOLATION_FACTORS, DEFAULTS[0],
                                  key="pos_factors", format_func=lambda f: f"{f:g}x")
-        protocols = c2.multiselect("Protocols", ev.EXTRAPOLATION_PROTOCOLS, ev.EXTRAPOLATION_PROTOCOLS,
-                                   key="pos_protocols")
-        max_windows = c3.number_input("Predictions scored, windows", 16, 1_000_000, 4096, key="pos_max_windows")
-        max_sliding = c4.number_input("Predictions scored, sliding", 16, 1_000_000, 512, key="pos_max_sliding",
+        protocols = c2.multiselect("Protocols", ev.EXTRAPOLATION_PROTOCOLS, DEFAULTS[1], key="pos_protocols")
+        c3, c4 = st.columns(2)
+        max_windows = c3.number_input("Predictions scored, windows", 16, 1_000_000, DEFAULTS[2],
+                                      key="pos_max_windows")
+        max_sliding = c4.number_input("Predictions scored, sliding", 16, 1_000_000, DEFAULTS[3],
+                                      key="pos_max_sliding",
                                       help="One forward pass per prediction; the CLI can run the whole text.")
         limits = {"windows": max_windows, "sliding": max_sliding}
         cost = ev.planned_work(config.block_size, factors, protocols, limits, len(text or ""))
@@ -109,11 +141,16 @@ def extrapolation(loaded) -> None:
             st.session_state["pos_extrapolation_settings"] = (tuple(factors), tuple(protocols),
                                                               int(max_windows), int(max_sliding))
     settings = st.session_state.get("pos_extrapolation_settings")
+    records = {info.name: recorded(str(info.path), mtime(info), text, lc)
+               for info, lc in loaded} if recorded_split and (text or "").strip() else {}
+    if settings is None and records and all(ev.covers(r, lc.config.block_size, *DEFAULTS, check=True)
+                                            for (info, lc), r in zip(loaded, records.values())):
+        settings = DEFAULTS  # every number is in the checkpoints: shown before any click
     if settings and not (text or "").strip():
         st.warning("There is no text to evaluate on.")
     elif settings and (not settings[0] or not settings[1]):
         st.warning("Choose at least one length and one protocol.")
     elif settings:
-        show_results(loaded, text, recorded_split, *settings)
+        show_results(loaded, text, recorded_split, *settings, records)
     st.caption("The whole dev text: `python -m core.lens.extrapolation extrapolation checkpoints/lm-*.safetensors` "
                "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")

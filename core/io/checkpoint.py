@@ -74,6 +74,11 @@ def save(path: str | Path, model: Transformer, tokenizer: Tokenizer, task: str, 
     }
     for key, value in (extra or {}).items():
         metadata[key] = value if isinstance(value, str) else json.dumps(value)
+    _write_atomically(path, tensors, metadata)
+    return path
+
+
+def _write_atomically(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -84,6 +89,21 @@ def save(path: str | Path, model: Transformer, tokenizer: Tokenizer, task: str, 
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def update_metadata(path: str | Path, updates: dict[str, str], max_bytes: int = DEFAULT_MAX_BYTES) -> Path:
+    """Add or replace metadata entries of a checkpoint file, tensors unchanged (read without unpickling,
+    written atomically). `format`, `config` and `tokenizer` describe the tensors and are refused here."""
+    path = Path(path)
+    fixed = sorted({"format", "config", "tokenizer"} & set(updates))
+    if fixed:
+        raise CheckpointError(f"'{fixed[0]}' metadata describes the tensors; save the model again to change it.")
+    header, _ = _read_header(path, max_bytes)
+    raw = header.get("__metadata__") or {}
+    _decode_metadata(raw, path.name)  # an Attention Lab checkpoint, readable
+    with safe_open(str(path), framework="pt", device="cpu") as fh:
+        tensors = {key: fh.get_tensor(key) for key in fh.keys()}
+    _write_atomically(path, tensors, {**raw, **{k: str(v) for k, v in updates.items()}})
     return path
 
 

@@ -134,6 +134,10 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
     out = _path(recipe.name, folder)
     trainer = FUNCTIONS[recipe.recipe](**recipe.kwargs, **{OUTPUT_ARG: out}, shape=recipe.shape,
                                        trainer=replace(recipe.trainer, device=device), force=True, command=command)
+    if recipe.recipe == "train_lm":  # the positional page's default extrapolation, shown without a click
+        from core.lens.extrapolation.recorded import record
+
+        record(out, trainer.device)
     seconds = time.perf_counter() - started
     resume_path(Path(out)).unlink(missing_ok=True)
     log_path(Path(out)).unlink(missing_ok=True)

@@ -1,5 +1,6 @@
 """The command line: `python -m core.lens.extrapolation extrapolation CHECKPOINT...` runs the page's plan
-over each checkpoint's whole dev split (or a given text) and prints a table, sentences and the check."""
+over each checkpoint's whole dev split (or a given text) and prints a table, sentences and the check;
+`... record CHECKPOINT...` stores the page's default run in each checkpoint, so the page shows it at once."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from core.io import checkpoint as ckpt
 from core.io.loaded import CheckpointInfo
 from core.lens.extrapolation.devtext import DevText, dev_text_from_metadata
 from core.lens.extrapolation.plan import run_extrapolation, text_scorer
+from core.lens.extrapolation.recorded import record
 from core.lens.extrapolation.report import (
     check_note,
     extrapolation_summary,
@@ -24,6 +26,7 @@ from core.lens.extrapolation.report import (
     recorded_val_loss,
 )
 from core.lens.extrapolation.scoring import (
+    DEFAULT_LIMITS,
     EXTRAPOLATION_FACTORS,
     EXTRAPOLATION_PROTOCOLS,
     WINDOWS_PER_BATCH,
@@ -119,6 +122,23 @@ def extrapolation_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def record_command(args: argparse.Namespace) -> int:
+    try:
+        device = pick_device(args.device)
+        for path in args.checkpoints:
+            run = record(path, device)
+            variant = run.variants[0]
+            scored = sum(s.applicable for s in variant.scores)
+            print(f"{variant.name}: recorded {len(variant.scores)} scores ({scored} applicable) and the 1x check "
+                  f"(dev loss {run.checks[variant.name]:.4f}) in {path}", flush=True)
+            for problem in run.problems:
+                print(f"  {problem}")
+    except (ExtrapolationError, DataError, ckpt.CheckpointError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core.lens.extrapolation", description="Evaluate checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -141,6 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
     extra.add_argument("--batch-size", type=int, default=WINDOWS_PER_BATCH, help="windows per forward pass")
     extra.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     extra.add_argument("--json", help="also write every number (and per-position losses) to this JSON file")
+    rec = sub.add_parser(
+        "record", help="store the page's default run in each checkpoint's metadata",
+        description="Score each language-model checkpoint on its own dev split with the page's default settings "
+                    f"(every length, both protocols, {DEFAULT_LIMITS['windows']} / {DEFAULT_LIMITS['sliding']} "
+                    "predictions for windows / sliding, and the whole-split check) and store the scores in its "
+                    "metadata, tensors unchanged. The page then shows them at once, for as long as the text and "
+                    "the weights are the ones they were measured on (both checked by digest).")
+    rec.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT")
+    rec.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     return parser
 
 
@@ -148,4 +177,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "extrapolation":
         return extrapolation_command(args)
+    if args.command == "record":
+        return record_command(args)
     return 2

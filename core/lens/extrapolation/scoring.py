@@ -40,6 +40,9 @@ from core.model.transformer import Transformer
 
 EXTRAPOLATION_FACTORS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 EXTRAPOLATION_PROTOCOLS = ("windows", "sliding")
+# Predictions scored per protocol unless a person asks for more: the page's defaults, and what
+# `python -m core.lens.extrapolation record` stores in a checkpoint (sliding is one pass per prediction).
+DEFAULT_LIMITS = {"windows": 4096, "sliding": 512}
 PROTOCOL_DESCRIPTIONS = {  # the comment above, in the words the page and --help show
     "windows": "Non-overlapping windows of L tokens, as training validates: window k reads tokens kL..kL+L-1 "
                "and predicts each next token; the tail that does not fill a window is not scored. A token at "
