@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from core.figures import positional as figs
-from core.figures.common import LEGEND_RIGHT, RUN_COLORS, run_colors
+from core.figures.common import LEGEND_RIGHT, RUN_COLORS, log_axis, run_colors
 from core.figures.curves import training_curves_figure
 from core.lens import positional as pv
 from core.lens.history import build_curves
@@ -42,6 +42,19 @@ def test_perplexity_is_drawn_on_a_log_axis_and_loss_on_a_linear_one():
     fig = figs.positional_training_figure(data, ["a", "b"], ["alibi", "rope"], "loss")
     assert fig.layout.yaxis.type == "linear"
     assert [t.line.color for t in fig.data] == [POSITIONAL["alibi"].color, POSITIONAL["rope"].color]
+
+
+def test_log_axes_label_their_ticks_with_whole_numbers_not_first_digits():
+    """Left alone, plotly labels a log axis spanning a decade '2' for 20 (the extrapolation panels did)."""
+    axis = log_axis([2.6, 3.1, 24.7])
+    assert axis["type"] == "log" and axis["ticktext"] == ["3", "5", "7", "10", "15", "20"]
+    assert [float(t) for t in axis["ticktext"]] == axis["tickvals"]
+    wide = log_axis([1.01, 5000, None, float("nan"), -1])
+    assert wide["ticktext"] == ["1", "3", "10", "30", "100", "300", "1000", "3000"]  # at most 8, 1-3 steps
+    assert log_axis([2.8, 3.1]) == {"type": "log"}  # under a tenth of a decade: plotly's own ticks
+    assert log_axis([]) == {"type": "log"}
+    ppl = figs.positional_training_figure(frame(["a"]), ["a"], ["alibi"], "perplexity")
+    assert ppl.layout.yaxis.ticktext and all("e" not in t for t in ppl.layout.yaxis.ticktext)
 
 
 def test_legends_sit_right_of_the_plot_not_on_the_axis_title():

@@ -1,5 +1,6 @@
 """Positional encodings page data: every figure's numbers equal the closed forms of the papers."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -269,6 +270,13 @@ def test_extrapolation_figure_ends_the_learned_curve_with_a_marked_x():
     ends = [t for t in fig.data if t.meta["kind"] == "end"]
     assert len(ends) == 1 and ends[0].marker.symbol == "x" and list(ends[0].x) == [32]
     assert any(a.text == "no positions past 32" for a in fig.layout.annotations)
+    # at 1024 px two panels' long x titles overlapped; the training length is a label on its line
+    for v in (learned, alibi):
+        v.scores += [dataclasses.replace(score, protocol="sliding") for score in v.scores]
+    both = viz.extrapolation_figure([learned, alibi], ["learned", "ALiBi"], ["windows", "sliding"])
+    assert both.layout.xaxis.title.text == both.layout.xaxis2.title.text == "window length (tokens)"
+    assert [a.text for a in both.layout.annotations].count("trained") == 2
+    assert list(both.layout.yaxis.tickvals) == [6, 7, 8]  # perplexities e^1.7 .. e^2.1, labelled whole
 
 
 def test_position_loss_figure_leaves_out_what_was_not_measured():

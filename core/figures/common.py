@@ -174,6 +174,31 @@ def index_axis(labels: list[str]) -> dict[str, Any]:
                 ticktext=[html.escape(str(label)) for label in labels])
 
 
+LOG_MANTISSAS = ((1, 1.5, 2, 3, 4, 5, 6, 7, 8), (1, 1.5, 2, 3, 5, 7), (1, 2, 3, 5), (1, 2, 5), (1, 3), (1,))
+
+
+def log_axis(values, most: int = 8) -> dict[str, Any]:
+    """A log axis whose tick labels are whole numbers ("20", "3"): left alone, plotly labels the ticks
+    between decades by their first digit only ("2" for 20). 2 to `most` ticks from the finest 1-2-5 style
+    series that fits the data's range (with plotly's padding); plotly's own ticks when none fits."""
+    import math
+
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if not finite:
+        return dict(type="log")
+    lo, hi = math.log10(min(finite)), math.log10(max(finite))
+    pad = max(0.05 * (hi - lo), 0.02)  # a tick just outside the data still shows inside the padded range
+    decades = range(math.floor(lo) - 1, math.ceil(hi) + 1)
+    for mantissas in LOG_MANTISSAS:
+        ticks = sorted({round(m * 10.0 ** k, 12) for k in decades for m in mantissas})
+        shown = [t for t in ticks if lo - pad <= math.log10(t) <= hi + pad]
+        if 2 <= len(shown) <= most:
+            return dict(type="log", tickmode="array", tickvals=shown, ticktext=[f"{t:g}" for t in shown])
+        if len(shown) < 2:  # a coarser series has fewer still
+            break
+    return dict(type="log")
+
+
 def visible_token(token: str) -> str:
     """Whitespace would be an invisible tick label."""
     return {" ": "␣", "\n": "↵", "\t": "⇥", "": "∅"}.get(token, token)

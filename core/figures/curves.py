@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.figures.common import LEGEND_RIGHT, base_layout, finished, run_color, run_colors
+from core.figures.common import LEGEND_RIGHT, base_layout, finished, log_axis, run_color, run_colors
 
 SPLIT_DASH = {"train": "solid", "val": "dash"}  # any other split: dotted
 RAW_OPACITY_UNDER_SMOOTHING = 0.25
@@ -84,6 +84,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     fig.update_layout(
         uirevision=plot.uirevision, hovermode="closest",
         legend=LEGEND_RIGHT,
-        xaxis_title=X_AXES.get(plot.x, plot.x), yaxis_title=metric,
-        yaxis_type="log" if plot.logy else "linear")
+        xaxis_title=X_AXES.get(plot.x, plot.x), yaxis_title=metric)
+    fig.update_yaxes(**(log_axis(y for t in fig.data for y in t.y if y is not None) if plot.logy
+                        else dict(type="linear")))
     return fig

@@ -13,6 +13,7 @@ from core.figures.common import (
     RUN_COLORS,
     base_layout,
     finished,
+    log_axis,
     subplot_grid,
 )
 
@@ -210,7 +211,8 @@ def positional_training_figure(frame, runs: list[str], positionals: list[str], m
     base_layout(fig, html.escape(title) if title else None, 400)
     fig.update_xaxes(title=x)
     # perplexity spans orders of magnitude (e^loss): on a linear axis everything under 10 is one line
-    fig.update_yaxes(title=metric, type="log" if metric == "perplexity" else "linear")
+    fig.update_yaxes(title=metric, **(log_axis(y for t in fig.data for y in t.y) if metric == "perplexity"
+                                      else dict(type="linear")))
     fig.update_layout(legend=LEGEND_RIGHT)
     return fig
 
@@ -268,9 +270,11 @@ def extrapolation_figure(variants, labels: list[str], protocols: list[str], metr
                                    font=dict(color=color, size=11), row=1, col=col)
         if variants:
             fig.add_vline(x=variants[0].block_size, line=dict(color="grey", dash="dot", width=1),
-                          row=1, col=col)
-    fig.update_xaxes(title="window length (tokens); dotted: training length")
-    fig.update_yaxes(type="log" if log else "linear")
+                          annotation=dict(text="trained", font=dict(size=11, color="grey")),
+                          annotation_position="top right", row=1, col=col)
+        shown = [getattr(s, metric) for v in variants for s in v.scores if s.protocol == protocol and s.applicable]
+        fig.update_yaxes(**(log_axis(shown) if log else dict(type="linear")), row=1, col=col)
+    fig.update_xaxes(title="window length (tokens)")  # one short title per panel: two long ones overlapped
     fig.update_yaxes(title=f"dev {metric}" + (" (log scale)" if log else ""), row=1, col=1)
     base_layout(fig, html.escape(title) if title else None, 420)
     fig.update_layout(legend=LEGEND_RIGHT, margin=dict(t=90))
