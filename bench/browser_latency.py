@@ -272,6 +272,8 @@ def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpo
         add("positional: layer", alternate(tab, tab.choose("Layer", "1"), tab.choose("Layer", "0")))
         add("positional: tab (sentence <-> training)",
             alternate(tab, tab.tab("Training"), tab.tab("One sentence")))
+        add("positional: tab (training <-> extrapolation)",  # recorded results, drawn without a click
+            alternate(tab, tab.tab("Longer than trained"), tab.tab("Training")))
         tab.goto(f"{url}/positional?pos_section=extrapolation")
         button = tab.page.get_by_role("button", name="Run extrapolation")
         windows = tab.page.get_by_label("Predictions scored, windows", exact=True)
