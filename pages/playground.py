@@ -1,7 +1,8 @@
 """Attention playground: attention by hand (CS224N a5 written part), no checkpoint needed.
 
-Storyboard: a preset and sizes -> editable K, V, Q tables -> `core.lens.playground.attend` -> tables and
-a heatmap; then one head versus two heads under noisy keys -> histograms.
+Storyboard: a preset and sizes -> the weights heatmap (drawn first, above the fold, from the tables below it)
+and the preset's explanation -> editable K, V, Q tables -> `core.lens.playground.attend` -> score, weight and
+output tables; then one head versus two heads under noisy keys -> histograms.
 """
 
 import numpy as np
@@ -49,6 +50,7 @@ with by_hand:
     scaled = controls[4].toggle("Scale by 1/√d", False, key="pg_scaled",
                                 help="Off: plain dot products q·k_i, as in the course's hand calculations.")
     preset = pg.PRESETS[preset_name]
+    chart = st.container()  # filled once the tables below are read: the map above the fold at 1024x768
     st.info(preset.explanation)
     n, d = pg.preset_sizes(preset_name, n_asked, d_asked)
     if (n, d) != (n_asked, d_asked):
@@ -59,8 +61,8 @@ with by_hand:
         st.warning(setup.note)
     st.caption("Scores are " + ("q·k_i / √d (scaled dot products)." if scaled else
                                 "plain dot products q·k_i, as in the course (no 1/√d scaling).")
-               + " Edit any cell: everything below updates. Changing the preset, sizes or β resets "
-                 "the tables.")
+               + " Edit any cell: the map above and everything below update. Changing the preset, sizes "
+                 "or β resets the tables.")
 
     # One key per setting: a new preset or size gives fresh tables, edits persist otherwise.
     version = f"{preset_name}-{n}-{d}-{beta}-{scaled}"
@@ -75,15 +77,15 @@ with by_hand:
     try:
         result = pg.attend(Q, K, V, scaled)
     except pg.PlaygroundError as exc:
-        st.error(str(exc))
+        chart.error(str(exc))
         result = None
     if result is not None:
         keys = [f"k_{i}" for i in range(n)]
         queries = [f"q_{j}" for j in range(len(Q))]
-        # the figure first and full width: eight cells of two-decimal weights fit it at 1024 px
-        show_figure(figs.attention_weights_heatmap(result.weights, result.scores, keys, queries,
-                                                  title="Attention weights"),
-                    "playground-weights", key="pg_weights_fig")
+        with chart:  # full width: eight cells of two-decimal weights fit it at 1024 px
+            show_figure(figs.attention_weights_heatmap(result.weights, result.scores, keys, queries,
+                                                      title="Attention weights"),
+                        "playground-weights", key="pg_weights_fig")
         left, right = st.columns([1, 1])
         with left:
             st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))

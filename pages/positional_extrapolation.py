@@ -76,16 +76,16 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
         st.error(markdown_escape(str(exc)))
         return
     bar.empty()
-    st.caption(where_from(counts["read"], counts["computed"], counts["work"]))
     for problem in run.problems:
         st.warning(markdown_escape(problem))
-    if run.checked and not run.problems:
-        st.caption("Checked: at 1x over the whole dev split, every model gives back the dev loss its "
-                   "training recorded.")
     variants = run.variants
     labels = ev.variant_labels(variants)
     show_figure(figs.extrapolation_figure(variants, labels, list(protocols), title="Dev perplexity by length"),
                 "extrapolation", key="pos_extrapolation_fig")
+    st.caption(where_from(counts["read"], counts["computed"], counts["work"]))
+    if run.checked and not run.problems:
+        st.caption("Checked: at 1x over the whole dev split, every model gives back the dev loss its "
+                   "training recorded.")
     for sentence in ev.extrapolation_summary(variants):
         st.markdown(markdown_escape(sentence))
     table = pd.DataFrame(ev.extrapolation_rows(variants))
@@ -108,9 +108,7 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
 def extrapolation(loaded) -> None:
     config = loaded[0][1].config
     st.write(f"Dev perplexity at window lengths that are multiples of the training block size "
-             f"({config.block_size} tokens). Two protocols:")
-    for protocol, description in ev.PROTOCOL_DESCRIPTIONS.items():
-        st.markdown(f"- **{protocol}**: {description}")
+             f"({config.block_size} tokens), under two protocols (described below the settings).")
     members = [m for m, _ in loaded]
     try:
         dev = dev_text(stamp(members), members)
@@ -122,6 +120,7 @@ def extrapolation(loaded) -> None:
         st.info(markdown_escape(f"{exc} Paste one below."))
         text = st.text_area("Text to evaluate on", max_chars=200_000, key="pos_dev_text")
         recorded_split = False
+    results = st.container()  # the figure before the settings: above the fold at 1024x768
     with st.form("pos_extrapolation"):  # two rows: at 1024 px four columns cut the chosen lengths to "0."
         c1, c2 = st.columns([3, 2])
         factors = c1.multiselect("Lengths (x block size)", ev.EXTRAPOLATION_FACTORS, DEFAULTS[0],
@@ -140,17 +139,20 @@ def extrapolation(loaded) -> None:
         if st.form_submit_button("Run extrapolation", type="primary"):
             st.session_state["pos_extrapolation_settings"] = (tuple(factors), tuple(protocols),
                                                               int(max_windows), int(max_sliding))
+    for protocol, description in ev.PROTOCOL_DESCRIPTIONS.items():
+        st.markdown(f"- **{protocol}**: {description}")
     settings = st.session_state.get("pos_extrapolation_settings")
     records = {info.name: recorded(str(info.path), mtime(info), text, lc)
                for info, lc in loaded} if recorded_split and (text or "").strip() else {}
     if settings is None and records and all(ev.covers(r, lc.config.block_size, *DEFAULTS, check=True)
                                             for (info, lc), r in zip(loaded, records.values())):
         settings = DEFAULTS  # every number is in the checkpoints: shown before any click
-    if settings and not (text or "").strip():
-        st.warning("There is no text to evaluate on.")
-    elif settings and (not settings[0] or not settings[1]):
-        st.warning("Choose at least one length and one protocol.")
-    elif settings:
-        show_results(loaded, text, recorded_split, *settings, records)
+    with results:
+        if settings and not (text or "").strip():
+            st.warning("There is no text to evaluate on.")
+        elif settings and (not settings[0] or not settings[1]):
+            st.warning("Choose at least one length and one protocol.")
+        elif settings:
+            show_results(loaded, text, recorded_split, *settings, records)
     st.caption("The whole dev text: `python -m core.lens.extrapolation extrapolation checkpoints/lm-*.safetensors` "
                "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")

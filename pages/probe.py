@@ -1,6 +1,8 @@
 """Birthplace probe: what does a birthplace model retrieve from its pretraining, and what does it make up?
 
-Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each one `core.lens.probe`
+Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each opening with the picker of
+the model for the details (beside the name on Ask: the answers start above the fold at 1024x768) and one
+`core.lens.probe`
 call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence, attention at the
 answer; drawn by pages/probe_parts.py), Fabricate (names nobody wrote about: the fallback strategy), Dev
 set (assignment-exact accuracy, evidence categories, reliability, one example at a time; pages/probe_dev.py).
@@ -19,7 +21,7 @@ from core.figures import probe as viz
 from core.lens.probe import corpus, fabricated, files, inputs
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
 from pages.probe_dev import dev_tab
-from pages.probe_parts import PERCENT, Probe, cached_answers, show_example, version, warn_unknown
+from pages.probe_parts import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
 
 TABS = tuple(urlstate.PROBE_TABS.values())
 
@@ -56,7 +58,9 @@ def save_state(focus: str) -> None:
 
 
 def ask_tab(p: Probe) -> None:
-    text = st.text_input("A name, or a question 'Where was NAME born?'", key="probe_ask")
+    name_box, focus_box = st.columns([3, 2])  # one row: the answers start above the fold at 1024x768
+    pick_focus(p, focus_box)
+    text = name_box.text_input("A name, or a question 'Where was NAME born?'", key="probe_ask")
     asked = inputs.read_probe_input(text)
     if asked.problem:
         st.warning(plain(asked.problem))
@@ -67,6 +71,7 @@ def ask_tab(p: Probe) -> None:
 
 
 def fabricate_tab(p: Probe) -> None:
+    pick_focus(p)
     models, focus, data, stamp = p.models, p.focus, p.data, p.stamp
     st.write("Names drawn like the world's people but absent from the corpus and the training questions: "
              "the model cannot know them, so its answers show its fallback strategy.")
@@ -123,16 +128,15 @@ except DataError as exc:
     st.warning(plain(exc))
     st.stop()
 saved = restore_state(data)
-current = st.session_state.get("probe_focus")  # written back every run, as in restore_state
+current = st.session_state.get("probe_focus")  # written back every run: the tabs' pickers are new widgets
 st.session_state["probe_focus"] = current if current in models else next(
     (n for n in (saved.focus, info.name if info else None) if n in models), next(iter(models)))
-focus = st.selectbox("Model for the details (candidates, attention, table)", list(models), key="probe_focus")
-st.caption(plain(f"Corpus: {folder / corpus.CORPUS_FILE} ({len(data.index.documents)} documents); "
-                 f"candidates: the {len(data.labels)} places of {corpus.TRAIN_FILE}."))
 tabs = st.tabs(TABS, key="probe_tab", on_change="rerun")
-save_state(focus)
-chosen = Probe(models, focus, data, stamp)
+chosen = Probe(models, st.session_state["probe_focus"], data, stamp)
 for tab, show in zip(tabs, (ask_tab, fabricate_tab, dev_tab)):
     if tab.open:
         with tab:
-            show(chosen)
+            show(chosen)  # each tab draws the focus picker (pick_focus) where it fits its first row
+save_state(chosen.focus)
+st.caption(plain(f"Corpus: {folder / corpus.CORPUS_FILE} ({len(data.index.documents)} documents); "
+                 f"candidates: the {len(data.labels)} places of {corpus.TRAIN_FILE}."))

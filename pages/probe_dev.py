@@ -14,7 +14,7 @@ import streamlit as st
 from core.figures import probe as viz
 from core.lens.probe import analysis, corpus, files
 from pages.common import plain, show_figure
-from pages.probe_parts import CONFIDENCE, PERCENT, Probe, show_example, version, warn_unknown
+from pages.probe_parts import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, version, warn_unknown
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -67,6 +67,7 @@ def pick_example(view) -> int:
 
 
 def dev_tab(p: Probe) -> None:
+    pick_focus(p)
     models, focus, data, stamp = p.models, p.focus, p.data, p.stamp
     chosen = dev_questions(p)
     if chosen is None:

@@ -62,6 +62,12 @@ def cached_answers(path: str, modified: float, questions: tuple[str, ...], _load
     return predict_birthplaces(_loaded.model, _loaded.tokenizer, questions)
 
 
+def pick_focus(p: Probe, where=st) -> None:
+    """The model whose candidates, attention and tables the tab shows (one key for every tab)."""
+    p.focus = where.selectbox("Model for the details", list(p.models), key="probe_focus",
+                              help="The model whose candidates, attention and tables this tab shows.")
+
+
 def version(loaded) -> tuple[str, float]:
     return str(loaded.path), Path(loaded.path).stat().st_mtime
 
@@ -122,11 +128,11 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     models, focus, data = p.models, p.focus, p.data
     labels = tuple(data.labels)
     by_model = {m: cached_ask(*version(loaded), question, labels, loaded) for m, loaded in models.items()}
-    st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}]",
+    known = (f"**true birthplace** ({plain(source)}): {plain(truth)}" if truth else
+             "true birthplace unknown (not a question of the train or dev file)")
+    st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}] · {known}",
                 help="The page appends the MASK character (⁇, U+2047) to the question: the model writes its "
                      "answer after it, as in the assignment. You type '?' (or nothing); never the MASK.")
-    st.text(f"True birthplace ({source}): {truth}" if truth else
-            "True birthplace: unknown (not a question of the train or dev file).")
     st.dataframe(answers.answers_frame(by_model, truth), hide_index=True,
                  column_config={"confidence": CONFIDENCE, "probability on the candidate list": MASS,
                                 "answer is a training label": KNOWN, "rank of the truth": RANK})

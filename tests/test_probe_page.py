@@ -60,9 +60,17 @@ def messages(elements) -> list[str]:
     return [e.value.replace("\\", "") for e in elements]
 
 
-def prompts(at: AppTest) -> list[str]:
-    """The prompt lines as shown (Markdown, user text escaped): the question, then the MASK marker."""
+def prompt_lines(at: AppTest) -> list[str]:
+    """The prompt lines as shown (Markdown, user text escaped): the question, the MASK marker, the truth."""
     return [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**Prompt:**")]
+
+
+def prompts(at: AppTest) -> list[str]:
+    return [line.rsplit(" · ", 1)[0] for line in prompt_lines(at)]
+
+
+def truths(at: AppTest) -> list[str]:
+    return [line.rsplit(" · ", 1)[1] for line in prompt_lines(at)]
 
 
 def asked(question: str) -> str:
@@ -80,7 +88,7 @@ def test_ask_shows_every_model_answer_truth_and_evidence(monkeypatch, models, sm
     question, truth = data.dev_pairs[0]
     shown = texts(at)
     assert prompts(at) == [asked(question)]
-    assert f"True birthplace (birth_dev.tsv): {truth}" in shown
+    assert truths(at) == [f"**true birthplace** (birth_dev.tsv): {truth}"]
     assert "The true place is among them." in shown
     shown_answers = frames(at)[0]
     assert sorted(shown_answers["model"]) == TWO_MODELS
@@ -111,7 +119,7 @@ def test_ask_about_an_unseen_name_and_bad_input(monkeypatch, models, small_world
     shown = texts(at)
     assert prompts(at) == [asked("Where was <b>Nobody</b> Known born?")]
     assert any(s.startswith("No document of wiki.txt mentions this name") for s in shown)
-    assert "True birthplace: unknown (not a question of the train or dev file)." in shown
+    assert truths(at) == ["true birthplace unknown (not a question of the train or dev file)"]
     at.radio(key="probe_ask_view").set_value("heads").run()
     assert not at.exception and at.selectbox(key="probe_ask_layer").value == 0
     for bad, fragment in (("", "Type a name"), (f"Ada{MASK_CHAR} Lovelace", "reserved"), ("x" * 500, "at most")):

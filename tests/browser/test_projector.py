@@ -122,3 +122,21 @@ def test_chart_titles_and_labels_are_not_cut_at_the_chart_edge_at_1024x768(proje
             x0, y0, x1, y1 = text["box"]
             assert x0 >= left - 1 and x1 <= right + 1 and y0 >= top - 1 and y1 <= bottom + 1, \
                 f"{path}: {text['text']!r} at {text['box']} leaves its chart {chart['chart']}"
+
+
+# The first thing a page computes, per page: a chart, or the probe's answers table.
+MAIN_RESULT = {"attention": ".js-plotly-plot", "positional": ".js-plotly-plot", "curves": ".js-plotly-plot",
+               "probe?name=Alan+Turing": '[data-testid="stDataFrame"]', "playground": ".js-plotly-plot",
+               "anatomy": '[data-testid="stDataFrame"]',
+               "positional?pos_section=extrapolation": ".js-plotly-plot"}
+
+
+@pytest.mark.parametrize("path", MAIN_RESULT)
+def test_each_pages_main_result_starts_above_the_fold_at_1024x768(projector, server, path):
+    """With the sidebar open, at least 150 px of the main chart (or table) show without scrolling."""
+    open_page(projector, f"{server.url}/{path}")
+    first = projector.locator(MAIN_RESULT[path]).first
+    first.wait_for(timeout=WAIT_MS)
+    assert projector.evaluate("() => window.scrollY") == 0
+    top = first.bounding_box()["y"]
+    assert top < PROJECTOR["height"] - 150, f"{path}: the main result starts at {top:.0f} px"
