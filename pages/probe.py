@@ -1,9 +1,8 @@
 """Birthplace probe: what does a birthplace model retrieve from its pretraining, and what does it make up?
 
 Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each opening with the picker of
-the model for the details (beside the name on Ask: the answers start above the fold at 1024x768) and one
-`core.lens.probe`
-call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence, attention at the
+the model for the details (beside the name on Ask: the answers start above the fold at 1024x768), then one
+`core.lens.probe` call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence, attention at the
 answer; drawn by pages/probe_parts.py), Fabricate (names nobody wrote about: the fallback strategy), Dev
 set (assignment-exact accuracy, evidence categories, reliability, one example at a time; pages/probe_dev.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
