@@ -144,8 +144,8 @@ def extrapolation(loaded) -> None:
     settings = st.session_state.get("pos_extrapolation_settings")
     records = {info.name: recorded(str(info.path), mtime(info), text, lc)
                for info, lc in loaded} if recorded_split and (text or "").strip() else {}
-    if settings is None and records and all(ev.covers(r, lc.config.block_size, *DEFAULTS, check=True)
-                                            for (info, lc), r in zip(loaded, records.values())):
+    if settings is None and records and all(ev.covers(records[info.name], lc.config.block_size, *DEFAULTS)
+                                            for info, lc in loaded):
         settings = DEFAULTS  # every number is in the checkpoints: shown before any click
     with results:
         if settings and not (text or "").strip():

@@ -2,9 +2,10 @@
 
 Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each opening with the picker of
 the model for the details (beside the name on Ask: the answers start above the fold at 1024x768), then one
-`core.lens.probe` call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence, attention at the
-answer; drawn by pages/probe_parts.py), Fabricate (names nobody wrote about: the fallback strategy), Dev
-set (assignment-exact accuracy, evidence categories, reliability, one example at a time; pages/probe_dev.py).
+`core.lens.probe` call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence,
+attention at the answer; drawn by pages/probe_parts.py), Fabricate (names nobody wrote about: the fallback
+strategy), Dev set (assignment-exact accuracy, evidence categories, reliability, one example at a time;
+pages/probe_dev.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
 are in the URL (core.urlstate). User text is shown only with st.text / st.code / dataframes / escaped plotly.
 """

@@ -169,4 +169,6 @@ def test_every_bundled_lm_carries_the_pages_default_run(path):
         "re-run: python -m core.lens.extrapolation record checkpoints/lm-*.safetensors"
     ids = torch.tensor(loaded.tokenizer.encode(dev(path))[: ev.DEFAULT_LIMITS["windows"] + 1])
     fresh = ev.score_length(loaded.model, ids, block, "windows", 1.0)
-    assert scores[("windows", block, ev.DEFAULT_LIMITS["windows"])].loss == pytest.approx(fresh.loss, abs=1e-9)
+    # recorded where `make checkpoints` ran (CUDA when present): equal within the trainer check's tolerance
+    assert scores[("windows", block, ev.DEFAULT_LIMITS["windows"])].loss == pytest.approx(
+        fresh.loss, abs=ev.REPRODUCTION_TOLERANCE)
