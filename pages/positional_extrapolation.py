@@ -124,8 +124,9 @@ def extrapolation(loaded) -> None:
     with st.form("pos_extrapolation"):  # two rows: at 1024 px four columns cut the chosen lengths to "0."
         c1, c2 = st.columns([3, 2])
         factors = c1.multiselect("Lengths (x block size)", ev.EXTRAPOLATION_FACTORS, DEFAULTS[0],
-                                 key="pos_factors", format_func=lambda f: f"{f:g}x")
-        protocols = c2.multiselect("Protocols", ev.EXTRAPOLATION_PROTOCOLS, DEFAULTS[1], key="pos_protocols")
+                                 key="pos_factors", format_func=lambda f: f"{f:g}x", wrap=True)
+        protocols = c2.multiselect("Protocols", ev.EXTRAPOLATION_PROTOCOLS, DEFAULTS[1], key="pos_protocols",
+                                   wrap=True)  # in columns a multiselect keeps one row and hides the rest
         c3, c4 = st.columns(2)
         max_windows = c3.number_input("Predictions scored, windows", 16, 1_000_000, DEFAULTS[2],
                                       key="pos_max_windows")

@@ -77,7 +77,8 @@ def fabricate_tab(p: Probe) -> None:
              "the model cannot know them, so its answers show its fallback strategy.")
     columns = st.columns([4, 1, 1])
     locales = columns[0].multiselect("Locales of the names", list(LOCALES), default=list(LOCALES),
-                                     format_func=lambda loc: f"{loc} ({LOCALES[loc].label})", key="probe_locales")
+                                     format_func=lambda loc: f"{loc} ({LOCALES[loc].label})", key="probe_locales",
+                                     wrap=True)  # in a column it would keep one row and hide the rest
     n = columns[1].number_input("Names", 1, fabricated.MAX_FABRICATED, 48, key="probe_n")
     seed = columns[2].number_input("Seed", 0, 1_000_000, 0, key="probe_seed")
     try:

@@ -91,7 +91,7 @@ def place_share_bars(shares, title: str | None = None) -> go.Figure:
         fig.add_trace(go.Bar(x=list(range(len(places))), y=shares[column].tolist(), name=name,
                              marker_color=color, customdata=places, meta={"column": str(column)},
                              hovertemplate=f"{name}<br>%{{customdata}}: %{{y:.1%}}<extra></extra>"))
-    fig.update_xaxes(tickangle=-45, **index_axis(list(shares.index)))
+    fig.update_xaxes(tickangle=-90, **index_axis(list(shares.index)))  # at -45 neighbours overlapped at 1024 px
     fig.update_yaxes(title="share of answers", tickformat=".0%")
     base_layout(fig, html.escape(title) if title else None, 420)
     fig.update_layout(barmode="group", legend=LEGEND_RIGHT)
