@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
+from core.model.attention import QueryKey
 from core.model.tokenizer import PAD_CHAR, Tokenized
 
 ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra")
@@ -36,6 +37,7 @@ MAX_BYTES = 2 * 1024**3
 CONTINUATION = "\u00b7"  # · marks a WordPiece piece that continues the previous word
 WORD_START = ("\u0120", "\u2581")  # byte-level BPE's Ġ and SentencePiece's ▁: the piece starts a word
 FORMAT = "huggingface"
+QK_PROJECTIONS = (("query", "key"), ("q_lin", "k_lin"))  # BERT family, DistilBERT; GPT-2 has one c_attn
 
 
 class HFError(CheckpointError):
@@ -175,9 +177,45 @@ class HFModel(nn.Module):
         logits, loss, _ = self._run(idx, targets, attention=False)
         return logits, loss
 
-    def run_with_attention(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits, _, attention = self._run(idx, None, attention=True)
+    def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+        """With a `queries_keys` list, each layer's queries and keys are captured in the same pass by forward
+        hooks on its projections, with the module's own `scaling` (HF adds no score bias to these models)."""
+        handles, captured, modules = [], [], []
+        if queries_keys is not None:
+            modules = self._self_attentions()
+            captured = [{} for _ in modules]
+            handles = [h for module, slot in zip(modules, captured) for h in self._capture(module, slot)]
+        try:
+            logits, _, attention = self._run(idx, None, attention=True)
+        finally:
+            for handle in handles:
+                handle.remove()
+        for module, slot in zip(modules, captured):
+            heads = [t.view(*t.shape[:2], self.config.n_head, -1).transpose(1, 2) for t in (slot["q"], slot["k"])]
+            queries_keys.append(QueryKey(heads[0], heads[1], float(module.scaling), None))  # (B, nh, T, hs)
         return logits, attention  # (L, B, H, T, T)
+
+    def _self_attentions(self) -> list[nn.Module]:
+        found = [m for m in self.inner.modules() if hasattr(m, "scaling") and (
+            hasattr(m, "c_attn") or any(hasattr(m, q) and hasattr(m, k) for q, k in QK_PROJECTIONS))]
+        if len(found) != self.config.n_layer:
+            raise ValueError(f"The lab found {len(found)} attention modules with query and key projections in "
+                             f"this {self.config.n_layer}-layer model, so it cannot show their queries and keys.")
+        return found
+
+    @staticmethod
+    def _capture(module: nn.Module, slot: dict[str, torch.Tensor]) -> list:
+        def keep(name: str):
+            return lambda _module, _inputs, out: slot.__setitem__(name, out)  # (B, T, nh * hs)
+
+        if hasattr(module, "c_attn"):  # GPT-2: one projection to q | k | v, split at the model's width
+            def split(_module, _inputs, out):
+                slot["q"], slot["k"], _ = out.split(out.size(-1) // 3, dim=2)
+            return [module.c_attn.register_forward_hook(split)]
+        q, k = next((q, k) for q, k in QK_PROJECTIONS if hasattr(module, q) and hasattr(module, k))
+        return [getattr(module, q).register_forward_hook(keep("q")),
+                getattr(module, k).register_forward_hook(keep("k"))]
 
     def _run(self, idx: torch.Tensor, targets: torch.Tensor | None, attention: bool):
         if idx.size(1) > self.max_length:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.lens.outputs import MODEL_OUTPUTS, ModelOutput, lm_next_tokens
-from core.lens.trace import AttentionShape, TraceError, trace
+from core.lens.trace import AttentionShape, LayerQueryKey, TraceError, trace
 from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.text import TYPED_QUESTION_MARKS, markdown_escape, visible_token
 
@@ -53,6 +53,7 @@ class AttentionRun(AttentionShape):
     n_input_tokens: int  # before any cut
     notes: list[str]
     output: ModelOutput
+    queries_keys: list[LayerQueryKey | None] | None = None  # per layer, from the same pass, when asked for
 
 
 # --- text and tokens ---------------------------------------------------------------------------
@@ -131,8 +132,9 @@ def birthplace_prompt(text: str) -> str:
 
 
 def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: list[str] | None = None,
-                  run_past_block: bool = False) -> AttentionRun:
-    """Tokenise, cut to what the model reads, one forward pass with attention, the model's output."""
+                  run_past_block: bool = False, queries_keys: bool = False) -> AttentionRun:
+    """Tokenise, cut to what the model reads, one forward pass with attention (and, with `queries_keys`,
+    every layer's queries and keys from that pass), the model's output."""
     if task == "birthplace":
         text = birthplace_prompt(text)
     if not text.strip():
@@ -149,7 +151,7 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
     unknown = [p for p in tokenized.unknown if p in kept]
     fallback = tokenizer.decode([ids[raw.index(unknown[0])]]) if unknown else ""
     try:
-        record = trace(model, ids, raw)
+        record = trace(model, ids, raw, queries_keys=queries_keys)
     except TraceError as exc:
         raise AttentionInputError(str(exc)) from None
     specials = special_ids(tokenizer)
@@ -168,6 +170,7 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
         n_input_tokens=len(tokenized.ids),
         notes=cut_notes(len(tokenized.ids), limit, config.block_size, model.max_length),
         output=output_fn(model, tokenizer, record.idx, record.logits, labels or []),
+        queries_keys=record.queries_keys,
     )
 
 

@@ -8,6 +8,11 @@ the model computed. Without that request, vanilla attention takes the fused
 Every layer of one forward call shares a `Step` (the positional scheme, the mask, where the queries
 start, whether probabilities are wanted); `allowed` is a boolean mask broadcastable to
 (B, nh, Tq, Tk), True where a query may attend a key; masked probabilities are exactly 0.
+
+When a Step carries a `queries_keys` list, every layer appends a `QueryKey` to it: the queries and keys
+its scores are made of (after the positional scheme), the scale and the score bias, recorded in the
+same pass (the query-key view reads them; there is no second implementation of attention). A layer
+without a query-key product (the synthesizer) appends None.
 """
 
 from __future__ import annotations
@@ -42,6 +47,16 @@ class KVCache:
 
 
 @dataclass
+class QueryKey:
+    """What one layer's scores are made of: scores = (q @ k^T) * scale + bias, then the mask, then softmax."""
+
+    q: torch.Tensor  # (B, nh, Tq, hs): after the positional scheme (RoPE: rotated)
+    k: torch.Tensor  # (B, nh, Tk, hs): likewise
+    scale: float  # 1 / sqrt(hs) here; Hugging Face modules record their own `scaling`
+    bias: torch.Tensor | None  # (nh, Tq, Tk) added after scaling (ALiBi), or None
+
+
+@dataclass
 class Step:
     """What every layer of one forward call shares (nanoGPT's blocks take x alone; ours also need this)."""
 
@@ -49,6 +64,7 @@ class Step:
     allowed: torch.Tensor  # (B|1, 1, Tq, Tk) bool: True where a query may attend a key
     start: int = 0  # position of the first query: > 0 only when generating with a cache
     need_weights: bool = False  # return probabilities (explicit softmax) instead of the fused path
+    queries_keys: list[QueryKey | None] | None = None  # when a list: each layer appends what its scores use
 
     @property
     def plain_causal(self) -> bool:
@@ -106,6 +122,8 @@ class VanillaAttention(Attention):
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, nh, start+T, hs)
         bias = positional.score_bias(T, k.size(2), start, x.device)  # (nh, T, Tk) or None
+        if step.queries_keys is not None:
+            step.queries_keys.append(QueryKey(q, k, 1.0 / math.sqrt(q.size(-1)), bias))
 
         weights = None
         if step.need_weights:
@@ -167,6 +185,8 @@ class SynthesizerAttention(Attention):
         if cache is not None:
             _, v = cache.extend(None, v)  # (B, nh, Tk, hs)
         scores = d @ self.w2[:, :t_key] + self.b2[:t_key]  # (B, nh, T, Tk)
+        if step.queries_keys is not None:
+            step.queries_keys.append(None)  # no query-key product to record
         bias = positional.score_bias(T, t_key, start, x.device)
         if bias is not None:
             scores = scores + bias

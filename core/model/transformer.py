@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.model.attention import ATTENTION, KVCache, Step
+from core.model.attention import ATTENTION, KVCache, QueryKey, Step
 from core.model.config import ModelConfig, register_choices
 from core.model.positional import POSITIONAL
 
@@ -161,11 +161,12 @@ class Transformer(nn.Module):
                              f"got {end}.")
 
     def hidden_states(self, idx: torch.Tensor, start: int = 0, caches: list[KVCache] | None = None,
-                      need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+                      need_weights: bool = False, queries_keys: list[QueryKey | None] | None = None
+                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         B, T = idx.shape
         self._check_length(start + T)
         x = self.drop(self.pos.embed(self.tok_emb(idx), start))  # (B, T, C)
-        step = Step(self.pos, self.attention_mask(idx, start, start + T), start, need_weights)
+        step = Step(self.pos, self.attention_mask(idx, start, start + T), start, need_weights, queries_keys)
         weights = []
         for i, block in enumerate(self.blocks):
             x, w = block(x, step, caches[i] if caches else None)
@@ -178,9 +179,11 @@ class Transformer(nn.Module):
         h, _ = self.hidden_states(idx)
         return self.head(h, idx, targets)
 
-    def run_with_attention(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """idx (B, T) -> (logits, attention (n_layer, B, n_head, T, T)); rows sum to 1, masked entries 0."""
-        h, weights = self.hidden_states(idx, need_weights=True)
+    def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+        """idx (B, T) -> (logits, attention (n_layer, B, n_head, T, T)); rows sum to 1, masked entries 0.
+        With a `queries_keys` list, each layer appends what its scores were made of (QueryKey or None)."""
+        h, weights = self.hidden_states(idx, need_weights=True, queries_keys=queries_keys)
         logits, _ = self.head(h, idx, None)
         return logits, torch.stack(weights)
 
