@@ -34,6 +34,7 @@ TASKS = ("lm", "birthplace", "classify")
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # history and tokenizer live here; far above any real one
 CHECKPOINT_DIR_ENV = "ATTENTION_LAB_CHECKPOINTS"
+SNAPSHOTS_SUFFIX = ".snapshots.safetensors"  # a run's training-step snapshots (core/io/snapshots.py), not a model
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "checkpoints"
 
 
@@ -277,7 +278,8 @@ def list_checkpoints(folder: str | Path | None = None) -> list[CheckpointInfo]:
     if not folder.is_dir():
         return []
     infos = []
-    paths = [*folder.glob("*.safetensors"), *(p for p in folder.iterdir() if hf.is_hf_folder(p))]
+    paths = [*(p for p in folder.glob("*.safetensors") if not p.name.endswith(SNAPSHOTS_SUFFIX)),
+             *(p for p in folder.iterdir() if hf.is_hf_folder(p))]
     for path in sorted(paths, key=lambda p: p.name):
         stat = path.stat()
         size = stat.st_size if path.is_file() else sum(p.stat().st_size for p in path.glob("*.safetensors"))

@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="lm: the last part of the training text held out as split 'val' (0: none)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto")
+    train.add_argument("--snapshots", type=int, default=0, metavar="N",
+                       help="keep the weights at N log-spaced steps (first steps dense) in "
+                            "<checkpoint>.snapshots.safetensors, float16 (0: none)")
     train.add_argument("--resume", action="store_true", help="continue the run at --writing_params_path")
     train.add_argument("--force", action="store_true", help="overwrite an existing output")
     return parser
@@ -112,10 +115,11 @@ def split_words(words: list[str]) -> tuple[str, str | None]:
 
 def trainer_config(args, function: str) -> TrainerConfig:
     d = DEFAULTS[function]
-    for name in ("epochs", "batch_size", "max_iters", "min_freq"):
+    for name in ("epochs", "batch_size", "max_iters", "min_freq", "snapshots"):
         value = getattr(args, name, None)
-        if value is not None and value < (0 if name == "max_iters" else 1):
-            raise CommandError(f"--{name.replace('_', '-')} must be {'0' if name == 'max_iters' else '1'} or more.")
+        at_least = 0 if name in ("max_iters", "snapshots") else 1
+        if value is not None and value < at_least:
+            raise CommandError(f"--{name.replace('_', '-')} must be {at_least} or more.")
     epochs = args.epochs or (75 if function == "finetune" and not args.reading_params_path else d["epochs"])
     if args.max_iters and not args.epochs:
         epochs = 10**6  # --max-iters alone: the steps decide (recipes.bounded runs only the epochs they need)
@@ -127,6 +131,7 @@ def trainer_config(args, function: str) -> TrainerConfig:
                          batch_size=args.batch_size or d["batch_size"],
                          save_every=max(1, min(epochs, 10**4) // 20), save_seconds=300.0,
                          learning_rate=args.lr or d["lr"], lr_decay=args.lr_schedule == "cosine", seed=args.seed,
+                         snapshots=getattr(args, "snapshots", 0) or 0,
                          device=args.device,
                          warmup_tokens=d["warmup_tokens"] if args.warmup_tokens is None else args.warmup_tokens)
 
@@ -186,12 +191,25 @@ def run_command(args, command: str, out=print) -> str:
                                      pooling=args.pooling, vocabulary=vocabulary, report=report, **common)
     for line in report.summary() if report else []:
         out(line)
+    if t.snapshots.active:
+        out(snapshot_line(t))
     shares = (t.plan.extra.get("vocabulary") or {}).get("unknown_share", {}) if t.plan else {}
     for name, share in shares.items():
         out(f"unknown share of split {name}: {share:.1%}")
         if warning := unknown_warning(f"split {name}", share):
             out(warning)
     return f"wrote {args.writing_params_path}: " + ", ".join(f"{k} {v:.4g}" for k, v in t.metrics.items())
+
+
+def snapshot_line(trainer) -> str:
+    """What the run kept: steps, the size of one snapshot and of the file."""
+    from core.io import snapshots
+
+    path = snapshots.snapshots_path(trainer.plan.path)
+    kept = sorted(s.step for s, _ in trainer.snapshots.kept)
+    each = sum(t.numel() * t.element_size() for t in trainer.snapshots.kept[0][1].values()) if kept else 0
+    return (f"snapshots: {len(kept)} at steps {', '.join(map(str, kept))}; {each / 1e6:.2f} MB each "
+            f"({trainer.snapshots.dtype}), {path.stat().st_size / 1e6:.1f} MB in {path.name}")
 
 
 def evaluate_command(args, need, one_eval, out=print) -> str:

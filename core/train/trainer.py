@@ -6,7 +6,8 @@ clipping (core/train/optim.py holds the groups and schedules; a recipe may name 
 It writes history rows (run, step, epoch, tokens, wall_time, split, metric, value): live to
 `<checkpoint>.log.jsonl`, and into the checkpoint every `save_every` epochs and at the end, atomically. A sidecar
 `<checkpoint>.resume` (safetensors: optimizer moments and RNG states) lets `--resume` continue
-with exactly the history an uninterrupted run would have written.
+with exactly the history an uninterrupted run would have written. With `snapshots=N` the weights at N
+log-spaced steps go to `<checkpoint>.snapshots.safetensors` (core/train/snapshots.py), kept by `--resume`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from core.io import checkpoint as ckpt
 from core.model.tokenizer import Tokenizer
 from core.model.transformer import Transformer
 from core.train.optim import lr_multiplier, make_adamw
+from core.train.snapshots import SnapshotKeeper
 
 
 @dataclass
@@ -51,6 +53,8 @@ class TrainerConfig:
     save_every: int = 1  # epochs between saves of checkpoint + resume file; the last epoch is always saved
     save_seconds: float = 0.0  # also save when this long has passed since the last save (0: off)
     log_every: int = 10  # steps between train-loss records
+    snapshots: int = 0  # weights kept at this many log-spaced steps (core/train/snapshots.py); 0: none
+    snapshot_dtype: str = "float16"  # float16 halves the file; float32 keeps the weights exactly
     seed: int = 0
     device: str = "auto"
 
@@ -107,6 +111,9 @@ class Trainer:
         steps_per_epoch = math.ceil(len(train_dataset) / config.batch_size)
         whole_run = self._tokens_per_step() * steps_per_epoch * config.max_epochs
         self.final_tokens = config.final_tokens or whole_run
+        total_steps = steps_per_epoch * config.max_epochs
+        total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
+        self.snapshots = SnapshotKeeper(config.snapshots, config.snapshot_dtype, total_steps)
 
     def _tokens_per_step(self) -> int:
         x, _ = self.train_dataset[0]
@@ -139,6 +146,7 @@ class Trainer:
         if self.plan is None:
             return
         plan = self.plan
+        self.snapshots.write(plan.path, self.model.config.to_json())  # before the checkpoint: see snapshots.py
         ckpt.save(plan.path, self.model, plan.tokenizer, plan.task, labels=plan.labels, history=self.history,
                   metrics=self.metrics, data=plan.data, command=plan.command, seed=self.config.seed,
                   extra={**plan.extra, "trainer": json.dumps(asdict(self.config)),
@@ -171,6 +179,7 @@ class Trainer:
                 state["state"][i] = {k.split(".", 2)[2]: v.reshape(()) if k.endswith(".step") else v
                                      for k, v in tensors.items() if k.startswith(f"optim.{i}.")}
         self.optimizer.load_state_dict(state)
+        self.snapshots.resume(self.plan.path, self.step)
         # rewrite the live log so it matches the checkpoint (drop rows of an interrupted epoch)
         with open(log_path(self.plan.path), "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(row) + "\n" for row in self.history)
@@ -199,12 +208,16 @@ class Trainer:
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
                 _, loss = self.model(x, y)
+                if self.step == 0 and self.snapshots.wants(0):  # the initial weights, with their loss
+                    self._snapshot(loss, wall_at_start + time.perf_counter() - started)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_norm_clip)
                 self.optimizer.step()
                 self.step += 1
                 self.tokens += y.numel()
+                if self.snapshots.wants(self.step):
+                    self._snapshot(loss, wall_at_start + time.perf_counter() - started)
                 if self.step % cfg.log_every == 0:  # .item() waits for the device: only when logging
                     self.wall_time = wall_at_start + time.perf_counter() - started
                     self.record("train", "loss", loss.item())
@@ -230,6 +243,9 @@ class Trainer:
                 last_save = time.perf_counter()
         self.model.eval()
         return self.history
+
+    def _snapshot(self, loss: torch.Tensor, wall_time: float) -> None:
+        self.snapshots.take(self.model, self.step, self.epoch, self.tokens, loss.item(), wall_time)
 
 
 @torch.no_grad()

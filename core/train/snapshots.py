@@ -1,0 +1,76 @@
+"""Which steps a run keeps as snapshots, and how the trainer keeps them (the file: core/io/snapshots.py).
+
+Steps are log-spaced, so the first ones are dense: most of what a head learns, it learns early. A run
+with `TrainerConfig(snapshots=10)` over 640 steps keeps steps 0 (the initial weights), 1, 2, 5, 11, 25,
+57, 127, 285 and 640. Snapshots wait in memory and are written with each checkpoint save (before the
+checkpoint), so a resumed run finds exactly the ones taken up to the step it resumes from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.io import snapshots as files
+from core.model.transformer import Transformer
+
+
+def log_spaced_steps(count: int, total: int) -> list[int]:
+    """Step 0, then `count - 1` steps evenly spaced in log(step) from 1 to `total`, the last step always
+    among them; every step when the run is shorter than that."""
+    if count <= 0 or total <= 0:
+        return []
+    k = count - 1
+    if k >= total:
+        return list(range(total + 1))
+    if k == 0:
+        return [total]
+    steps: list[int] = []
+    for i in range(k):
+        raw = round(total ** (i / (k - 1))) if k > 1 else total
+        steps.append(max(raw, steps[-1] + 1 if steps else 1))
+    for i in range(k - 1, -1, -1):  # keep them distinct below `total`, which is the last
+        steps[i] = min(steps[i], total - (k - 1 - i))
+    return [0, *steps]
+
+
+class SnapshotKeeper:
+    """The trainer's snapshots: the plan, the ones taken so far, and their file beside the checkpoint."""
+
+    def __init__(self, count: int, dtype: str, total_steps: int) -> None:
+        if dtype not in files.DTYPES:
+            raise ValueError(f"snapshot_dtype must be one of {', '.join(files.DTYPES)}, not {dtype!r}.")
+        self.dtype = dtype
+        self.plan = log_spaced_steps(count, total_steps)
+        self.kept: list[tuple[files.Snapshot, dict]] = []
+
+    @property
+    def active(self) -> bool:
+        return bool(self.plan)
+
+    def wants(self, step: int) -> bool:
+        return step in self.plan and all(s.step != step for s, _ in self.kept)
+
+    def take(self, model: Transformer, step: int, epoch: int, tokens: int, loss: float, wall_time: float) -> None:
+        snap = files.Snapshot(step=step, epoch=epoch, tokens=tokens, loss=float(loss), wall_time=round(wall_time, 3))
+        self.kept = [(s, w) for s, w in self.kept if s.step != step] + [(snap, files.capture(model, self.dtype))]
+
+    def write(self, checkpoint: Path, config_json: str) -> None:
+        """Write the file beside `checkpoint`; a run without snapshots removes a stale one (an earlier run's
+        at the same path would otherwise show another run's weights)."""
+        path = files.snapshots_path(checkpoint)
+        if self.active:
+            files.write(path, self.kept, config_json, self.plan)
+        else:
+            path.unlink(missing_ok=True)
+
+    def resume(self, checkpoint: Path, step: int) -> None:
+        """Carry on with the file's plan and the snapshots taken up to `step` (the checkpoint's)."""
+        path = files.snapshots_path(checkpoint)
+        if not path.is_file():
+            return
+        kept, raw = files.read_for_resume(path)
+        self.kept = [(s, w) for s, w in kept if s.step <= step]
+        self.plan = sorted(json.loads(raw.get("plan") or "[]")) or [s.step for s, _ in kept]
+        dtypes = {str(t.dtype).removeprefix("torch.") for _, w in kept for t in w.values() if t.is_floating_point()}
+        self.dtype = next(iter(dtypes & set(files.DTYPES)), self.dtype)
