@@ -60,6 +60,7 @@ FINETUNE_SCRATCH = TrainerConfig(max_epochs=75, batch_size=256, learning_rate=6e
 # The other families are this project's own: minGPT decay groups and a cosine that stays at its floor.
 LM_TRAIN = TrainerConfig(max_epochs=4, batch_size=32, learning_rate=2e-3, warmup_tokens=64 * 32 * 20, seed=0,
                          decay="mingpt", schedule="cosine-clamped")
+LM_SNAPSHOTS = replace(LM_TRAIN, snapshots=10)  # lm-learned: the attention page's training-step slider
 MLM = TrainerConfig(max_epochs=12, batch_size=64, learning_rate=2e-3, seed=0, decay="mingpt",
                     schedule="cosine-clamped")
 CLASSIFY = TrainerConfig(max_epochs=6, batch_size=32, learning_rate=1e-3, seed=0, decay="mingpt",
@@ -95,7 +96,7 @@ RECIPES: list[Recipe] = [
                 reading_params_path=_path("wiki-synthesizer-pretrained"),
                 eval_corpus_path=f"{WORLD}/birth_dev.tsv"), shape(BIRTH, attention="synthesizer"), FINETUNE),
     *[Recipe(f"lm-{p}", "train_lm", f"character LM on wiki.txt, {p} positions, block 64",
-             dict(corpus_path=WIKI), shape(LM, positional=p), LM_TRAIN)
+             dict(corpus_path=WIKI), shape(LM, positional=p), LM_SNAPSHOTS if p == "learned" else LM_TRAIN)
       for p in ("learned", "sinusoidal", "alibi", "rope")],
     Recipe("names-encoder", "pretrain_encoder", "masked-LM encoder pretraining on wiki.txt (intermediate)",
            dict(corpus_path=WIKI), ENCODER, MLM, bundled=False),
