@@ -188,3 +188,17 @@ def test_the_cli_keeps_snapshots_and_states_their_size(tmp_path, capsys):
     assert line == (f"snapshots: 4 at steps 0, 1, 2, 6; {each:.2f} MB each (float16), "
                     f"{found.path.stat().st_size / 1e6:.1f} MB in lm.snapshots.safetensors")
     assert main(["lm", str(corpus), "--snapshots", "-1", "--writing_params_path", str(tmp_path / "x")]) == 2
+
+
+def test_the_bundled_language_model_keeps_its_training_steps():
+    from tests.conftest import ROOT
+
+    loaded = ckpt.load(ROOT / "checkpoints" / "lm-learned.safetensors")
+    found = snap_files.snapshots_of(loaded)
+    assert found is not None and not found.note and 8 <= len(found.snapshots) <= 12
+    assert found.steps[0] == 0 and found.steps[-1] == json.loads(loaded.metadata["progress"])["step"]
+    assert found.dtype == "float16" and found.bytes_per_snapshot == 2 * loaded.model.num_parameters()
+    final = snap_files.model_at(loaded, found, found.steps[-1]).state_dict()
+    assert all(torch.equal(final[k], v.half().float()) for k, v in loaded.model.state_dict().items())
+    losses = [s.loss for s in found.snapshots]
+    assert losses[-1] < losses[0] - 2  # the curve the slider walks along goes down
