@@ -22,7 +22,7 @@ from core.lens.history.records import MAX_NAME_CHARS
 from core.lens.history.smoothing import DEFAULT_SMOOTHING, MAX_SMOOTHING
 from core.lens.probe.inputs import MAX_INPUT_CHARS
 
-ATTENTION_VIEWS = ("single", "model", "token", "combine", "compare")
+ATTENTION_VIEWS = ("single", "model", "token", "qk", "combine", "compare")
 COMBINE_METHODS = ("mean", "max", "rollout")
 MAX_URL_TEXT = 4000  # characters; browsers accept far longer URLs, but a link should stay pasteable
 DIGITS = re.compile(r"[0-9]{1,9}")
@@ -43,6 +43,8 @@ class AttentionPageState:
     past: bool = False  # run past the block size (positional schemes without a hard limit)
     hide_first: bool = False  # combine view: hide the first token
     hide_special: bool = False  # combine view: hide PAD / MASK
+    key: int | None = None  # query-key view: the key taken apart; None: the one the query weighs most
+    window: tuple[int, int] | None = None  # long inputs: first and last position drawn; None: the start
 
     def replace(self, **changes: Any) -> AttentionPageState:
         return replace(self, **changes)
@@ -51,7 +53,7 @@ class AttentionPageState:
 # URL key per field: short, stable names (changing one breaks links people have shared).
 URL_KEYS = {"text": "text", "layer": "layer", "head": "head", "view": "view", "token": "token",
             "combine": "combine", "compare": "vs", "past": "past", "hide_first": "hidefirst",
-            "hide_special": "hidespecial"}
+            "hide_special": "hidespecial", "key": "key", "window": "window"}
 TRUE, FALSE = "1", "0"
 
 
@@ -71,6 +73,13 @@ def _index(value: str | None, default: int | None) -> int | None:
 
 def _choice(value: str | None, choices: tuple[str, ...], default: str) -> str:
     return value if value in choices else default
+
+
+def _window(value: str | None) -> tuple[int, int] | None:
+    """'100-147' -> (100, 147): the first and last position a long input's views draw."""
+    first, _, last = (value or "").partition("-")
+    first_index, last_index = _index(first, None), _index(last, None)
+    return None if first_index is None or last_index is None else (first_index, last_index)
 
 
 def _flag(value: str | None, default: bool) -> bool:
@@ -101,6 +110,8 @@ def decode(params: Mapping[str, Any]) -> AttentionPageState:
         past=_flag(_last(params.get(URL_KEYS["past"])), default.past),
         hide_first=_flag(_last(params.get(URL_KEYS["hide_first"])), default.hide_first),
         hide_special=_flag(_last(params.get(URL_KEYS["hide_special"])), default.hide_special),
+        key=_index(_last(params.get(URL_KEYS["key"])), default.key),
+        window=_window(_last(params.get(URL_KEYS["window"]))),
     )
 
 
@@ -118,6 +129,8 @@ def encode(state: AttentionPageState) -> dict[str, str]:
             continue
         if f.name == "text":
             value = value[:MAX_URL_TEXT]
+        if f.name == "window":
+            value = f"{int(value[0])}-{int(value[1])}"
         params[URL_KEYS[f.name]] = (TRUE if value else FALSE) if isinstance(value, bool) else str(value)
     return params
 

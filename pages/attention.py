@@ -15,25 +15,30 @@ import streamlit as st
 from core import urlstate
 from core.figures import attention as figs
 from core.lens import attention as av
+from core.lens import token_window as tw
 from pages.attention_output import show_output, show_sanity
+from pages.attention_query_key import show_query_key
+from pages.attention_window import window_controls
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, require_model, show_figure
 
-VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "combine": "Combine",
-               "compare": "Compare"}
+VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "qk": "Query·key",
+               "combine": "Combine", "compare": "Compare"}
 WIDGET_KEYS = {"text": "attn_text", "layer": "attn_layer", "head": "attn_head", "view": "attn_view",
                "token": "attn_token", "combine": "attn_combine", "compare": "attn_compare",
-               "past": "attn_past", "hide_first": "attn_hide_first", "hide_special": "attn_hide_special"}
+               "past": "attn_past", "hide_first": "attn_hide_first", "hide_special": "attn_hide_special",
+               "key": "attn_key", "window": "attn_window"}
 
 
 @st.cache_data(show_spinner=False, max_entries=24, ttl=3600)
-def analyse(path: str, modified: float, text: str, run_past_block: bool, _loaded) -> av.AttentionRun:
-    """One forward pass per (checkpoint file, modification time, text, option); `_loaded` is the model."""
+def analyse(path: str, modified: float, text: str, run_past_block: bool, _loaded,
+            queries_keys: bool = False) -> av.AttentionRun:
+    """One forward pass per (checkpoint file, modification time, text, options); `_loaded` is the model."""
     return av.run_attention(_loaded.model, _loaded.tokenizer, _loaded.task, text, _loaded.labels,
-                            run_past_block)
+                            run_past_block, queries_keys)
 
 
-def analyse_checkpoint(loaded, text: str, past: bool) -> av.AttentionRun:
-    return analyse(str(loaded.path), Path(loaded.path).stat().st_mtime, text, past, loaded)
+def analyse_checkpoint(loaded, text: str, past: bool, queries_keys: bool = False) -> av.AttentionRun:
+    return analyse(str(loaded.path), Path(loaded.path).stat().st_mtime, text, past, loaded, queries_keys)
 
 
 def restore_widgets(loaded) -> None:
@@ -62,8 +67,9 @@ def index_select(label: str, key: str, count: int, default: int = 0, fmt=str) ->
 
 
 def show_single(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
-    fig = figs.attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
-                                title=f"Layer {layer}, head {head}")
+    p = window_controls(run.tokens)  # long inputs: only the window's rows and columns
+    weights, allowed = tw.cut_to_window(run.attention[layer, head], run.allowed, p)
+    fig = figs.attention_heatmap(weights, run.tokens, allowed, p, title=f"Layer {layer}, head {head}")
     show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
 
 
@@ -75,7 +81,9 @@ def show_model(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
     st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
     st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
-    show_figure(figs.attention_model_view(run.attention, run.allowed, (layer, head), tokens=run.tokens),
+    p = window_controls(run.tokens)
+    attention, allowed = tw.cut_to_window(run.attention, run.allowed, p)
+    show_figure(figs.attention_model_view(attention, allowed, (layer, head), tokens=tw.tokens_at(run.tokens, p)),
                 f"{name}-model-view", key="attn_model_chart")
 
 
@@ -137,8 +145,8 @@ def show_compare(run: av.AttentionRun, layer: int, head: int, name: str) -> None
                 f"{name}-minus-{other_name}", key="attn_diff_chart")
 
 
-VIEWS = {"single": show_single, "model": show_model, "token": show_token, "combine": show_combine,
-         "compare": show_compare}
+VIEWS = {"single": show_single, "model": show_model, "token": show_token, "qk": show_query_key,
+         "combine": show_combine, "compare": show_compare}
 
 
 info = checkpoint_picker()
@@ -170,7 +178,7 @@ st.query_params.update(params)
 st.session_state["attn_saved"] = state
 
 try:
-    run = analyse_checkpoint(loaded, text, state.past)
+    run = analyse_checkpoint(loaded, text, state.past, view == "qk")
 except av.AttentionInputError as exc:
     st.info(str(exc))
     st.stop()

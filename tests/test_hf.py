@@ -170,7 +170,7 @@ def test_the_attention_page_shows_exactly_transformers_attention(folders, monkey
         assert np.abs(z[allowed] - reference[layer, head].numpy()[allowed]).max() <= TOL
         assert np.abs(reference[layer, head].numpy()[~allowed]).max(initial=0.0) == 0.0  # blank: masked only
         assert allowed.all() if name == "bert" else (~allowed).sum() == len(ids) * (len(ids) - 1) // 2
-    for view in ("model", "token", "combine", "compare"):
+    for view in ("model", "token", "qk", "combine", "compare"):
         at.radio(key="attn_view").set_value(view).run()
         assert_no_exception(at)
         assert charts(at), view

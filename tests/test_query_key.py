@@ -117,3 +117,31 @@ def test_hugging_face_weights_are_rebuilt_from_their_queries_and_keys(hf_folders
     assert np.abs(record.attention - reference.numpy()).max() <= TOL  # the pass itself is transformers' own
     assert_every_row_rebuilt(record)
     assert record.queries_keys[0].scale == pytest.approx(8 ** -0.5)  # 16 wide, 2 heads
+
+
+# --- figures: data in, Figure out -------------------------------------------------------------------
+
+
+def test_the_figures_show_the_numbers_of_the_row():
+    from core.figures import query_key as figs
+
+    record = trace(tiny_model(30, positional="rope"), IDS[:6], queries_keys=True)
+    row = qk.decompose(record.queries_keys[0], record.allowed[4], 0, 1, 4)
+    labels = ["a", "b", "a", "<c>", "d", "e"]
+    fig = figs.products_figure(row.products, row.weights, row.q, row.keys, labels, chosen=2, allowed=row.allowed)
+    bars, heat = fig.data
+    np.testing.assert_allclose(np.asarray(bars.y, dtype=float)[:5], row.weights[:5])
+    assert np.isnan(np.asarray(bars.y, dtype=float)[5])  # a masked key is a gap, not weight 0
+    np.testing.assert_allclose(heat.z, row.products.T)
+    assert list(heat.x) == ["a", "b", "a\u200b", "&lt;c&gt;", "d", "e"]  # distinct, escaped categories
+    np.testing.assert_allclose(np.asarray(heat.customdata)[3, 2], [row.q[3], row.keys[2, 3]])
+    assert [s["x0"] for s in fig.layout.shapes] == [1.5, 1.5]  # the chosen key framed in both panels
+    assert heat.zmid == 0 and heat.zmax == -heat.zmin
+    vectors = figs.vectors_figure(row.q, row.keys, "4: d", labels)
+    np.testing.assert_allclose(vectors.data[0].z, row.q[:, None])
+    np.testing.assert_allclose(vectors.data[1].z, row.keys.T)
+    assert vectors.layout.coloraxis.cmid == 0
+    dims, values = qk.top_dimensions(row, 2, 5)
+    top = figs.top_dimensions_figure(dims, values)
+    assert list(top.data[0].y) == [f"dim {d}" for d in dims] and list(top.data[0].x) == list(values)
+    assert [c == figs.POSITIVE for c in top.data[0].marker.color] == [v >= 0 for v in values]
