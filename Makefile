@@ -21,17 +21,18 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
-# Regenerate the demo data set bit-identically.
+# Regenerate the demo data sets bit-identically: the demo world and the birthplace models' knowledge world.
 world: $(STAMP)
 	$(PY) -m core.data.world --seed 0 --out data/world
+	$(PY) -m core.data.world --seed 0 --people 1000 --dev 200 --test 100 --bios 4 --out data/knowledge
 
 clean-venv:
 	rm -rf $(VENV)
 
-# Retrain every bundled checkpoint from data/world/ (CUDA when present; see checkpoints/README.md for
-# the minutes). QUICK=1: a smaller, weaker birthplace family that fits a CPU hour, in checkpoints/quick/.
+# Retrain every bundled checkpoint from data/ on this CPU (see checkpoints/README.md for the minutes).
+# COURSE=1: the birthplace family with the CS224N assignment's recipe, into checkpoints/course/ (a GPU).
 checkpoints: $(STAMP)
-	$(PY) -m core.train.bundle $(if $(QUICK),--quick)
+	$(PY) -m core.train.bundle $(if $(COURSE),--course)
 
 # Benchmarks against baselines measured in the same run (minutes; not part of `make test`).
 # One summary table; exits non-zero if a target is missed. See bench/README.md.

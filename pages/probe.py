@@ -22,6 +22,7 @@ from core.lens.probe import corpus, fabricated, files, inputs
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
 from pages.probe_dev import dev_tab
 from pages.probe_parts import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
+from pages.training_steps import show_answers_by_step
 
 TABS = tuple(urlstate.PROBE_TABS.values())
 
@@ -68,6 +69,7 @@ def ask_tab(p: Probe) -> None:
     warn_unknown(p, [asked.question])
     truth, source = p.data.truth(asked.name) or (None, None)
     show_example(p, asked.question, asked.name, truth, source, "probe_ask")
+    show_answers_by_step(p.models[p.focus], p.focus, asked.question, tuple(p.data.labels), truth)
 
 
 def fabricate_tab(p: Probe) -> None:
@@ -122,7 +124,9 @@ if not models:
     st.info("Choose at least one birthplace model above.")
     st.stop()
 try:
-    folder = corpus.world_dir()
+    trained_on = [d.get("path", "") for m in (st.session_state.get("probe_focus"), *models) if m in models
+                  for d in models[m].metadata.get("data") or [] if isinstance(d, dict)]
+    folder = corpus.world_dir(trained_on)
     stamp = corpus.world_stamp(folder)
     data = probe_data(str(folder), stamp)
 except DataError as exc:

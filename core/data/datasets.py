@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, Tokenizer
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, SubwordTokenizer, Tokenizer
 
 
 class DataError(ValueError):
@@ -105,28 +105,104 @@ class CharCorruptionDataset(EpochSeeded):
         return ids[:-1], ids[1:]
 
 
-class NameDataset(Dataset):
-    """CS224N finetuning: question ⁇ answer ⁇ □…; targets are PAD over the question."""
+class TokenCorruptionDataset(EpochSeeded):
+    """CS224N span corruption counted in tokens, for subword vocabularies: the same draws as
+    CharCorruptionDataset (a character vocabulary gives the same samples), on documents encoded once.
+    Batches are cut to their longest row (`trim_to_longest`): the cut columns are PAD targets, which
+    the loss ignores, so a causal model's loss is unchanged and the padding is never computed."""
 
-    def __init__(self, pairs: list[tuple[str, str]], tokenizer: CharTokenizer, block_size: int) -> None:
+    trim_to_longest = True
+
+    def __init__(self, corpus: str, block_size: int, tokenizer: SubwordTokenizer | CharTokenizer,
+                 seed: int = 0) -> None:
+        check_no_reserved_characters(corpus, "The pretraining corpus")
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        documents = [line for line in corpus.split("\n") if line.strip()]
+        if not documents:
+            raise DataError("The pretraining corpus has no documents.")
+        encode_batch = getattr(tokenizer, "encode_batch", None)
+        self.documents = encode_batch(documents) if encode_batch else [tokenizer.encode(d) for d in documents]
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def corrupt(self, document: list[int], rng: random.Random) -> list[int]:
+        mask, pad = self.tokenizer.mask_id, self.tokenizer.pad_id
+        truncated = document[: rng.randint(4, int(self.block_size * 7 / 8))]
+        masked_len = rng.randint(1, max(1, len(truncated) // 2))
+        prefix_len = rng.randint(0, len(truncated) - masked_len)
+        masked = truncated[prefix_len: prefix_len + masked_len]
+        ids = truncated[:prefix_len] + [mask] + truncated[prefix_len + masked_len:] + [mask] + masked
+        return ids + [pad] * (self.block_size - len(ids))
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.tensor(self.corrupt(self.documents[index], self.rng(index)), dtype=torch.long)
+        return ids[:-1], ids[1:]
+
+
+class DocumentStreamDataset(EpochSeeded):
+    """Language modelling over documents packed end to end (each followed by a newline), in a new seeded
+    order every epoch, cut into blocks of block_size + 1: no padding at all, and a document cut at a block's
+    edge one epoch is whole the next. Its items are x = block[:-1], y = block[1:]."""
+
+    def __init__(self, corpus: str, block_size: int, tokenizer: SubwordTokenizer | CharTokenizer,
+                 seed: int = 0) -> None:
+        check_no_reserved_characters(corpus, "The pretraining corpus")
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        documents = [line + "\n" for line in corpus.split("\n") if line.strip()]
+        if not documents:
+            raise DataError("The pretraining corpus has no documents.")
+        encode_batch = getattr(tokenizer, "encode_batch", None)
+        self.documents = encode_batch(documents) if encode_batch else [tokenizer.encode(d) for d in documents]
+        self.seed = seed
+        self._stream: tuple[int, torch.Tensor] | None = None
+
+    def __len__(self) -> int:
+        return (sum(len(d) for d in self.documents) - 1) // self.block_size
+
+    def stream(self) -> torch.Tensor:
+        if self._stream is None or self._stream[0] != self.epoch:
+            order = list(range(len(self.documents)))
+            random.Random(f"{self.seed}-{self.epoch}-order").shuffle(order)
+            ids = [i for k in order for i in self.documents[k]]
+            self._stream = (self.epoch, torch.tensor(ids, dtype=torch.long))
+        return self._stream[1]
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        chunk = self.stream()[index * self.block_size: (index + 1) * self.block_size + 1]
+        return chunk[:-1], chunk[1:]
+
+
+class NameDataset(Dataset):
+    """CS224N finetuning: question ⁇ answer ⁇ □…; targets are PAD over the question. Built from token
+    ids, so a character vocabulary gives the assignment's strings exactly and a subword one its pieces."""
+
+    def __init__(self, pairs: list[tuple[str, str]], tokenizer: Tokenizer, block_size: int,
+                 trim_to_longest: bool = False) -> None:
         self.tokenizer = tokenizer
         self.block_size = block_size
         self.pairs = pairs
+        self.trim_to_longest = trim_to_longest
+        mask, pad = tokenizer.mask_id, tokenizer.pad_id
+        self.items = []
         for question, answer in pairs:
             check_no_reserved_characters(question + answer, "The question file")
-            if len(question) + len(answer) + 2 > block_size:
+            q, a = tokenizer.encode(question), tokenizer.encode(answer)
+            if len(q) + len(a) + 2 > block_size:
                 raise DataError(f"The line '{question[:40]}…' is longer than the block size {block_size}.")
+            full = q + [mask] + a + [mask]
+            full += [pad] * (block_size - len(full))
+            self.items.append((full[:-1], [pad] * (len(q) - 1) + full[len(q):]))
 
     def __len__(self) -> int:
         return len(self.pairs)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        question, answer = self.pairs[index]
-        x = question + MASK_CHAR + answer + MASK_CHAR
-        x = x + PAD_CHAR * (self.block_size - len(x))
-        y = PAD_CHAR * (len(question) - 1) + x[len(question):]
-        return (torch.tensor(self.tokenizer.encode(x[:-1]), dtype=torch.long),
-                torch.tensor(self.tokenizer.encode(y), dtype=torch.long))
+        x, y = self.items[index]
+        return torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long)
 
 
 class LanguageModelDataset(Dataset):

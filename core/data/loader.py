@@ -36,9 +36,20 @@ def epoch_order(n: int, seed: int) -> list[int]:
     return torch.randperm(n, generator=generator).tolist()
 
 
+def trim_to_longest(x: torch.Tensor, y: torch.Tensor, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut the columns after the last non-PAD target of any row: their targets are ignored by the loss
+    and a causal model's earlier positions never read them, so the loss is the same for less work."""
+    used = (y != pad_id).any(dim=0).nonzero()
+    width = int(used[-1]) + 1 if len(used) else 1
+    return x[:, :width], y[:, :width]
+
+
 def _stack(dataset: Dataset, indices: list[int], pin: bool) -> tuple[torch.Tensor, torch.Tensor]:
     xs, ys = zip(*(dataset[i] for i in indices), strict=True)
     x, y = torch.stack(xs), torch.stack(ys)
+    if getattr(dataset, "trim_to_longest", False):  # a dataset says so: causal models, PAD targets only
+        x, y = trim_to_longest(x, y, getattr(dataset.tokenizer, "pad_id", 0))
+        x, y = x.contiguous(), y.contiguous()
     return (x.pin_memory(), y.pin_memory()) if pin else (x, y)
 
 

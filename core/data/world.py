@@ -27,7 +27,7 @@ from faker import VERSION as FAKER_VERSION
 from faker import Faker
 from faker.config import AVAILABLE_LOCALES
 
-from core.data.world_documents import BIRTH_VISIBLE_WITHIN, check_text, compose_document
+from core.data.world_documents import BIRTH_VISIBLE_WITHIN, check_text, compose_documents
 from core.data.world_tables import COUNTRIES, LOCALES, TEMPLATES, Country, all_cities
 
 DEFAULT_SEED = 0
@@ -37,6 +37,11 @@ DEFAULT_TEST = 300
 DEFAULT_NAMES_TEST_FRACTION = 0.2
 
 REGENERATE_COMMAND = "python -m core.data.world --seed 0 --out data/world"
+# The birthplace models' world (issue 27): fewer people, four consistent biographies each, so a 2-core
+# CPU can store every fact within an hour (see checkpoints/README.md for the grid that chose it).
+KNOWLEDGE = {"people": 1000, "dev": 200, "test": 100, "bios": 4}
+KNOWLEDGE_COMMAND = ("python -m core.data.world --seed 0 --people 1000 --dev 200 --test 100 --bios 4 "
+                     "--out data/knowledge")
 
 
 @dataclass(frozen=True)
@@ -48,17 +53,19 @@ class Person:
     gender: str  # "female" or "male": picks first name and pronouns
     birth_year: int
     death_year: int | None  # None: alive
-    document: str  # the wiki.txt line
+    document: str  # the first of the person's wiki.txt lines
     other_places: tuple[str, ...]  # places the document names besides the birthplace
     split: str  # birthplace task: "train", "dev" or "test"
     names_split: str  # name classification: "train" or "test"
+    documents: tuple[str, ...] = ()  # every wiki.txt line about the person (same facts, other templates)
 
 
 @dataclass(frozen=True)
 class World:
     seed: int
     people: tuple[Person, ...]  # generation order; the TSV files follow it
-    wiki: tuple[str, ...]  # one document per person, shuffled: the wiki.txt lines
+    wiki: tuple[str, ...]  # every person's documents, shuffled: the wiki.txt lines
+    command: str = REGENERATE_COMMAND  # how the files were made (written into the README)
 
     def split(self, name: str) -> tuple[Person, ...]:
         return tuple(p for p in self.people if p.split == name)
@@ -132,16 +139,18 @@ def _names_test_split(people_countries: Sequence[str], fraction: float,
 
 def generate_world(seed: int = DEFAULT_SEED, n_people: int = DEFAULT_PEOPLE,
                    n_dev: int = DEFAULT_DEV, n_test: int = DEFAULT_TEST,
-                   names_test_fraction: float = DEFAULT_NAMES_TEST_FRACTION) -> World:
+                   names_test_fraction: float = DEFAULT_NAMES_TEST_FRACTION, bios: int = 1) -> World:
     """Build a world in memory; deterministic in all arguments.
 
     Birthplace questions: n_dev dev people, n_test test people, the rest train; everyone
-    has a wiki document. Stages draw from separate seeded streams, so changing the
-    templates does not change who is born where.
+    has `bios` wiki documents (other templates, the same facts). Stages draw from separate seeded
+    streams, so changing the templates or `bios` does not change who is born where.
     """
     if n_people < 1 or n_dev < 0 or n_test < 0 or n_dev + n_test > n_people:
         raise ValueError(f"need n_people >= 1 and 0 <= n_dev + n_test <= n_people, got "
                          f"n_people={n_people}, n_dev={n_dev}, n_test={n_test}")
+    if not 1 <= bios <= 8:
+        raise ValueError(f"bios must be 1 to 8 documents per person, got {bios}")
     if not 0.0 <= names_test_fraction < 1.0:
         raise ValueError(f"names_test_fraction must be in [0, 1), got {names_test_fraction}")
 
@@ -176,18 +185,26 @@ def generate_world(seed: int = DEFAULT_SEED, n_people: int = DEFAULT_PEOPLE,
     doc_rng = random.Random(_sub_seed(seed, "documents"))
     people = []
     for i, (country, city, gender, name) in enumerate(drawn):
-        document, others, birth_year, death_year = compose_document(doc_rng, name, country, city, gender)
-        check_text(document, "document")
+        documents, others, birth_year, death_year = compose_documents(doc_rng, name, country, city, gender,
+                                                                      bios)
+        for document in documents:
+            check_text(document, "document")
         people.append(Person(
             name=name, country=country.label, locale=country.locale, birthplace=city,
-            gender=gender, birth_year=birth_year, death_year=death_year, document=document,
+            gender=gender, birth_year=birth_year, death_year=death_year, document=documents[0],
             other_places=others, split=split.get(i, "train"),
-            names_split="test" if i in names_test else "train",
+            names_split="test" if i in names_test else "train", documents=documents,
         ))
 
-    wiki = [p.document for p in people]
+    wiki = [document for p in people for document in p.documents]
     random.Random(_sub_seed(seed, "wiki")).shuffle(wiki)
-    return World(seed=seed, people=tuple(people), wiki=tuple(wiki))
+    command = REGENERATE_COMMAND
+    if (n_people, n_dev, n_test, bios) != (DEFAULT_PEOPLE, DEFAULT_DEV, DEFAULT_TEST, 1):
+        command = (f"python -m core.data.world --seed {seed} --people {n_people} --dev {n_dev} --test {n_test}"
+                   f" --bios {bios} --out FOLDER")
+    if (n_people, n_dev, n_test, bios) == tuple(KNOWLEDGE.values()):
+        command = KNOWLEDGE_COMMAND.replace("--seed 0", f"--seed {seed}")
+    return World(seed=seed, people=tuple(people), wiki=tuple(wiki), command=command)
 
 
 def fabricate_names(n: int, locales: Sequence[str], seed: int = 0,
@@ -256,12 +273,12 @@ A fabricated encyclopedia in the file formats of the CS224N "pretrained transfor
 knowledge access" birthplace task. Every person is invented: names are drawn with Faker
 (faker=={FAKER_VERSION}) from the locale of the birth country, birthplaces are real cities
 of that country, and each biography is one line built from {len(TEMPLATES)} templates that
-also name other places the person lived or worked. Generated by `core/data/world.py`;
+also name other places the person lived or worked{_bios_sentence(world)}. Generated by `core/data/world.py`;
 do not edit by hand.
 
 Regenerate (bit-identical with the pinned Faker version):
 
-    {REGENERATE_COMMAND}
+    {world.command}
 
 ## Files
 
@@ -297,6 +314,14 @@ English city names; names keep their diacritics.
 |---|---|---|---|
 {country_rows}
 """
+
+
+def _bios_sentence(world: World) -> str:
+    per_person = len(world.wiki) / max(len(world.people), 1)
+    if per_person == 1:
+        return ""
+    return (f"; every person has {per_person:g} biographies in different templates that agree on every "
+            "fact (one birth date, the same occupations and places)")
 
 
 def world_files(world: World) -> dict[str, str]:
@@ -343,12 +368,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--people", type=int, default=DEFAULT_PEOPLE)
     parser.add_argument("--dev", type=int, default=DEFAULT_DEV)
     parser.add_argument("--test", type=int, default=DEFAULT_TEST)
+    parser.add_argument("--bios", type=int, default=1,
+                        help="biographies per person, each from another template with the same facts")
     parser.add_argument("--names-test-fraction", type=float,
                         default=DEFAULT_NAMES_TEST_FRACTION)
     args = parser.parse_args(argv)
     try:
         world = generate_world(args.seed, args.people, args.dev, args.test,
-                               args.names_test_fraction)
+                               args.names_test_fraction, args.bios)
     except ValueError as error:
         parser.error(str(error))
     paths = write_world(world, args.out)

@@ -47,9 +47,11 @@ def _birth_mention_end(document: str, name: str, birth: str) -> int:
     return match.end() if match else len(document) + 1
 
 
-def compose_document(rng: random.Random, name: str, country: Country, birth: str,
-                     gender: str) -> tuple[str, tuple[str, ...], int, int | None]:
-    """One wiki line, the other places it names, and the birth and death years."""
+def compose_documents(rng: random.Random, name: str, country: Country, birth: str, gender: str,
+                      count: int = 1) -> tuple[tuple[str, ...], tuple[str, ...], int, int | None]:
+    """`count` wiki lines about one person, each from another template but with the same facts (one
+    birth date, occupations, other places: the knowledge augmentation of Allen-Zhu & Li), the other
+    places they name, and the birth and death years. count=1 draws exactly what the 1-line world does."""
     birth_year = rng.randint(1860, 1995)
     death_year: int | None = birth_year + rng.randint(28, 99)
     if death_year > 2024:
@@ -74,9 +76,18 @@ def compose_document(rng: random.Random, name: str, country: Country, birth: str
     candidates = [t for t in TEMPLATES if death_year or not t.dead_only]
     rng.shuffle(candidates)
     rendered = [(t, f"{name}. " + t.text.format(**fields)) for t in candidates]
-    template, document = min(rendered, key=lambda td: _misfit(td[1], name, birth))
-    used = tuple(fields[slot] for slot in _OTHER_SLOTS if "{" + slot + "}" in template.text)
-    return document, used, birth_year, death_year
+    # A stable sort: the first fitting template comes first, as min() would pick it.
+    chosen = sorted(rendered, key=lambda td: _misfit(td[1], name, birth))[:count]
+    used = tuple(dict.fromkeys(fields[slot] for template, _ in chosen for slot in _OTHER_SLOTS
+                               if "{" + slot + "}" in template.text))
+    return tuple(document for _, document in chosen), used, birth_year, death_year
+
+
+def compose_document(rng: random.Random, name: str, country: Country, birth: str,
+                     gender: str) -> tuple[str, tuple[str, ...], int, int | None]:
+    """One wiki line, the other places it names, and the birth and death years."""
+    documents, used, birth_year, death_year = compose_documents(rng, name, country, birth, gender)
+    return documents[0], used, birth_year, death_year
 
 
 def _misfit(document: str, name: str, birth: str) -> tuple[bool, bool]:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
+from core.data.world_tables import COUNTRIES
 from core.lens.trace import model_device
-from core.model.tokenizer import MASK_CHAR, CharTokenizer
+from core.model.tokenizer import MASK_CHAR, CharTokenizer, Tokenizer
 from core.model.transformer import Transformer
 
 ANSWER_CHARS = 32
@@ -139,32 +140,91 @@ def evaluate_birthplaces(model: Transformer, tokenizer: CharTokenizer, pairs: Se
 def document_completion_prompts(corpus: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """For each 'Where was NAME born?' pair whose NAME starts a corpus document that names PLACE after
     the name: (the document up to PLACE, PLACE). Pairs without such a document are skipped."""
+    return [prompt for prompt in _completion_prompts(corpus, pairs) if prompt is not None]
+
+
+def _completion_prompts(corpus: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str] | None]:
     documents = {}
     for line in corpus.split("\n"):
         if line.strip():
             documents.setdefault(line.split(". ", 1)[0], line)
-    prompts = []
+    prompts: list[tuple[str, str] | None] = []
     for question, place in pairs:
         name = question.removeprefix("Where was ").removesuffix(" born?")
         document = documents.get(name)
         at = document.find(place, len(name) + 1) if document else -1
-        if at > 0:
-            prompts.append((document[:at], place))
+        prompts.append((document[:at], place) if at > 0 else None)
     return prompts
 
 
+def _split_for_completion(tokenizer: Tokenizer, prefix: str, place: str) -> tuple[list[int], list[int]]:
+    """(prompt ids, target ids): the document cut where the tokenizer cuts it. A character vocabulary
+    cuts right before the place; a subword one reads the space before a word as part of the word
+    ('␣London'), so the prompt ends before that space and the target includes it."""
+    whole = tokenizer.encode(prefix + place)
+    head = tokenizer.encode(prefix)
+    if whole[: len(head)] != head:
+        trimmed = prefix.rstrip()
+        head = tokenizer.encode(trimmed)
+        return head, tokenizer.encode(prefix[len(trimmed):] + place)
+    return head, whole[len(head):]
+
+
 @torch.no_grad()
-def memorization_rate(model: Transformer, tokenizer: CharTokenizer, corpus: str,
+def memorized(model: Transformer, tokenizer: Tokenizer, corpus: str,
+              pairs: Sequence[tuple[str, str]]) -> list[bool | None]:
+    """Per pair: does the model complete the person's own document (cut just before the place) with the
+    place, greedily and token for token? None where the corpus has no document naming the place."""
+    model.eval()
+    context = context_length(model) - 1
+    device = model_device(model)
+    out: list[bool | None] = []
+    for prompt in _completion_prompts(corpus, pairs):
+        if prompt is None:
+            out.append(None)
+            continue
+        head, target = _split_for_completion(tokenizer, *prompt)
+        ids = torch.tensor([head[-(context - len(target)):]], dtype=torch.long, device=device)
+        generated = model.generate(ids, len(target))
+        out.append(generated[0, ids.size(1):].tolist() == target)
+    return out
+
+
+def memorization_rate(model: Transformer, tokenizer: Tokenizer, corpus: str,
                       pairs: Sequence[tuple[str, str]]) -> tuple[int, int]:
     """How many people's birthplaces a pretrained model completes, greedily, from their own document
     (cut just before the place): (memorised, people with such a document). Knowledge the pretrained
     model cannot produce from its own training text is knowledge finetuning cannot retrieve."""
-    model.eval()
-    hits, prompts = 0, document_completion_prompts(corpus, pairs)
-    context = context_length(model) - 1
-    device = model_device(model)
-    for prefix, place in prompts:
-        ids = torch.tensor([tokenizer.encode(prefix)[-(context - len(place)):]], dtype=torch.long, device=device)
-        out = model.generate(ids, len(place))
-        hits += tokenizer.decode(out[0, ids.size(1):].tolist()) == place
-    return hits, len(prompts)
+    flags = [f for f in memorized(model, tokenizer, corpus, pairs) if f is not None]
+    return sum(flags), len(flags)
+
+
+
+def country_priors(train_places: Sequence[str]) -> dict[str, str]:
+    """Country -> its most frequent birthplace among the training answers: the best guess from a name's
+    country alone (in the generated world a name is drawn from its birth country's locale, so this is
+    the most frequent train birthplace among people of that country). Ties alphabetical."""
+    counts = Counter(train_places)
+    priors = {}
+    for country in COUNTRIES:
+        seen = [city for city in country.city_names if counts[city]]
+        if seen:
+            priors[country.label] = min(seen, key=lambda city: (-counts[city], city))
+    return priors
+
+
+def country_of(place: str) -> str:
+    """The demo world's country of a city ('' for a place outside its tables)."""
+    return next((c.label for c in COUNTRIES if place in c.city_names), "")
+
+
+def country_prior_answers(train_places: Sequence[str], truths: Sequence[str]) -> list[str]:
+    """Per question, the country prior of the person's birth country (known from the true place; '' when
+    the place is outside the world's tables)."""
+    priors = country_priors(train_places)
+    return [priors.get(country_of(truth), "") for truth in truths]
+
+
+def country_prior_accuracy(train_places: Sequence[str], truths: Sequence[str]) -> float:
+    answers = country_prior_answers(train_places, truths)
+    return sum(a == t for a, t in zip(answers, truths, strict=True)) / max(len(truths), 1)

@@ -2,15 +2,18 @@
 then write checkpoints/README.md with what each one is and what it measured.
 
 The recipes are data (one row per checkpoint), run in order because finetuning reads the
-pretrained files. The birthplace rows are the CS224N assignment's recipe exactly (its model size,
-650 pretraining epochs, its decay groups and schedule: see core/train/optim.py): minutes on a GPU, days
-on a 2-core CPU. `make checkpoints QUICK=1` (`--quick`) trains a smaller, weaker birthplace family
-that fits a CPU hour, into checkpoints/quick/, never over the bundled files.
+pretrained files. The bundled birthplace family is trained on the knowledge world (data/knowledge/: 1,000
+people, four consistent biographies each) with the recipe the grid chose on a 2-core CPU
+(core/train/knowledge_grid.py: 2,000 BPE pieces, next-token pretraining over packed documents, a 2x128
+model). `make checkpoints COURSE=1` (`--course`) trains the family with the CS224N assignment's recipe
+exactly (its model size, 650 pretraining epochs, its decay groups and schedule: see core/train/optim.py)
+on data/world/, into checkpoints/course/: minutes on a GPU, days on a 2-core CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import sys
@@ -31,6 +34,9 @@ WORLD = "data/world"
 WIKI = f"{WORLD}/wiki.txt"
 
 BIRTH = ModelShape(n_layer=4, n_head=8, n_embd=256, block_size=128, dropout=0.1)  # the assignment's GPTConfig
+KNOWLEDGE = "data/knowledge"
+KNOWLEDGE_WIKI = f"{KNOWLEDGE}/wiki.txt"
+KNOW = ModelShape(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0)  # the grid's choice
 LM = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=64, dropout=0.1)
 ENCODER = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=32, dropout=0.1)
 
@@ -66,10 +72,15 @@ MLM = TrainerConfig(max_epochs=12, batch_size=64, learning_rate=2e-3, seed=0, de
 CLASSIFY = TrainerConfig(max_epochs=6, batch_size=32, learning_rate=1e-3, seed=0, decay="mingpt",
                          schedule="cosine-clamped")
 
-# QUICK=1: the same recipe on a 2-layer, 128-wide model for 80 pretraining epochs (a CPU hour, weaker).
-QUICK_SHAPE = ModelShape(n_layer=2, n_head=4, n_embd=128, block_size=128, dropout=0.1)
-QUICK_PRETRAIN = TrainerConfig(max_epochs=80, batch_size=128, learning_rate=6e-3, warmup_tokens=512 * 20, seed=0,
-                               save_every=10)
+# The knowledge family (core/train/knowledge_grid.py chose it): pretraining as the language models are
+# trained, finetuning at a lower rate on the answer's pieces only; no pretraining gets 3x the epochs at
+# the higher rate, so that it learns the train answers by heart (what the assignment's 75 epochs are for).
+KNOW_PRETRAIN = TrainerConfig(max_epochs=100, batch_size=64, learning_rate=1e-3, decay="mingpt",
+                              schedule="cosine-clamped", seed=0, save_every=10, snapshots=10)
+KNOW_FINETUNE = TrainerConfig(max_epochs=20, batch_size=32, learning_rate=3e-4, decay="mingpt",
+                              schedule="cosine-clamped", seed=0, save_every=20)
+KNOW_SCRATCH = replace(KNOW_FINETUNE, max_epochs=60, learning_rate=1e-3)
+SUBWORDS = dict(level="bpe", vocab_size=2000)
 
 
 FOLDER = "checkpoints"
@@ -79,22 +90,30 @@ def _path(name: str, folder: str = FOLDER) -> str:
     return f"{folder}/{name}.safetensors"
 
 
+def birthplace_recipes(world: str, wiki: str, folder: str, shape_: ModelShape, pretrain: TrainerConfig,
+                       finetune: TrainerConfig, scratch: TrainerConfig, vocabulary: dict[str, Any],
+                       objective: dict[str, Any], what: str) -> list[Recipe]:
+    """The five birthplace files: vanilla and synthesizer pretrained then finetuned, and vanilla from scratch."""
+    questions = dict(corpus_path=wiki, finetune_corpus_path=f"{world}/birth_places_train.tsv",
+                     eval_corpus_path=f"{world}/birth_dev.tsv", **vocabulary)
+    synth = shape(shape_, attention="synthesizer")
+    return [
+        Recipe("wiki-vanilla-pretrained", "pretrain", f"pretraining on {wiki} ({what})",
+               dict(corpus_path=wiki, **vocabulary, **objective), shape_, pretrain),
+        Recipe("birth-vanilla-pretrained", "finetune", "the pretrained model finetuned on birth_places_train.tsv",
+               dict(**questions, reading_params_path=_path("wiki-vanilla-pretrained", folder)), shape_, finetune),
+        Recipe("birth-vanilla-scratch", "finetune", "the same finetuning without pretraining", questions, shape_,
+               scratch),
+        Recipe("wiki-synthesizer-pretrained", "pretrain", f"pretraining, synthesizer attention ({what})",
+               dict(corpus_path=wiki, **vocabulary, **objective), synth, replace(pretrain, snapshots=0)),
+        Recipe("birth-synthesizer-pretrained", "finetune", "the synthesizer pretrained model, finetuned",
+               dict(**questions, reading_params_path=_path("wiki-synthesizer-pretrained", folder)), synth, finetune),
+    ]
+
+
 RECIPES: list[Recipe] = [
-    Recipe("wiki-vanilla-pretrained", "pretrain", "span-corruption pretraining on wiki.txt (CS224N)",
-           dict(corpus_path=WIKI), BIRTH, PRETRAIN),
-    Recipe("birth-vanilla-pretrained", "finetune", "the pretrained model finetuned on birth_places_train.tsv",
-           dict(corpus_path=WIKI, finetune_corpus_path=f"{WORLD}/birth_places_train.tsv",
-                reading_params_path=_path("wiki-vanilla-pretrained"), eval_corpus_path=f"{WORLD}/birth_dev.tsv"),
-           BIRTH, FINETUNE),
-    Recipe("birth-vanilla-scratch", "finetune", "the same finetuning without pretraining",
-           dict(corpus_path=WIKI, finetune_corpus_path=f"{WORLD}/birth_places_train.tsv",
-                eval_corpus_path=f"{WORLD}/birth_dev.tsv"), BIRTH, FINETUNE_SCRATCH),
-    Recipe("wiki-synthesizer-pretrained", "pretrain", "span-corruption pretraining, synthesizer attention",
-           dict(corpus_path=WIKI), shape(BIRTH, attention="synthesizer"), PRETRAIN),
-    Recipe("birth-synthesizer-pretrained", "finetune", "the synthesizer pretrained model, finetuned",
-           dict(corpus_path=WIKI, finetune_corpus_path=f"{WORLD}/birth_places_train.tsv",
-                reading_params_path=_path("wiki-synthesizer-pretrained"),
-                eval_corpus_path=f"{WORLD}/birth_dev.tsv"), shape(BIRTH, attention="synthesizer"), FINETUNE),
+    *birthplace_recipes(KNOWLEDGE, KNOWLEDGE_WIKI, FOLDER, KNOW, KNOW_PRETRAIN, KNOW_FINETUNE, KNOW_SCRATCH,
+                        SUBWORDS, dict(objective="lm"), "2,000 BPE pieces, next-token prediction"),
     *[Recipe(f"lm-{p}", "train_lm", f"character LM on wiki.txt, {p} positions, block 64",
              dict(corpus_path=WIKI), shape(LM, positional=p), LM_SNAPSHOTS if p == "learned" else LM_TRAIN)
       for p in ("learned", "sinusoidal", "alibi", "rope")],
@@ -107,21 +126,13 @@ RECIPES: list[Recipe] = [
            dict(train_path=f"{WORLD}/names_train.tsv", test_path=f"{WORLD}/names_test.tsv"), ENCODER, CLASSIFY),
 ]
 
-QUICK_FOLDER = "checkpoints/quick"
+COURSE_FOLDER = "checkpoints/course"
 
 
-def quick_recipes() -> list[Recipe]:
-    """The birthplace rows on QUICK_SHAPE with QUICK_PRETRAIN, reading and writing checkpoints/quick/."""
-    out = []
-    for r in RECIPES:
-        if r.recipe not in ("pretrain", "finetune"):
-            continue
-        kwargs = {k: v.replace(f"{FOLDER}/", f"{QUICK_FOLDER}/", 1) if isinstance(v, str) else v
-                  for k, v in r.kwargs.items()}
-        out.append(Recipe(r.name, r.recipe, f"QUICK (weaker): {r.description}", kwargs,
-                          shape(QUICK_SHAPE, attention=r.shape.attention),
-                          QUICK_PRETRAIN if r.recipe == "pretrain" else r.trainer, r.bundled))
-    return out
+def course_recipes() -> list[Recipe]:
+    """The birthplace family with the CS224N assignment's recipe exactly, on data/world/, into checkpoints/course/."""
+    return birthplace_recipes(WORLD, WIKI, COURSE_FOLDER, BIRTH, PRETRAIN, FINETUNE, FINETUNE_SCRATCH,
+                              {}, {}, "CS224N span corruption, the assignment's recipe")
 
 
 FUNCTIONS = {"pretrain": recipes.pretrain, "finetune": recipes.finetune, "train_lm": recipes.train_lm,
@@ -131,7 +142,7 @@ OUTPUT_ARG = "writing_params_path"
 
 def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[str, Any]:
     started = time.perf_counter()
-    command = f"python -m core.train.bundle {'--quick ' if folder == QUICK_FOLDER else ''}--only {recipe.name}"
+    command = f"python -m core.train.bundle {'--course ' if folder == COURSE_FOLDER else ''}--only {recipe.name}"
     out = _path(recipe.name, folder)
     trainer = FUNCTIONS[recipe.recipe](**recipe.kwargs, **{OUTPUT_ARG: out}, shape=recipe.shape,
                                        trainer=replace(recipe.trainer, device=device), force=True, command=command)
@@ -139,10 +150,39 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
         from core.lens.extrapolation.recorded import record
 
         record(out, trainer.device)
+    if recipe.recipe == "pretrain":  # the knowledge it stored: what finetuning can reach (the probe's 2x2)
+        trainer.metrics.update(record_memorisation(out))
     seconds = time.perf_counter() - started
     resume_path(Path(out)).unlink(missing_ok=True)
     log_path(Path(out)).unlink(missing_ok=True)
     return {"name": recipe.name, "seconds": seconds, "metrics": trainer.metrics}
+
+
+def memorisation_file(corpus_path: str | Path) -> Path:
+    """The dev questions a pretrained model's memorisation is measured on: birth_dev.tsv beside its corpus."""
+    return Path(corpus_path).with_name("birth_dev.tsv")
+
+
+def measure_memorisation(loaded, corpus_path: Path, dev_path: Path) -> dict[str, float]:
+    from core.data.datasets import read_text, read_tsv_pairs
+    from core.lens.birthplace import memorization_rate
+
+    hits, people = memorization_rate(loaded.model, loaded.tokenizer, read_text(corpus_path), read_tsv_pairs(dev_path))
+    return {"dev_memorised": hits / max(people, 1), "dev_memorised_people": float(people)}
+
+
+def record_memorisation(path: str) -> dict[str, float]:
+    """Measure how many dev people a pretrained file completes from their own document; store it in its
+    metrics (tensors unchanged). Nothing when its corpus has no birth_dev.tsv beside it."""
+    loaded = ckpt.load(path)
+    corpus = ROOT / loaded.metadata["data"][0]["path"]
+    dev = memorisation_file(corpus)
+    if not dev.is_file():
+        return {}
+    measured = measure_memorisation(loaded, corpus, dev)
+    ckpt.update_metadata(path, {"metrics": json.dumps({**loaded.metadata.get("metrics", {}), **measured}),
+                                "memorised_on": str(dev.relative_to(ROOT))})
+    return measured
 
 
 def reevaluate(name: str) -> dict[str, float]:
@@ -155,10 +195,17 @@ def reevaluate(name: str) -> dict[str, float]:
     loaded = ckpt.load(ROOT / _path(name))
     args = {k: str(ROOT / v) if isinstance(v, str) and v.startswith(("data/", "checkpoints/")) else v
             for k, v in recipe.kwargs.items()}
-    if recipe.recipe == "finetune":
-        result = evaluate_birthplaces(loaded.model, loaded.tokenizer, read_tsv_pairs(args["eval_corpus_path"]),
+    if recipe.recipe == "finetune":  # the dev file the checkpoint names, checked against its stored sha256
+        dev = loaded.metadata.get("eval_corpus_path") or recipe.kwargs["eval_corpus_path"]
+        stored = {d["path"]: d["sha256"] for d in loaded.metadata.get("data", [])}
+        if stored.get(dev) != hashlib.sha256((ROOT / dev).read_bytes()).hexdigest():
+            raise AssertionError(f"{dev} is not the file {name} was evaluated on (sha256 differs)")
+        result = evaluate_birthplaces(loaded.model, loaded.tokenizer, read_tsv_pairs(ROOT / dev),
                                       baseline_place=loaded.metadata.get("baseline_place"))
         return {"val_accuracy": result.accuracy, "val_baseline_accuracy": result.baseline_accuracy}
+    if recipe.recipe == "pretrain" and loaded.metadata.get("memorised_on"):
+        return measure_memorisation(loaded, ROOT / loaded.metadata["data"][0]["path"],
+                                    ROOT / loaded.metadata["memorised_on"])
     if recipe.recipe == "train_lm":
         text = read_text(args["corpus_path"])
         val = LanguageModelDataset(text[int(len(text) * 0.9):], loaded.tokenizer, loaded.config.block_size)
@@ -225,12 +272,13 @@ def write_readme(timings: dict[str, Any], recipes_: list[Recipe] | None = None, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.train.bundle", description=__doc__)
     parser.add_argument("--only", nargs="*", help="rebuild only these checkpoints (names)")
-    parser.add_argument("--quick", action="store_true",
-                        help="the smaller, weaker birthplace family for a CPU, into checkpoints/quick/")
+    parser.add_argument("--course", action="store_true",
+                        help="the birthplace family with the CS224N assignment's recipe on data/world/, into "
+                             "checkpoints/course/ (a GPU: minutes; this CPU: days)")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (CUDA when present)")
     parser.add_argument("--readme-only", action="store_true")
     args = parser.parse_args(argv)
-    folder, table_recipes = (QUICK_FOLDER, quick_recipes()) if args.quick else (FOLDER, RECIPES)
+    folder, table_recipes = (COURSE_FOLDER, course_recipes()) if args.course else (FOLDER, RECIPES)
     (ROOT / folder).mkdir(parents=True, exist_ok=True)
     timings_file = ROOT / folder / "timings.json"
     timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
@@ -253,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(_timing(v)[0] or 0 for v in timings.values())
     table = write_readme(timings, table_recipes, folder)
     readme = ROOT / folder / "README.md"
-    header_file = ROOT / "checkpoints" / ("README.quick.md" if args.quick else "README.header.md")
+    header_file = ROOT / "checkpoints" / ("README.course.md" if args.course else "README.header.md")
     header = header_file.read_text() if header_file.exists() else "{TABLE}\n"
     readme.write_text(header.replace("{TABLE}", table).replace("{TOTAL}", f"{total / 60:.1f}"))
     print(f"total {total / 60:.1f} min; wrote {readme.relative_to(ROOT)}")

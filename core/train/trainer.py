@@ -119,6 +119,13 @@ class Trainer:
         x, _ = self.train_dataset[0]
         return self.config.batch_size * x.numel()
 
+    @property
+    def positions_per_row(self) -> int:
+        """Target positions in one untrimmed item (1 for a class label)."""
+        if not hasattr(self, "_positions_per_row"):
+            self._positions_per_row = self.train_dataset[0][1].numel()
+        return self._positions_per_row
+
     def _make_optimizer(self) -> torch.optim.Optimizer:
         cfg = self.config
         return make_adamw(self.model, cfg.decay, cfg.learning_rate, cfg.weight_decay, cfg.betas)
@@ -215,7 +222,9 @@ class Trainer:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_norm_clip)
                 self.optimizer.step()
                 self.step += 1
-                self.tokens += y.numel()
+                # every target position of the untrimmed rows, PAD included (the CS224N count), so a
+                # dataset that trims its batches keeps the schedule it would have had
+                self.tokens += y.size(0) * self.positions_per_row
                 if self.snapshots.wants(self.step):
                     self._snapshot(loss, wall_at_start + time.perf_counter() - started)
                 if self.step % cfg.log_every == 0:  # .item() waits for the device: only when logging

@@ -18,7 +18,8 @@ from core.lens.birthplace import most_frequent_place
 from core.lens.probe.inputs import name_from_question, normalise_name
 
 WORLD_ENV = "ATTENTION_LAB_WORLD"  # a folder with the CS224N files; default: the bundled demo world
-DEFAULT_WORLD = Path(__file__).resolve().parents[3] / "data" / "world"
+PROJECT_DATA = Path(__file__).resolve().parents[3] / "data"
+DEFAULT_WORLD = PROJECT_DATA / "world"
 CORPUS_FILE = "wiki.txt"
 TRAIN_FILE = "birth_places_train.tsv"
 DEV_FILE = "birth_dev.tsv"
@@ -127,8 +128,18 @@ def categorise(correct: bool, evidence: Evidence) -> str:
 # --- the files of one world folder ------------------------------------------------------------------
 
 
-def world_dir() -> Path:
-    return Path(os.environ.get(WORLD_ENV) or DEFAULT_WORLD)
+def world_dir(trained_on: Iterable[str] = ()) -> Path:
+    """The folder the probe reads: ATTENTION_LAB_WORLD when set; else the folder of the first wiki.txt the
+    chosen models were trained on (their metadata's data files), only when it lies inside this project's
+    data/ folder, so a checkpoint never opens another server path; else the demo world."""
+    if os.environ.get(WORLD_ENV):
+        return Path(os.environ[WORLD_ENV])
+    root = PROJECT_DATA.resolve()
+    for path in trained_on:
+        candidate = (PROJECT_DATA.parent / str(path)).resolve()
+        if candidate.name == CORPUS_FILE and candidate.is_relative_to(root) and candidate.is_file():
+            return candidate.parent
+    return DEFAULT_WORLD
 
 
 def world_stamp(folder: Path) -> tuple[float, ...]:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
+from core.model.tokenizer import MASK_CHAR, PAD_CHAR, Tokenizer
 from core.text import TYPED_QUESTION_MARKS
 
 QUESTION_TEMPLATE = "Where was {name} born?"
@@ -61,13 +61,12 @@ def read_probe_input(text: str) -> ProbeInput:
     return ProbeInput(question=question_for(name), name=name)
 
 
-def unknown_characters(texts: Iterable[str], tokenizer: CharTokenizer) -> list[str]:
-    """Characters outside the model's vocabulary (the model reads them as PAD), in order of appearance."""
+def unknown_characters(texts: Iterable[str], tokenizer: Tokenizer) -> list[str]:
+    """Pieces the model never read, in order of appearance: characters outside a character vocabulary
+    (the model reads them as PAD), or subword pieces its pretraining corpus never produced."""
     seen: dict[str, None] = {}
     for text in texts:
-        for char in text:
-            if char not in tokenizer.stoi:
-                seen[char] = None
+        seen.update(dict.fromkeys(tokenizer.tokenize(text).unknown))
     return list(seen)
 
 
@@ -76,12 +75,12 @@ def _and(items: Sequence[str]) -> str:
 
 
 def _char(char: str) -> str:
-    return f"{char!r} (U+{ord(char):04X})"
+    return f"{char!r} (U+{ord(char):04X})" if len(char) == 1 else repr(char)
 
 
-def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, CharTokenizer], limit: int = 12) -> str | None:
-    """ONE sentence for every model at once: which characters of the text which models have never seen
-    (they read them as PAD). None when every model knows every character."""
+def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, Tokenizer], limit: int = 12) -> str | None:
+    """ONE sentence for every model at once: which characters (or subword pieces) of the text which models
+    have never seen. None when every model knows every piece."""
     texts = list(texts)
     missing = {model: unknown_characters(texts, tokenizer) for model, tokenizer in tokenizers.items()}
     chars = list(dict.fromkeys(c for unknown in missing.values() for c in unknown))
@@ -99,4 +98,9 @@ def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, CharTokenizer
         head = "Characters these models have never seen: " + "; ".join(
             f"{_char(c)} ({_and(models)})" for c, models in lacking.items()) + more
     reader, it = ("it reads" if len(tokenizers) == 1 else "they read"), ("it" if len(chars) == 1 else "them")
-    return f"{head}; {reader} {it} as PAD, so answers for names with {it} are guesses about a different string."
+    kinds = {getattr(t, "kind", "char") for m, t in tokenizers.items() if missing[m]}
+    if kinds == {"char"}:
+        return f"{head}; {reader} {it} as PAD, so answers for names with {it} are guesses about a different string."
+    untrained = (f"{head}: no training text had {it}, so {it} kept {'its' if len(chars) == 1 else 'their'} "
+                 "initial embeddings and names with them look alike to the model")
+    return untrained + ("; the character models read them as PAD." if "char" in kinds else ".")
