@@ -92,6 +92,7 @@ BENCHMARKS = [
     Benchmark("margins", "bench.margins", [], ["--only", "attention", "probe"], from_result_line),
     Benchmark("train_throughput", "bench.train_throughput", [], ["--steps", "4", "--width", "128", "--heads", "4"],
               from_result_line),
+    Benchmark("knowledge_throughput", "bench.knowledge_throughput", [], ["--steps", "3"], from_result_line),
 ]
 LOAD = Benchmark("load", "bench.load", ["--sessions", "30", "--duration", "60"],
                  ["--sessions", "5", "--duration", "20"], from_result_line)

@@ -94,9 +94,8 @@ def fabricate_tab(p: Probe) -> None:
     found = fabricated.strategy(people, predictions, data.train_places)
     st.dataframe(found.summary, hide_index=True,
                  column_config={c: PERCENT for c in ("its share", "share in the name's country",
-                                                     "share that are training labels")})
-    st.text(f"Ignoring the name and drawing from the training labels would give a city of the name's "
-            f"country {found.chance:.0%} of the time.")
+                                                     "share = the country's prior", "share that are training labels")})
+    st.text(fabricated.strategy_sentence(found, focus))
     st.dataframe(found.frame, hide_index=True)
     st.download_button("Download these predictions (CSV)", files.table_csv(found.frame),
                        "fabricated-predictions.csv", "text/csv", key="probe_fab_csv")

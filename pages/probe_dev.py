@@ -14,6 +14,7 @@ import streamlit as st
 from core.figures import probe as viz
 from core.lens.probe import analysis, corpus, files
 from pages.common import plain, show_figure
+from pages.probe_knowledge import knowledge_section
 from pages.probe_parts import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, version, warn_unknown
 
 
@@ -81,10 +82,11 @@ def dev_tab(p: Probe) -> None:
     digest = hashlib.sha256(raw).hexdigest()
     analyses = {m: cached_analysis(*version(loaded), digest, stamp, m, loaded, questions.pairs, data)
                 for m, loaded in models.items()}
-    comparison = analysis.compare(analyses, {m: loaded.metadata for m, loaded in models.items()})
+    comparison = analysis.compare(analyses, {m: loaded.metadata for m, loaded in models.items()}, data.train_places)
     st.dataframe(comparison.table, hide_index=True, column_config={"accuracy": PERCENT, "mean confidence": CONFIDENCE})
     st.caption("Categories describe the corpus, not the model: a model that was not pretrained never read "
                "the documents, so its 'retrieved' answers are what it got right without them.")
+    knowledge_section(p, analyses, questions.pairs, digest)
     show_figure(viz.category_share_bars(comparison.categories, title="Where each model's answers come from"),
                 "evidence-categories", key="probe_dev_categories")
     with st.expander("What the categories mean"):

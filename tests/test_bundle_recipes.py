@@ -1,10 +1,12 @@
-"""`make checkpoints` trains the birthplace family with the assignment's recipe; QUICK never overwrites it."""
+"""`make checkpoints` trains the bundled birthplace family with the knowledge grid's recipe on this CPU;
+`--course` keeps the assignment's recipe exactly and never writes over the bundled files."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.train.bundle import FOLDER, QUICK_FOLDER, RECIPES, quick_recipes, recipe_summary
+from core.train.bundle import COURSE_FOLDER, FOLDER, RECIPES, course_recipes, recipe_summary
+from core.train.knowledge_grid import ROWS
 from core.train.recipes import assignment_final_tokens
 from core.train.trainer import TrainerConfig
 
@@ -15,7 +17,8 @@ ASSIGNMENT = {
     "scratch": dict(max_epochs=75, batch_size=256, learning_rate=6e-4, warmup_tokens=512 * 20),
 }
 SHAPE = dict(n_layer=4, n_head=8, n_embd=256, block_size=128, dropout=0.1)
-BIRTHPLACE = [r for r in RECIPES if r.recipe in ("pretrain", "finetune")]
+BIRTHPLACE = course_recipes()
+KNOWLEDGE = [r for r in RECIPES if r.recipe in ("pretrain", "finetune")]
 
 
 @pytest.mark.parametrize("recipe", BIRTHPLACE, ids=lambda r: r.name)
@@ -43,19 +46,34 @@ def test_pretraining_does_not_write_650_checkpoints():
 
 def test_other_families_say_their_groups_and_schedule():
     for recipe in RECIPES:
-        if recipe not in BIRTHPLACE:
+        if recipe not in KNOWLEDGE:
             assert (recipe.trainer.decay, recipe.trainer.schedule) == ("mingpt", "cosine-clamped"), recipe.name
 
 
-def test_quick_recipes_read_and_write_only_the_quick_folder():
-    quick = quick_recipes()
-    assert [r.name for r in quick] == [r.name for r in BIRTHPLACE]
-    for recipe in quick:
-        assert recipe.description.startswith("QUICK (weaker)")
-        assert recipe.shape.n_layer < 4 and recipe.shape.attention in ("vanilla", "synthesizer")
+def test_course_recipes_read_and_write_only_the_course_folder_and_data_world():
+    assert [r.name for r in BIRTHPLACE] == [r.name for r in KNOWLEDGE]
+    for recipe in BIRTHPLACE:
+        assert "level" not in recipe.kwargs and "objective" not in recipe.kwargs  # characters, span corruption
         for value in recipe.kwargs.values():
-            assert not (isinstance(value, str) and value.startswith(f"{FOLDER}/") and
-                        not value.startswith(f"{QUICK_FOLDER}/")), (recipe.name, value)
+            if isinstance(value, str) and value.startswith("checkpoints/"):
+                assert value.startswith(f"{COURSE_FOLDER}/"), (recipe.name, value)
+            if isinstance(value, str) and value.startswith("data/"):
+                assert value.startswith("data/world/"), (recipe.name, value)
+
+
+def test_the_bundled_family_is_the_grid_row_it_was_chosen_from():
+    chosen = next(r for r in ROWS if r.name == "bpe2k-lm")
+    pretrain = [r for r in KNOWLEDGE if r.recipe == "pretrain"]
+    assert {r.shape.attention for r in pretrain} == {"vanilla", "synthesizer"}
+    for recipe in KNOWLEDGE:
+        assert recipe.kwargs["corpus_path"] == f"{chosen.world}/wiki.txt"
+        assert (recipe.kwargs["level"], recipe.kwargs["vocab_size"]) == (chosen.level, chosen.vocab_size)
+        shape = {k: v for k, v in recipe.shape.__dict__.items() if k != "attention"}
+        assert shape == {k: v for k, v in chosen.shape.__dict__.items() if k != "attention"}
+        reads = recipe.kwargs.get("reading_params_path")
+        assert reads is None or reads.startswith(f"{FOLDER}/wiki-")
+    assert all(r.kwargs["objective"] == chosen.objective for r in pretrain)
+    assert next(r for r in pretrain if r.shape.attention == "vanilla").trainer.snapshots > 0
 
 
 def test_recipe_summary_reads_what_the_file_stores():

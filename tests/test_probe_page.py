@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -11,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.data.world import generate_world, write_world
+from core.data.world_tables import COUNTRIES
 from core.io.checkpoint import list_checkpoints
 from core.lens.probe import analysis, corpus, inputs
 from core.model.tokenizer import MASK_CHAR
@@ -139,7 +141,10 @@ def test_fabricate_compares_models_side_by_side(monkeypatch, models, small_world
     assert len(table) == 12
     corpus_text = (small_world / corpus.CORPUS_FILE).read_text(encoding="utf-8")
     assert not any(name in corpus_text for name in table["name"])
-    assert any(t.startswith("Ignoring the name and drawing from the training labels") for t in texts(at))
+    sentence = next(t for t in texts(at) if "drawing from the training labels would give" in t)
+    row = summary.set_index("model").loc[sentence.split(" answers ")[0]]  # the focus model, from the numbers
+    home, prior = row["share in the name's country"], row["share = the country's prior"]
+    assert f"for {home:.0%} of these names" in sentence and f"(its prior) for {prior:.0%}" in sentence
     assert len(at.get("plotly_chart")) == 2
     at.multiselect(key="probe_locales").set_value([]).run()
     assert not at.exception and any("at least one locale" in m for m in messages(at.warning))
@@ -154,7 +159,17 @@ def test_dev_set_analysis_table_filters_and_example(monkeypatch, models, small_w
     comparison = frames(at)[0]
     assert sorted(comparison["model"][:2]) == TWO_MODELS
     assert comparison["model"][2] == f"baseline: always '{corpus.load_probe_data(small_world).baseline_place}'"
-    assert comparison["questions"].tolist() == [12, 12, 12]
+    assert comparison["questions"].tolist() == [12, 12, 12, 12]
+    # the country prior, written out independently: each truth's country, its most frequent train label
+    data = corpus.load_probe_data(small_world)
+    country = {city: c.label for c in COUNTRIES for city in c.city_names}
+    counts = Counter(data.train_places)
+    best = {}
+    for place in sorted(counts, key=lambda x: (-counts[x], x)):
+        best.setdefault(country.get(place), place)
+    hits = sum(best.get(country.get(truth)) == truth for _, truth in data.dev_pairs)
+    prior = comparison.set_index("model").loc["baseline: the name's country's most frequent place"]
+    assert prior["correct"] == hits and prior["accuracy"] == pytest.approx(hits / 12)
     assert any(t.startswith("Expected calibration error") for t in texts(at))
     table = next(f for f in frames(at) if "category" in getattr(f, "columns", []) and "truth" in f.columns)
     assert len(table) == 12

@@ -15,6 +15,7 @@ from core.figures.common import (
     finished,
     index_axis,
     run_colors,
+    subplot_grid,
     token_axis,
 )
 from core.text import visible_token
@@ -185,3 +186,33 @@ def confidence_by_category(frame, title: str | None = None) -> go.Figure:
     fig.update_yaxes(title="confidence", range=[0, 1.02])
     fig.update_layout(showlegend=False)
     return fig
+
+
+@finished
+def knowledge_grids(counts: dict[str, Any], title: str | None = None) -> go.Figure:
+    """One 2x2 per model (core.lens.probe.knowledge.KnowledgeTable.counts): rows memorised in pretraining
+    or not, columns answered after finetuning or not; each cell shows its count and its share."""
+    import html
+
+    import numpy as np
+
+    models = list(counts)
+    grid = subplot_grid(1, max(len(models), 1), [html.escape(m) for m in models], horizontal_spacing=0.08)
+    traces = []
+    for n, model in enumerate(models, start=1):
+        table = counts[model]
+        z = np.asarray(table.values, dtype=float)
+        total = max(z.sum(), 1.0)
+        text = [[f"{int(v)}<br>{v / total:.0%}" for v in row] for row in z]
+        suffix = str(n) if n > 1 else ""
+        traces.append(go.Heatmap(
+            z=z, x=[str(c) for c in table.columns], y=[str(r) for r in table.index], text=text,
+            texttemplate="%{text}", textfont=dict(size=15), coloraxis="coloraxis", xaxis=f"x{suffix}",
+            yaxis=f"y{suffix}", hovertemplate=f"{html.escape(model)}<br>pretraining: %{{y}}<br>after "
+                                              "finetuning: %{x}<br>people: %{z:.0f}<extra></extra>"))
+        grid[f"xaxis{suffix}"].update(type="category", side="bottom", title="after finetuning" if n == 1 else None)
+        grid[f"yaxis{suffix}"].update(type="category", autorange="reversed", showticklabels=n == 1,
+                                      title="in pretraining" if n == 1 else None)
+    fig = go.Figure(traces, layout=grid)
+    fig.update_layout(coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, showscale=False))
+    return base_layout(fig, html.escape(title) if title else None, 260)

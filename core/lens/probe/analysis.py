@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.lens.birthplace import BirthplaceResult, Progress, evaluate_birthplaces
+from core.lens.birthplace import BirthplaceResult, Progress, country_prior_answers, evaluate_birthplaces
 from core.lens.probe.candidates import answer_probabilities
 from core.lens.probe.corpus import CATEGORIES, CorpusIndex, categorise
 from core.lens.probe.inputs import name_from_question
-from core.model.tokenizer import CharTokenizer
+from core.model.tokenizer import Tokenizer
 from core.model.transformer import Transformer
 
 ANALYSIS_COLUMNS = ("question", "name", "truth", "prediction", "correct", "confidence", "category",
@@ -59,7 +59,7 @@ def analyse_predictions(pairs: Sequence[tuple[str, str]], predictions: Sequence[
     return analyse_result([q for q, _ in pairs], result, confidences, index, labels)
 
 
-def analyse_dev(model: Transformer, tokenizer: CharTokenizer, pairs: Sequence[tuple[str, str]],
+def analyse_dev(model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
                 index: CorpusIndex, labels: Sequence[str], baseline_place: str,
                 progress: Progress | None = None) -> DevAnalysis:
     """Assignment-exact predictions (batched, cached) + confidence + evidence category per question."""
@@ -79,8 +79,10 @@ def pretraining_label(name: str, metadata: Mapping[str, object]) -> str:
     return "not recorded"
 
 
-def comparison_table(analyses: Mapping[str, DevAnalysis], pretraining: Mapping[str, str]) -> pd.DataFrame:
-    """One row per model (accuracy, evidence categories), then the most-frequent-place baseline."""
+def comparison_table(analyses: Mapping[str, DevAnalysis], pretraining: Mapping[str, str],
+                     train_places: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per model (accuracy, evidence categories), then the baselines: the most frequent place, and
+    (when the places are the world's cities) the name's country prior."""
     rows = []
     for model, analysis in analyses.items():
         result, frame = analysis.result, analysis.frame
@@ -94,6 +96,12 @@ def comparison_table(analyses: Mapping[str, DevAnalysis], pretraining: Mapping[s
         rows.append({"model": f"baseline: always '{first.baseline_place}'", "pretraining": "",
                      "accuracy": first.baseline_accuracy, "correct": first.baseline_correct,
                      "questions": first.total, "mean confidence": float("nan")})
+        prior = country_prior_answers(train_places, first.targets)
+        if any(prior):
+            correct = sum(a == t for a, t in zip(prior, first.targets, strict=True))
+            rows.append({"model": "baseline: the name's country's most frequent place", "pretraining": "",
+                         "accuracy": correct / max(first.total, 1), "correct": correct, "questions": first.total,
+                         "mean confidence": float("nan")})
     frame = pd.DataFrame(rows)
     for category in CATEGORIES:  # counts stay integers; the baseline row has none
         if category in frame:
@@ -169,11 +177,12 @@ class DevComparison:
     calibration: dict[str, float]  # model -> expected_calibration_error
 
 
-def compare(analyses: Mapping[str, DevAnalysis], metadata: Mapping[str, Mapping[str, object]]) -> DevComparison:
+def compare(analyses: Mapping[str, DevAnalysis], metadata: Mapping[str, Mapping[str, object]],
+            train_places: Sequence[str] = ()) -> DevComparison:
     """The comparison table (pretraining read from each model's metadata), categories and reliability."""
     pretraining = {m: pretraining_label(m, metadata.get(m, {})) for m in analyses}
     reliability = {m: reliability_table(a.frame["confidence"], a.frame["correct"]) for m, a in analyses.items()}
-    return DevComparison(table=comparison_table(analyses, pretraining),
+    return DevComparison(table=comparison_table(analyses, pretraining, train_places),
                          categories={m: category_summary(a.frame) for m, a in analyses.items()},
                          reliability=reliability,
                          calibration={m: expected_calibration_error(t) for m, t in reliability.items()})

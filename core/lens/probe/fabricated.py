@@ -13,6 +13,7 @@ import pandas as pd
 
 from core.data.world import fabricate_names
 from core.data.world_tables import LOCALES
+from core.lens.birthplace import country_priors
 from core.lens.probe.corpus import CorpusIndex
 
 MAX_FABRICATED = 500
@@ -66,6 +67,28 @@ def expected_home_share(locales: Sequence[str], train_places: Sequence[str]) -> 
     return float(np.mean(shares))
 
 
+def prior_places(locales: Sequence[str], train_places: Sequence[str]) -> list[str]:
+    """Per name, its country prior: the most frequent training birthplace of the locale's country ('')."""
+    priors = country_priors(train_places)
+    return [priors.get(LOCALES[loc].label, "") if loc in LOCALES else "" for loc in locales]
+
+
+def prior_share(locales: Sequence[str], predictions: Sequence[str], train_places: Sequence[str]) -> float:
+    """Share of predictions that are the name's country prior."""
+    if not predictions:
+        return float("nan")
+    priors = prior_places(locales, train_places)
+    return float(np.mean([p == q and bool(q) for p, q in zip(predictions, priors, strict=True)]))
+
+
+def expected_prior_share(locales: Sequence[str], train_places: Sequence[str]) -> float:
+    """The country-prior share of a model that ignored the name and drew from the training labels."""
+    counts, total = Counter(train_places), len(train_places)
+    if not locales or not total:
+        return float("nan")
+    return float(np.mean([counts[q] / total if q else 0.0 for q in prior_places(locales, train_places)]))
+
+
 def place_shares(predictions: Mapping[str, Sequence[str]], train_places: Sequence[str],
                  top: int = 20) -> pd.DataFrame:
     """Share of each place among the training labels and among each model's predictions.
@@ -98,6 +121,7 @@ def strategy_summary(locales: Sequence[str], predictions: Mapping[str, Sequence[
         rows.append({"model": model, "distinct answers": len(counts), "most common answer": top_place,
                      "its share": top_count / max(len(answers), 1),
                      "share in the name's country": home_country_share(locales, answers),
+                     "share = the country's prior": prior_share(locales, answers, train_places),
                      "share that are training labels": float(np.mean([a in labels for a in answers]))
                      if answers else float("nan")})
     return pd.DataFrame(rows)
@@ -109,6 +133,7 @@ class FabricatedStrategy:
 
     summary: pd.DataFrame  # strategy_summary: one row per model
     chance: float  # expected_home_share: the home-country share of a model that ignores the name
+    prior_chance: float  # expected_prior_share: its share of the country's prior
     frame: pd.DataFrame  # fabricated_frame: one row per name
     shares: pd.DataFrame  # place_shares: training labels and each model's answers
     locale_counts: dict[str, pd.DataFrame]  # model -> locale_place_counts
@@ -120,6 +145,16 @@ def strategy(people: Sequence[tuple[str, str]], predictions: Mapping[str, Sequen
     locales = [loc for _, loc in people]
     return FabricatedStrategy(summary=strategy_summary(locales, predictions, train_places),
                               chance=expected_home_share(locales, train_places),
+                              prior_chance=expected_prior_share(locales, train_places),
                               frame=fabricated_frame(people, predictions),
                               shares=place_shares(predictions, train_places),
                               locale_counts={m: locale_place_counts(locales, p) for m, p in predictions.items()})
+
+
+def strategy_sentence(found: FabricatedStrategy, model: str) -> str:
+    """What the focus model does with names it cannot know, in numbers from the summary table."""
+    row = found.summary.set_index("model").loc[model]
+    home, prior = row["share in the name's country"], row["share = the country's prior"]
+    return (f"{model} answers a city of the name's country for {home:.0%} of these names, and exactly the "
+            f"country's most frequent training birthplace (its prior) for {prior:.0%}; ignoring the name and "
+            f"drawing from the training labels would give {found.chance:.0%} and {found.prior_chance:.0%}.")
