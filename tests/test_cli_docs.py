@@ -34,7 +34,7 @@ def commands_in(text: str) -> list[str]:
     joined = re.sub(r"\\\n\s*", " ", text)
     found = []
     modules = "|".join(re.escape(m) for m in MODULES)
-    for match in re.finditer(r"(?:`|^|\s)((?:\.venv/bin/)?python -m (?:" + modules + r")\b[^`\n]*)", joined,
+    for match in re.finditer(r"(?:`|^|\s)((?:\.venv/bin/)?python -m (?:" + modules + r")(?![\w.])[^`\n]*)", joined,
                              flags=re.M):
         command = match.group(1).strip()
         args = shlex.split(command)[3:]
@@ -102,6 +102,7 @@ def run_documented(command: str, cwd: Path, monkeypatch) -> int:
 
 def test_every_documented_command_runs_as_written(tmp_path, monkeypatch, capsys):
     write_world(generate_world(seed=1, n_people=120, n_dev=20, n_test=10), tmp_path / "data" / "world")
+    write_world(generate_world(seed=1, n_people=60, n_dev=10, n_test=5, bios=2), tmp_path / "data" / "knowledge")
     torch.set_num_threads(1)
     ran = []
     for command in documented():

@@ -16,7 +16,7 @@ import torch
 
 from core.data.world_tables import COUNTRIES
 from core.lens.trace import model_device
-from core.model.tokenizer import MASK_CHAR, CharTokenizer, Tokenizer
+from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.model.transformer import Transformer
 
 ANSWER_CHARS = 32
@@ -35,7 +35,7 @@ def answer_from_completion(completion: str) -> str:
 
 
 @torch.no_grad()
-def predict_birthplaces(model: Transformer, tokenizer: CharTokenizer, questions: Sequence[str],
+def predict_birthplaces(model: Transformer, tokenizer: Tokenizer, questions: Sequence[str],
                         batch_size: int = 256, use_cache: bool = True,
                         progress: Progress | None = None) -> list[str]:
     """Greedy answers for each question, in order."""
@@ -62,7 +62,7 @@ def predict_birthplaces(model: Transformer, tokenizer: CharTokenizer, questions:
 
 
 @torch.no_grad()
-def predict_birthplaces_one_by_one(model: Transformer, tokenizer: CharTokenizer,
+def predict_birthplaces_one_by_one(model: Transformer, tokenizer: Tokenizer,
                                    questions: Sequence[str]) -> list[str]:
     """The assignment's own loop: one question at a time, no cache. The benchmark's baseline."""
     model.eval()
@@ -126,7 +126,7 @@ def most_frequent_place(places: Sequence[str]) -> str:
     return min(counts, key=lambda p: (-counts[p], p)) if counts else "London"
 
 
-def evaluate_birthplaces(model: Transformer, tokenizer: CharTokenizer, pairs: Sequence[tuple[str, str]],
+def evaluate_birthplaces(model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
                          baseline_place: str | None = None, progress: Progress | None = None,
                          ) -> BirthplaceResult:
     """Accuracy on (question, place) pairs; the baseline answers one place for every question

@@ -13,7 +13,7 @@ import pandas as pd
 from core.lens.birthplace import ANSWER_CHARS, context_length, predict_birthplaces
 from core.lens.probe.candidates import CandidateRanking, answer_probabilities, check_generator, rank_candidates
 from core.lens.trace import trace
-from core.model.tokenizer import MASK_CHAR, CharTokenizer
+from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.model.transformer import Transformer
 
 
@@ -32,7 +32,7 @@ class ProbeAnswer:
         return self.answer in self.ranking.places or self.answer in self.ranking.skipped
 
 
-def ask(model: Transformer, tokenizer: CharTokenizer, question: str, places: Sequence[str]) -> ProbeAnswer:
+def ask(model: Transformer, tokenizer: Tokenizer, question: str, places: Sequence[str]) -> ProbeAnswer:
     answer = predict_birthplaces(model, tokenizer, [question])[0]
     ranking = rank_candidates(model, tokenizer, question, places)
     if answer in ranking.places and len(answer) < ANSWER_CHARS and MASK_CHAR not in question:
@@ -74,10 +74,9 @@ class AnswerAttention:
         return self.weights.mean(axis=1)  # (n_layer, T)
 
 
-def answer_attention(model: Transformer, tokenizer: CharTokenizer, question: str) -> AnswerAttention:
+def answer_attention(model: Transformer, tokenizer: Tokenizer, question: str) -> AnswerAttention:
     check_generator(model)
-    ids = tokenizer.encode(question + MASK_CHAR)
-    cut = max(0, len(ids) - context_length(model))  # generation reads the last tokens, so does this
-    ids = ids[cut:]
-    record = trace(model, ids, [tokenizer.decode([i]) for i in ids])
+    read = tokenizer.tokenize(question + MASK_CHAR)  # labels: the text each piece covers
+    cut = max(0, len(read.ids) - context_length(model))  # generation reads the last tokens, so does this
+    record = trace(model, read.ids[cut:], read.tokens[cut:])
     return AnswerAttention(tokens=record.tokens, weights=record.attention[:, :, -1, :], cut=cut)

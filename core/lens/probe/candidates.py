@@ -15,7 +15,7 @@ import torch
 from core.lens.birthplace import ANSWER_CHARS, context_length
 from core.lens.trace import model_device
 from core.model.attention import KVCache
-from core.model.tokenizer import MASK_CHAR, CharTokenizer
+from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.model.transformer import Transformer
 
 
@@ -25,7 +25,7 @@ def check_generator(model: Transformer) -> None:
 
 
 @torch.no_grad()
-def continuation_log_probs(model: Transformer, tokenizer: CharTokenizer, prompts: Sequence[str],
+def continuation_log_probs(model: Transformer, tokenizer: Tokenizer, prompts: Sequence[str],
                            continuations: Sequence[str], batch_size: int = 256) -> np.ndarray:
     """log P(continuation | prompt), summed over the continuation's characters, teacher forced.
 
@@ -137,7 +137,7 @@ class CandidateRanking:
                              "probability": probs[:k], "log_prob": self.log_probs[:k]})
 
 
-def rank_candidates(model: Transformer, tokenizer: CharTokenizer, question: str, places: Sequence[str],
+def rank_candidates(model: Transformer, tokenizer: Tokenizer, question: str, places: Sequence[str],
                     batch_size: int = 256) -> CandidateRanking:
     """All candidates of one question in one or a few forward passes (`place⁇` after `question⁇`)."""
     places = list(dict.fromkeys(places))
@@ -151,7 +151,7 @@ def rank_candidates(model: Transformer, tokenizer: CharTokenizer, question: str,
                             skipped=[places[i] for i in np.flatnonzero(~keep)])
 
 
-def answer_probabilities(model: Transformer, tokenizer: CharTokenizer, questions: Sequence[str],
+def answer_probabilities(model: Transformer, tokenizer: Tokenizer, questions: Sequence[str],
                          answers: Sequence[str]) -> np.ndarray:
     """The greedy answer's probability: the product of its characters' probabilities and of the closing
     ⁇ (when the answer closed within the 32 generated characters). NaN where it cannot be rescored."""
