@@ -45,6 +45,7 @@ class AttentionPageState:
     hide_special: bool = False  # combine view: hide PAD / MASK
     key: int | None = None  # query-key view: the key taken apart; None: the one the query weighs most
     window: tuple[int, int] | None = None  # long inputs: first and last position drawn; None: the start
+    step: int | None = None  # training step of a kept snapshot (core/io/snapshots.py); None: the checkpoint
 
     def replace(self, **changes: Any) -> AttentionPageState:
         return replace(self, **changes)
@@ -53,7 +54,7 @@ class AttentionPageState:
 # URL key per field: short, stable names (changing one breaks links people have shared).
 URL_KEYS = {"text": "text", "layer": "layer", "head": "head", "view": "view", "token": "token",
             "combine": "combine", "compare": "vs", "past": "past", "hide_first": "hidefirst",
-            "hide_special": "hidespecial", "key": "key", "window": "window"}
+            "hide_special": "hidespecial", "key": "key", "window": "window", "step": "step"}
 TRUE, FALSE = "1", "0"
 
 
@@ -80,6 +81,11 @@ def _window(value: str | None) -> tuple[int, int] | None:
     first, _, last = (value or "").partition("-")
     first_index, last_index = _index(first, None), _index(last, None)
     return None if first_index is None or last_index is None else (first_index, last_index)
+
+
+def _step(value: str | None) -> int | None:
+    """A training step: any whole number a run can reach (not bounded like an index); else None."""
+    return int(value.strip()) if value is not None and DIGITS.fullmatch(value.strip()) else None
 
 
 def _flag(value: str | None, default: bool) -> bool:
@@ -112,6 +118,7 @@ def decode(params: Mapping[str, Any]) -> AttentionPageState:
         hide_special=_flag(_last(params.get(URL_KEYS["hide_special"])), default.hide_special),
         key=_index(_last(params.get(URL_KEYS["key"])), default.key),
         window=_window(_last(params.get(URL_KEYS["window"]))),
+        step=_step(_last(params.get(URL_KEYS["step"]))),
     )
 
 

@@ -2,7 +2,7 @@
 
 Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass, cached per checkpoint
 file, modification time, text and options) -> `core.figures` figures. The URL (`core.urlstate`) holds the
-sentence, layer, head, view and options, so a copied link reopens exactly this view. User text is
+sentence, layer, head, view, options and training step, so a copied link reopens exactly this view. User text is
 only ever shown through st.text / st.code / dataframes / escaped plotly labels.
 """
 
@@ -20,25 +20,26 @@ from pages.attention_output import show_output, show_sanity
 from pages.attention_query_key import show_query_key
 from pages.attention_window import window_controls
 from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, require_model, show_figure
+from pages.training_steps import step_slider
 
 VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "qk": "Query·key",
                "combine": "Combine", "compare": "Compare"}
 WIDGET_KEYS = {"text": "attn_text", "layer": "attn_layer", "head": "attn_head", "view": "attn_view",
                "token": "attn_token", "combine": "attn_combine", "compare": "attn_compare",
                "past": "attn_past", "hide_first": "attn_hide_first", "hide_special": "attn_hide_special",
-               "key": "attn_key", "window": "attn_window"}
+               "key": "attn_key", "window": "attn_window", "step": "attn_step"}
 
 
 @st.cache_data(show_spinner=False, max_entries=24, ttl=3600)
 def analyse(path: str, modified: float, text: str, run_past_block: bool, _loaded,
-            queries_keys: bool = False) -> av.AttentionRun:
-    """One forward pass per (checkpoint file, modification time, text, options); `_loaded` is the model."""
+            queries_keys: bool = False, step: int | None = None) -> av.AttentionRun:
+    """One forward pass per (checkpoint file, modification time, text, options, step); `_loaded` is the model."""
     return av.run_attention(_loaded.model, _loaded.tokenizer, _loaded.task, text, _loaded.labels,
                             run_past_block, queries_keys)
 
 
 def analyse_checkpoint(loaded, text: str, past: bool, queries_keys: bool = False) -> av.AttentionRun:
-    return analyse(str(loaded.path), Path(loaded.path).stat().st_mtime, text, past, loaded, queries_keys)
+    return analyse(str(loaded.path), Path(loaded.path).stat().st_mtime, text, past, loaded, queries_keys, loaded.step)
 
 
 def restore_widgets(loaded) -> None:
@@ -170,6 +171,7 @@ if loaded.model.max_length is None:
                               f"{loaded.config.block_size} tokens.")
 else:
     st.session_state["attn_past"] = False
+loaded = step_slider(loaded, controls[3])  # the same checkpoint at a kept training step (when it has some)
 state = current_state()
 params = urlstate.encode(state)
 for stale in set(urlstate.URL_KEYS.values()) - set(params):

@@ -1,9 +1,9 @@
 """Training curves: overlay runs' histories (finished checkpoints and live training logs).
 
-Storyboard: pick runs (a ready-made comparison, bundled checkpoints, a folder, uploads) -> one tidy
-table (`core.lens.history`) -> metric / x / smoothing / log-y -> figure (`core.figures`) + summary + CSV.
-Settings live in the URL; a live log refreshes the chart part only, keeping the zoom.
-"""
+Storyboard: pick runs (a ready-made comparison, bundled checkpoints, a folder, uploads) -> one tidy table
+(`core.lens.history`) -> metric / x / smoothing / log-y -> figure (`core.figures`) + summary + CSV. Settings live
+in the URL; a live log refreshes the chart part only, keeping the zoom. Kept training steps (snapshots) are
+marked on loss curves; a click on one opens the Attention page at that step (pages/training_steps.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from core.io import folders
 from core.io.checkpoint import checkpoint_dir
 from core.lens import history as hist
 from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure, shown_table
+from pages.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200
 REFRESH_SECONDS = 5
@@ -33,8 +34,7 @@ st.write("Compare how runs trained: pick runs, a metric and an x axis. Solid lin
 def show_notes(notes: list[str]) -> None:
     if notes:
         more = [f"- …and {len(notes) - MAX_NOTES_SHOWN} more."] if len(notes) > MAX_NOTES_SHOWN else []
-        shown = [f"- {plain(n)}" for n in notes[:MAX_NOTES_SHOWN]] + more
-        st.warning("\n".join(shown))
+        st.warning("\n".join([f"- {plain(n)}" for n in notes[:MAX_NOTES_SHOWN]] + more))
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -182,9 +182,9 @@ def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
     plot = hist.build_curves(current.frame, settings.runs, settings.metric, settings.x, settings.smoothing,
                              settings.logy)
     fig = training_curves_figure(plot, title=f"{settings.metric} by {hist.X_AXES[settings.x].lower()}",
-                                 fixed_colors=family_run_colors(all_checkpoints()))
+                                 fixed_colors=family_run_colors(all_checkpoints()), marks=step_marks(settings, sources))
     filename = "training-curves-" + re.sub(r"[^\w-]", "_", settings.metric)
-    show_figure(fig, filename=filename, key="curves_chart")
+    open_clicked_step(show_figure(fig, filename=filename, key="curves_chart", on_select=has_marks(fig)), fig)
     for line in plot.info:
         st.caption(plain(line))
     show_notes(current.notes + plot.notes)

@@ -45,6 +45,7 @@ class LoadedCheckpoint:
     tokenizer: Tokenizer
     metadata: dict[str, Any]
     path: Path
+    step: int | None = None  # a training-step snapshot's step (core/io/snapshots.py); None: the checkpoint
 
     @property
     def config(self) -> ModelConfig:

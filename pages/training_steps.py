@@ -1,0 +1,148 @@
+"""Training steps on three pages: the Attention page's step slider, the curves page's snapshot marks (a
+click opens the Attention page at that step), the probe's answers per step. Not a page (app.py lists pages).
+
+A checkpoint with snapshots (`<name>.snapshots.safetensors`, core/io/snapshots.py) is read once per file
+version; the weights of one step are built once per server process (st.cache_resource, as models are).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from core import urlstate
+from core.io import snapshots as snap_files
+from core.io.loaded import LoadedCheckpoint
+from core.lens import training_steps as ts
+from pages.common import load_cached, plain, select_checkpoint
+
+STEP_KEY = "attn_step"  # the attention page's slider (its URL key: core.urlstate's "step")
+
+
+def _stamp(loaded: LoadedCheckpoint) -> tuple[str, float, float]:
+    side = snap_files.snapshots_path(loaded.path)
+    return str(loaded.path), Path(loaded.path).stat().st_mtime, side.stat().st_mtime if side.exists() else 0.0
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_snapshots(path: str, modified: float, side_modified: float, _loaded) -> snap_files.SnapshotFile | None:
+    """Read and check (sha256 per step) once per version of the checkpoint and of its snapshot file."""
+    return snap_files.snapshots_of(_loaded)
+
+
+def snapshots_for(loaded: LoadedCheckpoint | None) -> snap_files.SnapshotFile | None:
+    if loaded is None or Path(loaded.path).is_dir():
+        return None
+    return cached_snapshots(*_stamp(loaded), loaded)
+
+
+@st.cache_resource(show_spinner="Loading the weights of that step…", max_entries=32)
+def cached_at_step(path: str, modified: float, side_modified: float, step: int, _loaded,
+                   _snapshots) -> LoadedCheckpoint:
+    return ts.at_step(_loaded, _snapshots, step)
+
+
+def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
+    """The training-step slider when the model kept snapshots: the checkpoint as it was at the chosen step
+    (the last position is the checkpoint itself). Without snapshots: `loaded`, and no slider."""
+    found = snapshots_for(loaded)
+    if found is not None and found.note:
+        st.info(plain(found.note))
+    if found is None or not found.snapshots:
+        st.session_state[STEP_KEY] = None
+        return loaded
+    wanted = st.session_state.get(STEP_KEY)
+    st.session_state[STEP_KEY] = found.at(wanted).step if isinstance(wanted, int) else found.steps[-1]
+    last = ts.final_step(loaded)
+    step = where.select_slider("Training step", found.steps, key=STEP_KEY, format_func=lambda s: f"{s:,}",
+                               help=f"The weights after each of the {len(found.steps)} steps this run kept "
+                                    f"({found.size_line()}). Same sentence, layer, head and view at every step.")
+    where.caption(ts.step_line(found, step, last))
+    return cached_at_step(*_stamp(loaded), step, loaded, found)
+
+
+# --- the curves page -----------------------------------------------------------------------------------
+
+def step_marks(settings: urlstate.CurveSettings, sources) -> list[ts.StepMark]:
+    """The kept steps of every selected checkpoint run, for the train-loss curve."""
+    marks: list[ts.StepMark] = []
+    for run in settings.runs if settings.metric == "loss" else []:
+        source = sources.get(run)
+        if source is None or source.kind != "checkpoint" or not snap_files.snapshots_path(source.path).exists():
+            continue
+        try:
+            found = snapshots_for(load_cached(str(source.path), Path(source.path).stat().st_mtime))
+        except (OSError, ValueError):  # an unreadable checkpoint has no marks; its curve says the rest
+            continue
+        marks += ts.step_marks(run, found.snapshots if found else [], settings.x)
+    return marks
+
+
+def _mark_traces(fig) -> list:
+    return [t for t in fig.data if (getattr(t, "meta", None) or {}).get("kind") == "snapshots"]
+
+
+def has_marks(fig) -> bool:
+    return bool(_mark_traces(fig))
+
+
+def open_clicked_step(event, fig) -> None:
+    """Say what the marks are; a click on one opens the Attention page at that step, for that run."""
+    traces = _mark_traces(fig)
+    if traces:
+        runs = ", ".join(t.meta["run"] for t in traces)
+        st.caption(plain(f"◇ marks the {sum(len(t.x) for t in traces)} training steps kept as snapshots ({runs}); "
+                         "click one to open the Attention page at that step."))
+    selection = event.get("selection") if isinstance(event, dict) else None  # no event: a chart without marks
+    for point in (selection or {}).get("points") or []:
+        number = point.get("curve_number", -1)
+        meta = (getattr(fig.data[number], "meta", None) or {}) if 0 <= number < len(fig.data) else {}
+        if meta.get("kind") == "snapshots" and isinstance(point.get("customdata"), list):
+            open_attention_at(meta["run"], int(point["customdata"][1]))
+
+
+def open_attention_at(name: str, step: int) -> None:
+    """Switch to the Attention page with checkpoint `name` at training step `step` (its sentence, layer,
+    head and view stay as this session left them)."""
+    select_checkpoint(name)
+    saved = st.session_state.get("attn_saved")
+    if saved is not None:
+        st.session_state["attn_saved"] = saved.replace(step=step)
+    st.session_state[STEP_KEY] = step
+    st.switch_page("pages/attention.py", query_params={**urlstate.encode_model(name), "step": str(step)})
+
+
+# --- the probe page -----------------------------------------------------------------------------------
+
+@st.cache_data(show_spinner="Asking the model at every kept step…", max_entries=32)
+def cached_answers_by_step(path: str, modified: float, side_modified: float, question: str,
+                           places: tuple[str, ...], truth: str | None, _loaded, _snapshots) -> ts.StepAnswers:
+    return ts.answers_by_step(_loaded, _snapshots, question, places, truth)
+
+
+def show_answers_by_step(loaded: LoadedCheckpoint, name: str, question: str, places: tuple[str, ...],
+                         truth: str | None) -> None:
+    """For a birthplace model that kept snapshots: its answer and top candidates at every kept step, in an
+    expander that computes only when opened (about one answer's time per step)."""
+    from core.figures.training_steps import candidate_steps_figure
+    from pages.common import show_figure
+
+    found = snapshots_for(loaded)
+    if found is None:
+        return
+    if not found.snapshots:
+        st.info(plain(found.note))
+        return
+    box = st.expander(f"{name} across training: its answer at each of the {len(found.snapshots)} kept steps",
+                      key="probe_steps", on_change="rerun")
+    if not box.open:
+        return
+    with box:
+        result = cached_answers_by_step(*_stamp(loaded), question, places, truth, loaded, found)
+        st.text(ts.answer_story(result.table))
+        st.dataframe(result.table, hide_index=True, column_config={
+            "confidence": st.column_config.NumberColumn(format="percent"),
+            "training loss": st.column_config.NumberColumn(format="%.3f")})
+        show_figure(candidate_steps_figure(result.probabilities, truth, f"{name}: candidates at each kept step"),
+                    f"{name}-candidates-by-step", key="probe_steps_chart")
