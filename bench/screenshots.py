@@ -19,9 +19,11 @@ from bench.browser_latency import Tab
 SIZES = ((1024, 768), (1400, 1000))
 VIEWS = {  # more than a page's first screen: views a lecture shows (name -> path and query)
     "attention-model": "attention?view=model", "attention-compare": "attention?view=compare",
+    "attention-qk": "attention?view=qk",
     **{f"positional-{s}": f"positional?pos_section={s}" for s in
        ("similarity", "alibi", "rope", "sentence", "training", "extrapolation")},
     "curves-positional": "curves?runs=lm-learned,lm-sinusoidal,lm-alibi,lm-rope&metric=perplexity",
+    "probe-fabricate": "probe?tab=fabricate", "probe-dev": "probe?tab=dev",
 }
 
 
@@ -36,17 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--pages", nargs="*", default=None, help="page paths ('' is home); default all")
     parser.add_argument("--query", default="", help="query string added to every URL, e.g. 'model=lm-rope'")
-    parser.add_argument("--views", action="store_true", help="also the views in VIEWS (tabs, model view, ...)")
+    parser.add_argument("--views", nargs="*", default=None, metavar="VIEW",
+                        help="also these views of VIEWS (tabs, model view, ...); no names: all of them")
+    parser.add_argument("--sizes", nargs="*", default=None, metavar="WxH", help="default: 1024x768 1400x1000")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
     pages = {path or "home": path for path in (APP_PAGES if args.pages is None else args.pages)}
-    if args.views:
-        pages.update(VIEWS)
+    if args.views is not None:
+        pages.update({name: VIEWS[name] for name in (args.views or VIEWS)})
+    sizes = SIZES if not args.sizes else [tuple(int(n) for n in size.split("x")) for size in args.sizes]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for width, height in SIZES:
+        for width, height in sizes:
             context = browser.new_context(viewport={"width": width, "height": height})
             tab = Tab(context)  # waits for Streamlit's script_finished, not only for a quiet page
             page = tab.page

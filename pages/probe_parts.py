@@ -92,7 +92,8 @@ def show_attention(p: Probe, question: str, key: str) -> None:
     loaded = p.models[focus]
     attention = cached_attention(*version(loaded), question, loaded)
     n_layer = attention.weights.shape[0]
-    view = st.radio("Attention at the answer's first character", list(ATTENTION_VIEWS), horizontal=True,
+    unit = "character" if getattr(loaded.tokenizer, "kind", "char") == "char" else "piece"
+    view = st.radio(f"Attention at the answer's first {unit}", list(ATTENTION_VIEWS), horizontal=True,
                     format_func=ATTENTION_VIEWS.get, key=f"{key}_view")
     if view == "layers":
         weights, rows = attention.layer_means, [f"layer {i}" for i in range(n_layer)]
@@ -102,10 +103,10 @@ def show_attention(p: Probe, question: str, key: str) -> None:
         layer = st.selectbox("Layer", range(n_layer), key=f"{key}_layer")
         weights, rows = attention.weights[layer], [f"head {h}" for h in range(attention.weights.shape[1])]
     if attention.cut:
-        st.caption(plain(f"The first {attention.cut} characters are past what {focus} reads at once; it "
+        st.caption(plain(f"The first {attention.cut} {unit}s are past what {focus} reads at once; it "
                          f"answers from the rest, as generation does."))
     fig = viz.answer_attention_heatmap(weights, attention.tokens, rows,
-                                       title=f"{focus}: where the MASK looks")
+                                       title=f"{focus}: where the MASK looks", unit=unit)
     show_figure(fig, f"{focus}-answer-attention", key=f"{key}_chart")
     attention_link(focus, question)
 

@@ -144,8 +144,9 @@ class TokenCorruptionDataset(EpochSeeded):
 
 class DocumentStreamDataset(EpochSeeded):
     """Language modelling over documents packed end to end (each followed by a newline), in a new seeded
-    order every epoch, cut into blocks of block_size + 1: no padding at all, and a document cut at a block's
-    edge one epoch is whole the next. Its items are x = block[:-1], y = block[1:]."""
+    order every epoch, cut into samples of block_size tokens: no padding at all, and a document cut at a
+    sample's edge one epoch is whole the next. Items are x = sample[:-1], y = sample[1:], of block_size - 1
+    tokens as in the assignment's datasets (its synthesizer reads at most block_size - 1)."""
 
     def __init__(self, corpus: str, block_size: int, tokenizer: SubwordTokenizer | CharTokenizer,
                  seed: int = 0) -> None:
@@ -161,7 +162,7 @@ class DocumentStreamDataset(EpochSeeded):
         self._stream: tuple[int, torch.Tensor] | None = None
 
     def __len__(self) -> int:
-        return (sum(len(d) for d in self.documents) - 1) // self.block_size
+        return (sum(len(d) for d in self.documents) - 1) // (self.block_size - 1)
 
     def stream(self) -> torch.Tensor:
         if self._stream is None or self._stream[0] != self.epoch:
@@ -172,7 +173,8 @@ class DocumentStreamDataset(EpochSeeded):
         return self._stream[1]
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        chunk = self.stream()[index * self.block_size: (index + 1) * self.block_size + 1]
+        start = index * (self.block_size - 1)  # consecutive samples share one token: every token is a target once
+        chunk = self.stream()[start: start + self.block_size]
         return chunk[:-1], chunk[1:]
 
 
@@ -206,20 +208,25 @@ class NameDataset(Dataset):
 
 
 class LanguageModelDataset(Dataset):
-    """Contiguous, non-overlapping blocks of a text: x = ids[i:i+T], y = ids[i+1:i+T+1]."""
+    """Windows of a text, x = ids[s:s+T], y = ids[s+1:s+T+1], starting every `stride` tokens: by default
+    every T (contiguous, non-overlapping blocks); 1 starts one at every token, as CSE 256 PA2's
+    LanguageModelingDataset does (500 steps of 16 then see 8,000 different windows, never one twice)."""
 
-    def __init__(self, text: str, tokenizer: Tokenizer, block_size: int) -> None:
+    def __init__(self, text: str, tokenizer: Tokenizer, block_size: int, stride: int | None = None) -> None:
         self.tokenizer = tokenizer
         self.block_size = block_size
+        self.stride = stride or block_size
+        if not 1 <= self.stride <= block_size:
+            raise DataError(f"--stride must be between 1 and the block size {block_size}, not {self.stride}.")
         self.ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
         if len(self.ids) < block_size + 1:
             raise DataError(f"The text has {len(self.ids)} tokens, fewer than one block of {block_size + 1}.")
 
     def __len__(self) -> int:
-        return (len(self.ids) - 1) // self.block_size
+        return (len(self.ids) - 1 - self.block_size) // self.stride + 1
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        start = index * self.block_size
+        start = index * self.stride
         chunk = self.ids[start: start + self.block_size + 1]
         return chunk[:-1], chunk[1:]
 

@@ -57,9 +57,10 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
 
 @finished
 def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
-                             title: str | None = None) -> go.Figure:
-    """(rows, T): where the last prompt position (⁇, which predicts the answer's first character) looks,
-    one row per layer (mean over heads) or per head. fig.data[0].z is `weights`."""
+                             title: str | None = None, unit: str = "character") -> go.Figure:
+    """(rows, T): where the last prompt position (⁇, which predicts the answer's first `unit`: a character,
+    or a piece of a subword vocabulary) looks, one row per layer (mean over heads) or per head.
+    fig.data[0].z is `weights`."""
     import html
 
     import numpy as np
@@ -72,7 +73,7 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
         z=weights, x=list(range(weights.shape[1])), y=list(range(weights.shape[0])), colorscale=SEQUENTIAL,
         zmin=0.0, zmax=max(float(weights.max()) if weights.size else 1.0, 1e-9), text=text,
         hovertemplate="%{text}<br>weight %{z:.4f}<extra></extra>", colorbar=dict(thickness=12)))
-    fig.update_xaxes(title="prompt character (key)",  # tickangle auto: the browser turns labels that collide
+    fig.update_xaxes(title=f"prompt {unit} (key)",  # tickangle auto: the browser turns labels that collide
                      **token_axis(labels, list(range(len(labels)))))
     fig.update_yaxes(autorange="reversed", **index_axis(row_labels))
     return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 1))
