@@ -56,9 +56,10 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
     st.session_state[STEP_KEY] = found.at(wanted).step if isinstance(wanted, int) else found.steps[-1]
     last = ts.final_step(loaded)
     step = where.select_slider("Training step", found.steps, key=STEP_KEY, format_func=lambda s: f"{s:,}",
-                               help=f"The weights after each of the {len(found.steps)} steps this run kept "
-                                    f"({found.size_line()}). Same sentence, layer, head and view at every step.")
-    where.caption(ts.step_line(found, step, last))
+                               help=f"{ts.step_line(found, st.session_state[STEP_KEY], last)}. The weights after "
+                                    f"each of the {len(found.steps)} steps this run kept ({found.size_line()}); the "
+                                    "same sentence, layer, head and view at every step.")
+    where.caption((f"of {last:,} · " if last else "") + f"loss {found.at(step).loss:.3f}")  # one line in a column
     return cached_at_step(*_stamp(loaded), step, loaded, found)
 
 

@@ -81,7 +81,8 @@ def test_the_slider_walks_the_same_view_through_the_kept_steps(monkeypatch, fold
     path = folder / "tiny-lm.safetensors"
     # the last position is the checkpoint itself (float32), not its float16 snapshot
     np.testing.assert_allclose(heatmap(at), attention_at(path, None, text, 1, 2), atol=1e-6)
-    assert "step 30 of 30: 1,920 tokens seen, training loss 1.500" in [c.value for c in at.caption]
+    assert "of 30 · loss 1.500" in [c.value for c in at.caption]
+    assert slider.help.startswith("step 30 of 30: 1,920 tokens seen, training loss 1.500. The weights after each of")
     slider.set_value(3).run()
     assert not at.exception
     np.testing.assert_allclose(heatmap(at), attention_at(path, 3, text, 1, 2), atol=1e-6)
