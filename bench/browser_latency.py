@@ -52,6 +52,7 @@ st.navigation([st.Page(hello, title="Hello", default=True), st.Page(other, title
 PAGE_TITLES = {"": "Home", "attention": "Attention", "positional": "Positional encodings",
                "curves": "Training curves", "probe": "Birthplace probe", "playground": "Attention playground",
                "anatomy": "Model anatomy", "open_model": "Open your model"}
+STEPS_MODEL = "lm-learned"  # the bundled checkpoint with training-step snapshots (the slider rows)
 PROGRESS_SELECTOR = '[data-testid="stProgress"], [data-testid="stSpinner"]'
 INPUT_CLOCK_JS = """window.__lastInput = 0;
 for (const kind of ['mousedown', 'keydown']) {
@@ -260,6 +261,15 @@ def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpo
             alternate(tab, tab.radio("Model view"), tab.radio("Single head")))
         other = next((c for c in checkpoints if c != model and c.startswith("birth")), checkpoints[-1])
         add("attention: checkpoint", alternate(tab, tab.choose("Checkpoint", other), tab.choose("Checkpoint", model)))
+    if "attention" in pages and STEPS_MODEL in checkpoints:  # the bundled model that kept training steps
+        tab.goto(f"{url}/attention?model={STEPS_MODEL}")
+        thumb = tab.page.get_by_role("slider", name="Training step").first
+        # each press a step not seen yet (new weights, new forward pass): 640 -> 285 -> 127 -> ...
+        add("attention: training step, new each time", lambda i: tab.timed(lambda: thumb.press("ArrowLeft")))
+        add("attention: training step, back and forth",
+            alternate(tab, lambda: thumb.press("ArrowRight"), lambda: thumb.press("ArrowLeft")))
+        add("attention: training step, model view", lambda i: tab.timed(tab.radio("Model view")) if i < 0 else
+            tab.timed(lambda: thumb.press("ArrowRight" if i % 2 else "ArrowLeft")))
     if "probe" in pages:
         tab.goto(f"{url}/probe")
         names = ["Alan Turing", "Ada Lovelace", "Grace Hopper", "Marie Curie", "Emmy Noether", "Ida Wells",
