@@ -142,8 +142,10 @@ def show_answers_by_step(loaded: LoadedCheckpoint, name: str, question: str, pla
     with box:
         result = cached_answers_by_step(*_stamp(loaded), question, places, truth, loaded, found)
         st.text(ts.answer_story(result.table))
-        st.dataframe(result.table, hide_index=True, column_config={
+        st.dataframe(result.table, hide_index=True, column_config={  # at 1024 px: the answer cut, the rest in view
+            "greedy answer": st.column_config.TextColumn(width="small"),
             "confidence": st.column_config.NumberColumn(format="percent"),
-            "training loss": st.column_config.NumberColumn(format="%.3f")})
+            "training loss": st.column_config.NumberColumn("loss", format="%.3f", help="Training loss at that step"),
+            "tokens": st.column_config.NumberColumn("tokens seen", format="localized")})
         show_figure(candidate_steps_figure(result.probabilities, truth, f"{name}: candidates at each kept step"),
                     f"{name}-candidates-by-step", key="probe_steps_chart")

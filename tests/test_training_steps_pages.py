@@ -188,3 +188,4 @@ def test_candidate_steps_figure_follows_each_place_with_the_truth_marked():
     assert [t.name for t in fig.data] == ["Paris (true)", "London"]
     assert list(fig.data[0].x) == ["0", "10", "1,000"] and list(fig.data[0].y) == [0.1, 0.3, 0.8]
     assert fig.data[0].line.width > fig.data[1].line.width and fig.layout.xaxis.type == "category"
+    assert fig.data[0].line.color == "#1CA71C" and fig.data[1].line.color != fig.data[0].line.color

@@ -6,9 +6,10 @@ import html
 
 import plotly.graph_objects as go
 
-from core.figures.common import LEGEND_RIGHT, base_layout, finished, run_colors
+from core.figures.common import LEGEND_RIGHT, base_layout, finished
 
 TRUTH_COLOR = "#1CA71C"  # as the probe's candidate bars
+OTHER_COLORS = ("#EF553B", "#636EFA", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#7F7F7F")  # no green
 
 
 @finished
@@ -18,7 +19,7 @@ def candidate_steps_figure(probabilities, truth: str | None = None, title: str |
     axis shows them evenly, one category each; the true place is green and thicker."""
     steps = [f"{int(s):,}" for s in probabilities.index]
     others = [p for p in probabilities.columns if p != truth]
-    colors = run_colors(others)
+    colors = {p: OTHER_COLORS[i % len(OTHER_COLORS)] for i, p in enumerate(others)}
     fig = go.Figure()
     for place in probabilities.columns:
         is_truth = place == truth

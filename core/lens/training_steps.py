@@ -68,7 +68,7 @@ def step_marks(run: str, snapshots: Sequence[Snapshot], x: str) -> list[StepMark
 class StepAnswers:
     """One question at every kept step: a row per step, and the probability of a few places per step."""
 
-    table: pd.DataFrame  # step, tokens, training loss, greedy answer, confidence, [correct, truth's rank], top
+    table: pd.DataFrame  # step, training loss, greedy answer, confidence, [correct, truth's rank], top, tokens
     probabilities: pd.DataFrame  # index: step; columns: the places worth following (normalised over candidates)
 
 
@@ -85,14 +85,14 @@ def answers_by_step(loaded: LoadedCheckpoint, snapshots: SnapshotFile, question:
         answer = ask(then.model, then.tokenizer, question, places)
         ranking, probs = answer.ranking, answer.ranking.probabilities
         rankings[snap.step] = dict(zip(ranking.places, probs))
-        row = {"step": snap.step, "tokens": snap.tokens, "training loss": snap.loss, "greedy answer": answer.answer,
+        row = {"step": snap.step, "training loss": snap.loss, "greedy answer": answer.answer,
                "confidence": answer.confidence}
         if truth:
             rank = ranking.rank_of(truth)
             row["correct"] = answer.answer == truth
             row["truth's rank"] = f"{rank} of {len(ranking.places)}" if rank else "not a candidate"
         row["top candidates"] = ", ".join(f"{p} {q:.0%}" for p, q in zip(ranking.places[:top], probs[:top]))
-        rows.append(row)
+        rows.append(row | {"tokens": snap.tokens})
     leaders = [max(r, key=r.get) for r in rankings.values() if r]
     followed = list(dict.fromkeys(([truth] if truth and any(truth in r for r in rankings.values()) else [])
                                   + leaders[::-1]))[:follow]
