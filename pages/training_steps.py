@@ -52,14 +52,17 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
     if found is None or not found.snapshots:
         st.session_state[STEP_KEY] = None
         return loaded
+    steps, last = ts.slider_steps(loaded, found), ts.final_step(loaded)
     wanted = st.session_state.get(STEP_KEY)
-    st.session_state[STEP_KEY] = found.at(wanted).step if isinstance(wanted, int) else found.steps[-1]
-    last = ts.final_step(loaded)
-    step = where.select_slider("Training step", found.steps, key=STEP_KEY, format_func=lambda s: f"{s:,}",
-                               help=f"{ts.step_line(found, st.session_state[STEP_KEY], last)}. The weights after "
-                                    f"each of the {len(found.steps)} steps this run kept ({found.size_line()}); the "
-                                    "same sentence, layer, head and view at every step.")
-    where.caption((f"of {last:,} · " if last else "") + f"loss {found.at(step).loss:.3f}")  # one line in a column
+    st.session_state[STEP_KEY] = min(steps, key=lambda s: (abs(s - wanted), s)) if isinstance(wanted, int) \
+        else steps[-1]
+    kept = st.session_state[STEP_KEY] in found.steps
+    now = f"{ts.step_line(found, st.session_state[STEP_KEY], last)}. " if kept else "The checkpoint itself. "
+    step = where.select_slider("Training step", steps, key=STEP_KEY, format_func=lambda s: f"{s:,}",
+                               help=f"{now}The weights after each of the {len(found.steps)} steps this run kept "
+                                    f"({found.size_line()}); the same sentence, layer, head and view at every step.")
+    where.caption((f"of {last:,} · " if last else "") + (f"loss {found.at(step).loss:.3f}" if kept  # one line
+                                                         else "the checkpoint"))
     return cached_at_step(*_stamp(loaded), step, loaded, found)
 
 

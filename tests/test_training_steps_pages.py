@@ -29,12 +29,12 @@ APP = str(ROOT / "app.py")
 STEPS = (0, 3, 10, 30)
 
 
-def add_snapshots(path: Path, steps=STEPS) -> Path:
+def add_snapshots(path: Path, steps=STEPS, kept_steps=STEPS) -> Path:
     """Snapshots of made-up earlier weights (the checkpoint's, shifted) and the checkpoint's own at the last
-    step; the checkpoint's progress says it is that step."""
+    step; the checkpoint's progress says it is that step. `kept_steps`: the ones written to the file."""
     loaded = ckpt.load(path)
     kept = []
-    for i, step in enumerate(steps):
+    for i, step in enumerate(s for s in steps if s in kept_steps):
         torch.manual_seed(100 + i)
         shift = 0.0 if step == steps[-1] else 0.5 * (len(steps) - 1 - i)
         weights = {k: (v + shift * torch.randn_like(v)).half() for k, v in loaded.model.state_dict().items()}
@@ -98,6 +98,16 @@ def test_a_link_opens_its_step_and_a_model_without_snapshots_has_no_slider(monke
     assert at.select_slider(key="attn_step").value == 10
     at = attention_page(monkeypatch, folder, model="tiny-birthplace", step="10")
     assert not at.select_slider and "step" not in at.query_params and charts(at)
+
+
+def test_the_last_position_is_the_checkpoint_when_no_snapshot_has_its_step(monkeypatch, tiny_checkpoints):
+    path = add_snapshots(tiny_checkpoints / "tiny-lm.safetensors", kept_steps=STEPS[:-1])
+    at = attention_page(monkeypatch, tiny_checkpoints, model="tiny-lm")
+    slider = at.select_slider(key="attn_step")
+    assert [int(o) for o in slider.options] == list(STEPS) and slider.value == 30
+    assert "of 30 · the checkpoint" in [c.value for c in at.caption]
+    np.testing.assert_allclose(heatmap(at), attention_at(path, None, at.text_area(key="attn_text").value),
+                               atol=1e-6)
 
 
 def test_a_damaged_snapshot_file_is_one_sentence_and_the_model_still_shows(monkeypatch, folder):

@@ -29,8 +29,18 @@ def final_step(loaded: LoadedCheckpoint) -> int | None:
     return int(step) if isinstance(step, int) else None
 
 
+def slider_steps(loaded: LoadedCheckpoint, snapshots: SnapshotFile) -> list[int]:
+    """The kept steps, then the checkpoint's own step when no snapshot has it (a run stopped early, a
+    damaged last snapshot): the last position always shows the checkpoint."""
+    last = final_step(loaded)
+    return snapshots.steps + ([last] if last is not None and last > snapshots.steps[-1] else [])
+
+
 def at_step(loaded: LoadedCheckpoint, snapshots: SnapshotFile, step: int) -> LoadedCheckpoint:
-    """The checkpoint as it was after the kept step nearest `step`; `.step` says which."""
+    """The checkpoint as it was after the kept step nearest `step` (its own weights at its own step);
+    `.step` says which."""
+    if step == final_step(loaded):
+        return replace(loaded, step=step)
     kept = snapshots.at(step).step
     if kept == final_step(loaded):
         return replace(loaded, step=kept)
