@@ -1,14 +1,16 @@
 """What a person in front of the app waits for, measured in headless Chromium, against a hello-world page.
 
-    python -m bench.browser_latency [--repeats 5] [--port 0] [--only attention positional]
+    python -m bench.browser_latency [--repeats 5] [--port 0] [--only attention positional long]
 
 Starts `streamlit run app.py` (bundled checkpoints) and a two-page hello-world Streamlit app, each on its
 own loopback port, drives both from one Chromium (Playwright, Debian's /usr/bin/chromium) and prints one
 table: every page's first complete render after in-app navigation (a sidebar link click), every main
 interaction (new sentence, layer, head, view, checkpoint, probe name), and for the long run
-(extrapolation) the time until progress shows. Each row is the median of --repeats warm tries (one
-unmeasured try first); the hello-world page's navigation and text commit are timed in the same run and
-every row shows its ratio to them.
+(extrapolation) the time until progress shows. The "512 tokens" rows (`--only long`) open a third server on
+the models of `bench.long_inputs` (a 512-context model of ours, a Hugging Face BERT folder) and time the
+attention page's head, model and query-key views and their token window at 512 tokens. Each row is the
+median of --repeats warm tries (one unmeasured try first); the hello-world page's navigation and text
+commit are timed in the same run and every row shows its ratio to them.
 
 "Complete" = the server sent `script_finished` for a run that started after the click (Streamlit's own
 websocket message, parsed with its protobuf) AND the browser shows no stale element, no "Running"
@@ -189,6 +191,21 @@ class Tab:
     def radio(self, label: str) -> Callable[[], None]:
         return self.page.get_by_text(label, exact=True).first.click
 
+    def typed_choice(self, label: str, typed: str) -> Callable[[], None]:
+        """Pick an option of a long select box by typing its start (the list draws only what is in view)."""
+        def act() -> None:
+            self.page.get_by_role("combobox", name=label, exact=True).first.click()
+            self.page.keyboard.type(typed)
+            self.page.keyboard.press("Enter")
+        return act
+
+    def click(self, name: str) -> Callable[[], None]:
+        return self.page.get_by_role("button", name=name, exact=True).first.click
+
+    def slider_key(self, label: str, thumb: int, key: str) -> Callable[[], None]:
+        """Press a key on a slider's thumb (a range slider has two: 0 and 1)."""
+        return lambda: self.page.get_by_role("slider", name=label).nth(thumb).press(key)
+
 
 # --------------------------------------------------------------------------- what is measured
 
@@ -305,6 +322,44 @@ def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpo
     return rows
 
 
+def long_rows(tab: Tab, url: str, repeats: int, models: list[str]) -> list[Row]:
+    """The attention page at 512 tokens (bench.long_inputs.LONG_TEXT cut to 512 by the page), per model."""
+    from urllib.parse import quote
+
+    from bench.long_inputs import LONG_TEXT
+
+    rows: list[Row] = []
+    words = ["valladolid", "warsaw", "manchester", "kielce"]
+    for model in models:
+        def add(what: str, measure: Callable[[int], float], model: str = model) -> None:
+            try:
+                rows.append(Row(f"512 tokens, {model}: {what}", "interaction", repeat(repeats, measure)))
+            except Exception as exc:  # noqa: BLE001 - one broken row must not lose the whole table
+                print(f"  {model} {what}: FAILED ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+                rows.append(Row(f"512 tokens, {model}: {what} (failed)", "interaction", []))
+                return
+            print(f"  {rows[-1].what}: {rows[-1].median:.2f} s", flush=True)
+
+        tab.goto(f"{url}/attention?model={model}&text={quote(LONG_TEXT)}")
+        add("new text", lambda i: tab.timed(tab.commit("Sentence", LONG_TEXT[i % 3 * 7:], area=True)))
+        add("layer", alternate(tab, tab.choose("Layer", "1"), tab.choose("Layer", "0")))
+        add("head", alternate(tab, tab.choose("Head", "1"), tab.choose("Head", "0")))
+        add("find a token (window moves)", lambda i: tab.timed(tab.commit("Find a token", words[i % 4], area=False)))
+        add("next match", lambda i: tab.timed(tab.click("Next")))
+        window = "Tokens shown (first, last position)"
+        add("window slider (one step)", alternate(tab, tab.slider_key(window, 1, "ArrowRight"),
+                                                  tab.slider_key(window, 1, "ArrowLeft")))
+        add("view (single <-> model view)", alternate(tab, tab.radio("Model view"), tab.radio("Single head")))
+        add("view (single <-> query-key)", alternate(tab, tab.radio("Query·key"), tab.radio("Single head")))
+        tab.timed(tab.radio("Query·key"))
+        add("query-key: query token", alternate(tab, tab.typed_choice("Query token", "300: "),
+                                                tab.typed_choice("Query token", "200: ")))
+        add("query-key: key token", alternate(tab, tab.typed_choice("Key token", "150: "),
+                                              tab.typed_choice("Key token", "190: ")))
+        tab.timed(tab.radio("Single head"))
+    return rows
+
+
 def baseline(tab: Tab, url: str, repeats: int) -> tuple[Row, Row]:
     tab.goto(url + "/")
 
@@ -332,21 +387,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--port", type=int, default=0, help="app port (the hello app gets port + 1); 0: free ports")
     parser.add_argument("--only", nargs="*", default=None, metavar="PAGE",
-                        help="page paths to measure ('home' for /); default every page")
+                        help="page paths to measure ('home' for /, 'long' for the 512-token rows); default all")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     from core.io.checkpoint import checkpoint_dir, list_checkpoints
 
-    pages = list(PAGE_TITLES) if args.only is None else ["" if p == "home" else p for p in args.only]
+    pages = [*PAGE_TITLES, "long"] if args.only is None else ["" if p == "home" else p for p in args.only]
     checkpoints = [i.name for i in list_checkpoints(checkpoint_dir()) if not i.error]
     app_port = args.port or free_port()
     hello_port = args.port + 1 if args.port else free_port()
+    long_port = args.port + 2 if args.port else free_port()
     with tempfile.TemporaryDirectory(prefix="browser-latency-") as tmp:
         hello = Path(tmp) / "hello.py"
         hello.write_text(HELLO_APP)
         servers = [start(ROOT / "app.py", app_port, Path(tmp) / "app.log"),
                    start(hello, hello_port, Path(tmp) / "hello.log")]
+        long_models: list[str] = []
+        if "long" in pages:
+            from bench.long_inputs import build
+
+            long_models = build(Path(tmp) / "long")
+            servers.append(start(ROOT / "app.py", long_port, Path(tmp) / "long.log",
+                                 env={"ATTENTION_LAB_CHECKPOINTS": str(Path(tmp) / "long")}))
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -354,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"repeats {args.repeats}, checkpoints {len(checkpoints)}; hello world baseline", flush=True)
                 nav_base, text_base = baseline(tab, f"http://127.0.0.1:{hello_port}", args.repeats)
                 app = f"http://127.0.0.1:{app_port}"
-                rows = navigation_rows(tab, app, args.repeats, pages)
+                rows = navigation_rows(tab, app, args.repeats, [p for p in pages if p in PAGE_TITLES])
                 rows += interaction_rows(tab, app, args.repeats, pages, checkpoints)
+                rows += long_rows(tab, f"http://127.0.0.1:{long_port}", args.repeats, long_models)
                 browser.close()
         finally:
             for server in servers:

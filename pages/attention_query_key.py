@@ -52,22 +52,19 @@ def show_query_key(run: av.AttentionRun, layer: int, head: int, name: str) -> No
     with pick[1]:
         key = _select("Key token", "attn_key", n, row.best_key(), tokens,
                       on_change=lambda: move_to(st.session_state["attn_key"], n))
-    st.code(f"layer {layer}, head {head}: query {query} {tokens[query]} → key {key} {tokens[key]}\n"
+    st.code(f"layer {layer}, head {head}: query {query} '{tokens[query]}' → key {key} '{tokens[key]}'\n"
             + _steps_text(run, row, key, f"{scheme_label(positional)} bias"), language=None)
     positions = window_controls(tokens) or list(range(n))
     labels = [tokens[p] for p in positions]
     chosen = positions.index(key) if key in positions else None
     show_figure(figs.products_figure(row.products[positions], row.weights[positions], row.q, row.keys[positions],
                                      labels, chosen, row.allowed[positions],
-                                     title=f"q_{query} · k_j per dimension, and the weight of each key"),
+                                     title=f"Each key's weight, and q_{query}·k_j per dimension"),
                 f"{name}-qk-L{layer}-H{head}-q{query}", key="attn_qk_products")
     st.caption(POSITION_NOTES.get(positional, ADDED_TO_EMBEDDINGS) + " " + qk.contribution_caption(row, key))
     dims, values = qk.top_dimensions(row, key)
-    left, right = st.columns([2, 3])
-    with left:
-        show_figure(figs.top_dimensions_figure(dims, values, title=f"Key {key}: the {len(dims)} largest parts"),
-                    f"{name}-qk-top-L{layer}-H{head}-q{query}-k{key}", key="attn_qk_top")
-    with right:
-        show_figure(figs.vectors_figure(row.q, row.keys[positions], f"{query}: {tokens[query]}", labels,
-                                        title=f"q_{query} and every key k_j, layer {layer} head {head}"),
-                    f"{name}-qk-vectors-L{layer}-H{head}-q{query}", key="attn_qk_vectors")
+    show_figure(figs.top_dimensions_figure(dims, values, title=f"Key {key}: the {len(dims)} largest parts of q·k"),
+                f"{name}-qk-top-L{layer}-H{head}-q{query}-k{key}", key="attn_qk_top")
+    show_figure(figs.vectors_figure(row.q, row.keys[positions], tokens[query], labels,
+                                    title=f"q_{query} and every key k_j (layer {layer}, head {head})"),
+                f"{name}-qk-vectors-L{layer}-H{head}-q{query}", key="attn_qk_vectors")

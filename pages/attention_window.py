@@ -1,7 +1,7 @@
 """The attention page's navigation for long inputs: a window of tokens (a range slider) and a token search
-that moves it. Past `core.lens.token_window.WHOLE_UP_TO` tokens the head view, model view and query-key view
-draw only the window's rows and columns, so 512 tokens stay readable at 1024x768 and quick to draw. Not a
-page (app.py lists pages explicitly)."""
+that moves it ('Next' goes on to the next match). Past `core.lens.token_window.WHOLE_UP_TO` tokens the head
+view, model view and query-key view draw only the window's rows and columns, so 512 tokens stay readable at
+1024x768 and quick to draw. Not a page (app.py lists pages explicitly)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def window_controls(tokens: list[str]) -> list[int] | None:
     find.text_input("Find a token", key=FIND_KEY, on_change=_found, args=(tokens,), placeholder="e.g. born",
                     help="Moves the window to the first token containing this text (case ignored).")
     matches = tw.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
-    step.button("Next match", on_click=_next, args=(tokens,), disabled=len(matches) < 2)
+    step.button("Next", on_click=_next, args=(tokens,), disabled=len(matches) < 2,
+                help="Move the window to the next token that matches the search.")
     window = move.slider("Tokens shown (first, last position)", 0, n - 1, key=WINDOW_KEY)
     found = ""
     if st.session_state.get(FIND_KEY, "").strip():

@@ -19,10 +19,14 @@ BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat",
 GPT_TEXT = ["Hello world, the cat sat on the mat.", "A dog ran in the park; the cat played."] * 20
 
 
-def bert_folder(path: Path, architecture: str = "BertForMaskedLM") -> Path:
-    tokenizer = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(BERT_VOCAB)})
-    config = transformers.BertConfig(vocab_size=len(BERT_VOCAB), hidden_size=16, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=40,
+def bert_folder(path: Path, architecture: str = "BertForMaskedLM", vocab: list[str] | None = None,
+                max_positions: int = 40, width: int = 16, layers: int = 2, heads: int = 2) -> Path:
+    """`vocab`: words (and ##pieces) after the five special tokens; default BERT_VOCAB's."""
+    words = BERT_VOCAB if vocab is None else BERT_VOCAB[:5] + [w for w in vocab if w not in BERT_VOCAB[:5]]
+    tokenizer = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(words)})
+    config = transformers.BertConfig(vocab_size=len(words), hidden_size=width, num_hidden_layers=layers,
+                                     num_attention_heads=heads, intermediate_size=2 * width,
+                                     max_position_embeddings=max_positions,
                                      id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
     torch.manual_seed(0)
     model = getattr(transformers, architecture)(config)

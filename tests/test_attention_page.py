@@ -185,7 +185,7 @@ def test_long_input_on_a_model_without_a_hard_limit_can_run_past_the_block(monke
     assert array(charts(at)[0]["data"][0]["z"]).shape == (32, 32)
     at.checkbox(key="attn_past").check().run()
     assert_no_exception(at)
-    assert at.slider(key="attn_window").value == (0, 47)  # past 64 tokens the views draw a window
+    assert at.slider(key="attn_window").value == (0, 31)  # past 64 tokens the views draw a window
     at.slider(key="attn_window").set_value((0, 95)).run()
     assert array(charts(at)[0]["data"][0]["z"]).shape == (96, 96)
     assert "beyond the length this model was trained on" in messages(at)

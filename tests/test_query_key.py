@@ -132,10 +132,11 @@ def test_the_figures_show_the_numbers_of_the_row():
     bars, heat = fig.data
     np.testing.assert_allclose(np.asarray(bars.y, dtype=float)[:5], row.weights[:5])
     assert np.isnan(np.asarray(bars.y, dtype=float)[5])  # a masked key is a gap, not weight 0
-    np.testing.assert_allclose(heat.z, row.products.T)
+    np.testing.assert_allclose(np.asarray(heat.z, dtype=float)[:, :5], row.products[:5].T)
+    assert np.isnan(np.asarray(heat.z, dtype=float)[:, 5]).all()  # the masked key's column too
     assert list(heat.x) == ["a", "b", "a\u200b", "&lt;c&gt;", "d", "e"]  # distinct, escaped categories
     np.testing.assert_allclose(np.asarray(heat.customdata)[3, 2], [row.q[3], row.keys[2, 3]])
-    assert [s["x0"] for s in fig.layout.shapes] == [1.5, 1.5]  # the chosen key framed in both panels
+    assert [s["x0"] for s in fig.layout.shapes[1:]] == [1.5, 1.5]  # the chosen key framed in both panels
     assert heat.zmid == 0 and heat.zmax == -heat.zmin
     vectors = figs.vectors_figure(row.q, row.keys, "4: d", labels)
     np.testing.assert_allclose(vectors.data[0].z, row.q[:, None])

@@ -69,7 +69,7 @@ def test_a_512_token_input_is_drawn_as_a_window_the_search_moves(monkeypatch, fo
     assert window[0] <= first <= window[1] and window[1] - window[0] + 1 == tw.WINDOW_TOKENS and window[0] > 0
     assert "2 tokens match the search: positions 100, 301." in " ".join(c.value for c in at.caption)
     assert at.query_params["window"] in (f"{window[0]}-{window[1]}", [f"{window[0]}-{window[1]}"])
-    at.button[[b.label for b in at.button].index("Next match")].click().run()
+    at.button[[b.label for b in at.button].index("Next")].click().run()
     second = LONG_TEXT.index("M", first + 1)
     window = at.slider(key="attn_window").value
     assert window[0] <= second <= window[1]
@@ -99,10 +99,11 @@ def test_window_helpers():
     assert tw.clamp_window(None, 10) == (0, 9) and tw.clamp_window(None, 500) == (0, tw.WINDOW_TOKENS - 1)
     assert tw.clamp_window((400, 447), 100) == (52, 99)  # a shorter text: same width, back inside
     assert tw.clamp_window((9, 3), 100) == (3, 9)
-    assert tw.window_around(0, 512) == (0, 47) and tw.window_around(511, 512) == (464, 511)
+    assert tw.window_around(0, 512) == (0, tw.WINDOW_TOKENS - 1) and tw.window_around(511, 512) == (480, 511)
     assert tw.window_around(200, 512, 10) == (195, 204)
     assert tw.find_tokens(["␣London", "x", "LONDON"], " london ") == [0, 2] and tw.find_tokens(["a"], "  ") == []
-    assert tw.next_match([5, 50, 300], (0, 47)) == 50 and tw.next_match([5, 50], (280, 320)) == 5
+    assert tw.next_match([5, 50, 300], (0, 47)) == 50 and tw.next_match([5, 24, 300], (0, 47)) == 300
+    assert tw.next_match([5, 50], (280, 320)) == 5
     attention = np.arange(2 * 16, dtype=float).reshape(2, 4, 4)
     cut, allowed = tw.cut_to_window(attention, np.eye(4, dtype=bool), [1, 2])
     np.testing.assert_array_equal(cut, attention[:, 1:3, 1:3]) and allowed.tolist() == [[True, False], [False, True]]

@@ -54,7 +54,8 @@ def attention_layout(title: str | None, height: int, **extra: Any) -> dict[str, 
 def _labels(tokens: list[str], positions) -> list[str]:
     import html
 
-    return [html.escape(visible_token(tokens[int(p)])) for p in positions]
+    # quote=False: plotly.js reads &lt; &gt; &amp; but writes &quot; and &#x27; out literally
+    return [html.escape(visible_token(tokens[int(p)]), quote=False) for p in positions]
 
 
 @finished
@@ -164,7 +165,7 @@ def token_attention_figure(weights, tokens: list[str], query: int, allowed_row=N
     weights = np.asarray(weights)
     H, T = weights.shape
     positions = np.arange(T)
-    labels = [html.escape(visible_token(t)) for t in tokens[:T]]
+    labels = [html.escape(visible_token(t), quote=False) for t in tokens[:T]]
     traces = [go.Scatter(x=positions, y=weights[h] if allowed_row is None else
                          np.where(allowed_row, weights[h], np.nan),
                          mode="lines+markers", name=f"head {h}", marker=dict(size=5), connectgaps=False,

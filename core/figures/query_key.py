@@ -15,7 +15,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from core.figures.attention import attention_layout
+from core.figures.attention import ATTENTION_MASKED_COLOR, attention_layout
 from core.figures.common import DIVERGING, TOKEN_FONT, category_axis, finished, token_categories
 
 POSITIVE, NEGATIVE = "#2166AC", "#B2182B"  # the ends of RdBu: the heatmaps' colours for the same signs
@@ -29,7 +29,7 @@ def dimension_px(head_size: int) -> int:
 
 
 def _labels(labels: list[str]) -> list[str]:
-    return token_categories([html.escape(label) for label in labels])
+    return token_categories([html.escape(label, quote=False) for label in labels])  # plotly writes &quot; out
 
 
 def _dimension_axis(head_size: int, **extra) -> dict:
@@ -54,15 +54,15 @@ def vectors_figure(q, keys, query_label: str, key_labels: list[str], title: str 
     dims = list(range(hs))
     categories = _labels(key_labels)
     traces = [
-        go.Heatmap(z=q[:, None], x=[html.escape(query_label)], y=dims, coloraxis="coloraxis",
+        go.Heatmap(z=q[:, None], x=[html.escape(query_label, quote=False)], y=dims, coloraxis="coloraxis",
                    hovertemplate="query %{x}<br>dimension %{y}<br>q %{z:.4g}<extra></extra>"),
         go.Heatmap(z=keys.T, x=categories, y=dims, coloraxis="coloraxis", xaxis="x2", yaxis="y",
                    hovertemplate="key %{x}<br>dimension %{y}<br>k %{z:.4g}<extra></extra>"),
     ]
     layout = attention_layout(
-        title, 110 + dimension_px(hs) * hs, plot_bgcolor="white",
-        xaxis=category_axis(domain=[0.0, 0.06], title=dict(text="q")),
-        xaxis2=category_axis(domain=[0.11, 1.0], anchor="y", title=dict(text="k (keys)")),
+        title, 190 + dimension_px(hs) * hs, plot_bgcolor="white",
+        xaxis=category_axis(domain=[0.0, 0.05], title=dict(text="q")),
+        xaxis2=category_axis(domain=[0.1, 1.0], anchor="y", title=dict(text="k (every key)")),
         yaxis=_dimension_axis(hs),
         coloraxis=dict(colorscale=DIVERGING, cmid=0.0, cmin=-top, cmax=top,
                        colorbar=dict(thickness=12, xpad=10, title=dict(text="value"), tickfont=TOKEN_FONT)))
@@ -72,15 +72,18 @@ def vectors_figure(q, keys, query_label: str, key_labels: list[str], title: str 
 @finished
 def products_figure(products, weights, q, keys, key_labels: list[str], chosen: int | None = None,
                     allowed=None, title: str | None = None) -> go.Figure:
-    """Bars: the weight of each key (softmax result, 0 for masked keys, drawn as gaps). Heatmap: products
-    (K, hs) transposed, q_i[d] * k_j[d] per dimension (rows) and key (columns). `chosen` is the index of
-    the framed key among the K shown. data[0] the bars, data[1] the heatmap (z (hs, K))."""
+    """Bars: the weight of each key (the softmax's result). Heatmap: products (K, hs) transposed,
+    q_i[d] * k_j[d] per dimension (rows) and key (columns). Keys the mask forbids (`allowed` False) are gaps
+    in both, over grey, as in the head view. `chosen` is the index of the framed key among the K shown.
+    data[0] the bars, data[1] the heatmap (z (hs, K))."""
     products, weights = np.asarray(products, dtype=float), np.asarray(weights, dtype=float)
     q, keys = np.asarray(q, dtype=float), np.asarray(keys, dtype=float)
     K, hs = products.shape
     categories = _labels(key_labels)
-    shown = weights if allowed is None else np.where(np.asarray(allowed, dtype=bool), weights, np.nan)
-    top = _symmetric(products)
+    allowed = np.ones(K, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    shown = np.where(allowed, weights, np.nan)
+    products = np.where(allowed[:, None], products, np.nan)
+    top = _symmetric(products[allowed])
     parts = np.stack([np.broadcast_to(q, keys.shape), keys], axis=-1).transpose(1, 0, 2)  # (hs, K, 2)
     traces = [
         go.Bar(x=categories, y=shown, yaxis="y2", marker_color=SEQUENTIAL_BAR, name="weight",
@@ -93,9 +96,10 @@ def products_figure(products, weights, q, keys, key_labels: list[str], chosen: i
                                  " = %{z:.4g}<extra></extra>"),
     ]
     body = dimension_px(hs) * hs
-    height = 150 + body + 110
+    height = 210 + body + 110
     split = body / (body + 110)
-    shapes = []
+    shapes = [dict(type="rect", xref="x domain", yref="y domain", x0=0, x1=1, y0=0, y1=1, layer="below",
+                   fillcolor=ATTENTION_MASKED_COLOR, line=dict(width=0))]  # what a masked (NaN) cell shows
     if chosen is not None and 0 <= chosen < K:
         for yref in ("y", "y2"):
             shapes.append(dict(type="rect", xref="x", yref=f"{yref} domain", x0=chosen - 0.5, x1=chosen + 0.5,
@@ -117,13 +121,14 @@ def top_dimensions_figure(dims, values, title: str | None = None) -> go.Figure:
     labels = [f"dim {int(d)}" for d in dims]
     colors = [POSITIVE if v >= 0 else NEGATIVE for v in values]
     text = [f"{v:+.3g}" for v in values]
-    span = _symmetric(values)
+    low, high = min(float(values.min(initial=0.0)), 0.0), max(float(values.max(initial=0.0)), 0.0)
+    pad = 0.3 * max(high - low, 1e-9)  # room for the numbers written beside the bars
     trace = go.Bar(x=values, y=labels, orientation="h", marker_color=colors, text=text, textposition="outside",
                    textfont=TOKEN_FONT, cliponaxis=False, showlegend=False,
                    hovertemplate="%{y}<br>q·k part %{x:.4g}<extra></extra>")
     layout = attention_layout(
         title, 120 + 24 * len(labels), plot_bgcolor="white",
-        xaxis=dict(title=dict(text="q_i[d] × k_j[d]"), range=[-1.35 * span, 1.35 * span], zeroline=True,
+        xaxis=dict(title=dict(text="q_i[d] × k_j[d]"), range=[low - (pad if low < 0 else 0), high + pad], zeroline=True,
                    zerolinecolor="#808495", tickfont=TOKEN_FONT, automargin=True),
         yaxis=dict(autorange="reversed", tickfont=TOKEN_FONT, automargin=True, type="category"))
     return go.Figure(data=[trace], layout=layout)

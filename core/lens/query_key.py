@@ -108,7 +108,7 @@ def weight_steps(row: QueryKeyRow, key: int, bias_name: str = "position bias") -
              Step(f"× scale {row.scale:.4g} (1/√{row.head_size})" if abs(row.scale * np.sqrt(row.head_size) - 1) < 1e-6
                   else f"× scale {row.scale:.4g}", float(row.dots[key] * row.scale))]
     if row.bias is not None:
-        steps.append(Step(f"+ {bias_name} {row.bias[key]:+.4g}", float(row.scores[key])))
+        steps.append(Step(f"+ {bias_name} {row.bias[key] + 0.0:+.4g}", float(row.scores[key])))  # +0.0: never '-0'
     if not row.allowed[key]:
         steps.append(Step("masked: this query may not attend this key", 0.0))
         return steps

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-WINDOW_TOKENS = 48  # default width: 48 rows of 13 px labels fit the 900 px map a 1024x768 screen shows
+WINDOW_TOKENS = 32  # default width: at 1024x768 plotly labels every row of a 32-token map (48 rows: every other)
 WHOLE_UP_TO = 64  # inputs this short are drawn whole, with no window controls
 MAX_MATCHES = 200  # a search listing more positions than this is no help to anyone
 
