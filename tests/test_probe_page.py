@@ -256,3 +256,26 @@ def test_bundled_checkpoints_render_every_tab(monkeypatch, tab):
     at = open_page(monkeypatch, BUNDLED, None, tab)
     assert not at.error
     assert len(at.get("plotly_chart")) >= 1
+
+
+def test_bundled_birthplace_models_show_what_they_stored_and_what_finetuning_reached(monkeypatch):
+    """The bundled family on its own world (found from the models' metadata, no ATTENTION_LAB_WORLD): the Dev
+    set tab's 2x2 per model adds up to the dev file, and its sentences are the figure's counts."""
+    monkeypatch.delenv(corpus.WORLD_ENV, raising=False)
+    at = open_page(monkeypatch, BUNDLED, None, "Dev set")
+    chart = next(c for c in at.get("plotly_chart") if "memorised by the pretrained model" in c.proto.spec)
+    spec = json.loads(chart.proto.spec)
+    dev = len(corpus.load_probe_data(ROOT / "data" / "knowledge").dev_pairs)
+    assert dev >= 200
+    grids = {trace["meta"][0] if isinstance(trace.get("meta"), list) else i: trace["z"]
+             for i, trace in enumerate(spec["data"])}
+    assert len(grids) == 3 and all(sum(map(sum, z)) == dev for z in grids.values())
+    said = [t for t in texts(at) if "finetuning answers" in t or "stored nothing" in t]
+    assert len(said) == 3
+    for sentence, z in zip(said, spec["data"], strict=True):
+        (stored_hit, stored_miss), (guess_hit, _) = z["z"]
+        if "stored nothing" in sentence:
+            assert stored_hit == stored_miss == 0 and f"answers {guess_hit} of {dev}" in sentence
+        else:
+            assert f"completes {stored_hit + stored_miss} of {dev}" in sentence
+            assert f"finetuning answers {stored_hit} of those" in sentence and f"and {guess_hit} people" in sentence
