@@ -55,7 +55,7 @@ def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
     if not tables:
         return
     show_figure(viz.knowledge_grids({m: t.counts for m, t in tables.items()},
-                                    title="Dev people: memorised by the pretrained model x answered after finetuning"),
+                                    title="Dev people: memorised x answered"),
                 "stored-vs-extractable", key="probe_dev_knowledge")
     for model, table in tables.items():
         counts = table.counts

@@ -263,17 +263,17 @@ def test_bundled_birthplace_models_show_what_they_stored_and_what_finetuning_rea
     set tab's 2x2 per model adds up to the dev file, and its sentences are the figure's counts."""
     monkeypatch.delenv(corpus.WORLD_ENV, raising=False)
     at = open_page(monkeypatch, BUNDLED, None, "Dev set")
-    chart = next(c for c in at.get("plotly_chart") if "memorised by the pretrained model" in c.proto.spec)
+    chart = next(c for c in at.get("plotly_chart") if "Dev people: memorised x answered" in c.proto.spec)
     spec = json.loads(chart.proto.spec)
     dev = len(corpus.load_probe_data(ROOT / "data" / "knowledge").dev_pairs)
     assert dev >= 200
     grids = {trace["meta"][0] if isinstance(trace.get("meta"), list) else i: trace["z"]
              for i, trace in enumerate(spec["data"])}
-    assert len(grids) == 3 and all(sum(map(sum, z)) == dev for z in grids.values())
+    assert len(grids) == 3 and all(int(sum(map(sum, z))) == dev for z in grids.values())
     said = [t for t in texts(at) if "finetuning answers" in t or "stored nothing" in t]
     assert len(said) == 3
     for sentence, z in zip(said, spec["data"], strict=True):
-        (stored_hit, stored_miss), (guess_hit, _) = z["z"]
+        (stored_hit, stored_miss), (guess_hit, _) = ([int(v) for v in row] for row in z["z"])
         if "stored nothing" in sentence:
             assert stored_hit == stored_miss == 0 and f"answers {guess_hit} of {dev}" in sentence
         else:

@@ -194,11 +194,14 @@ def knowledge_grids(counts: dict[str, Any], title: str | None = None) -> go.Figu
     """One 2x2 per model (core.lens.probe.knowledge.KnowledgeTable.counts): rows memorised in pretraining
     or not, columns answered after finetuning or not; each cell shows its count and its share."""
     import html
+    import textwrap
 
     import numpy as np
 
     models = list(counts)
-    grid = subplot_grid(1, max(len(models), 1), [html.escape(m) for m in models], horizontal_spacing=0.08)
+    # names break at their hyphens: three panels side by side leave ~150 px a title at 1024 px
+    titles = ["<br>".join(textwrap.wrap(html.escape(m), 18, break_on_hyphens=True)) for m in models]
+    grid = subplot_grid(1, max(len(models), 1), titles, horizontal_spacing=0.08)
     traces = []
     for n, model in enumerate(models, start=1):
         table = counts[model]
@@ -216,4 +219,6 @@ def knowledge_grids(counts: dict[str, Any], title: str | None = None) -> go.Figu
                                       title="in pretraining" if n == 1 else None)
     fig = go.Figure(traces, layout=grid)
     fig.update_layout(coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, showscale=False))
-    return base_layout(fig, html.escape(title) if title else None, 260)
+    fig = base_layout(fig, html.escape(title) if title else None, 290)
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + 30))  # room for two-line panel titles
+    return fig

@@ -103,6 +103,9 @@ def comparison_table(analyses: Mapping[str, DevAnalysis], pretraining: Mapping[s
                          "accuracy": correct / max(first.total, 1), "correct": correct, "questions": first.total,
                          "mean confidence": float("nan")})
     frame = pd.DataFrame(rows)
+    # the numbers first: at 1024 px the long pretraining note would push accuracy out of view
+    first = ["model", "accuracy", "correct", "questions", "pretraining"]
+    frame = frame[first + [c for c in frame.columns if c not in first]]
     for category in CATEGORIES:  # counts stay integers; the baseline row has none
         if category in frame:
             frame[category] = frame[category].astype("Int64")
