@@ -210,3 +210,15 @@ def test_country_prior_is_each_countrys_most_frequent_train_birthplace() -> None
     assert country_prior_accuracy(train, truths) == pytest.approx(2 / 5)
     random.Random(0).shuffle(train)
     assert country_prior_answers(train, truths)[:2] == [b, b]  # order does not matter, counts do
+
+
+def test_the_probe_names_pieces_a_subword_model_never_read(bpe) -> None:
+    from core.lens.probe.inputs import unknown_summary
+
+    finetuned = bpe.reading(["Where was Ada born?"])  # finetuning reads the questions' pieces too
+    assert "?" in bpe.tokenize("born?").unknown and not finetuned.tokenize("born?").unknown
+    unseen = [piece for piece in finetuned.tokenize("Where was 李 Qxzyk born?").unknown]
+    assert unseen
+    message = unknown_summary(["Where was 李 Qxzyk born?"], {"m": finetuned})
+    assert message.startswith("m has never seen") and "initial embeddings" in message and "PAD" not in message
+    assert unknown_summary(["Where was Ada born?"], {"m": finetuned}) is None

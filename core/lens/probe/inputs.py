@@ -101,6 +101,7 @@ def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, Tokenizer], l
     kinds = {getattr(t, "kind", "char") for m, t in tokenizers.items() if missing[m]}
     if kinds == {"char"}:
         return f"{head}; {reader} {it} as PAD, so answers for names with {it} are guesses about a different string."
-    untrained = (f"{head}: no training text had {it}, so {it} kept {'its' if len(chars) == 1 else 'their'} "
-                 "initial embeddings and names with them look alike to the model")
+    kept = "it kept its" if len(chars) == 1 else "they kept their"
+    untrained = (f"{head}: no training text had {it}, so {kept} initial embeddings and names with "
+                 f"{it} look alike to the model")
     return untrained + ("; the character models read them as PAD." if "char" in kinds else ".")
