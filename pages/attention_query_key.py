@@ -46,15 +46,15 @@ def show_query_key(run: av.AttentionRun, layer: int, head: int, name: str) -> No
     tokens, n = run.tokens, run.n_tokens
     pick = st.columns(2)
     with pick[0]:
-        query = _select("Query token", "attn_token", n, n - 1, tokens,  # a new query: its own best key again
-                        on_change=lambda: st.session_state.update(attn_key=None))
+        query = _select("Query token", "attn_token", n, n - 1, tokens,  # a new query: its best key, in view
+                        on_change=lambda: st.session_state.update(attn_key=None, attn_window=None))
     row = qk.decompose(record, run.allowed[query], layer, head, query)
     with pick[1]:
         key = _select("Key token", "attn_key", n, row.best_key(), tokens,
                       on_change=lambda: move_to(st.session_state["attn_key"], n))
     st.code(f"layer {layer}, head {head}: query {query} '{tokens[query]}' → key {key} '{tokens[key]}'\n"
             + _steps_text(run, row, key, f"{scheme_label(positional)} bias"), language=None)
-    positions = window_controls(tokens) or list(range(n))
+    positions = window_controls(tokens, around=key) or list(range(n))
     labels = [tokens[p] for p in positions]
     chosen = positions.index(key) if key in positions else None
     show_figure(figs.products_figure(row.products[positions], row.weights[positions], row.q, row.keys[positions],

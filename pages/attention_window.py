@@ -38,12 +38,16 @@ def _next(tokens: list[str]) -> None:
         st.session_state[WINDOW_KEY] = tw.window_around(target, len(tokens), window[1] - window[0] + 1)
 
 
-def window_controls(tokens: list[str]) -> list[int] | None:
-    """Draw the window controls for a long input and return the positions to draw; None: draw every token."""
+def window_controls(tokens: list[str], around: int | None = None) -> list[int] | None:
+    """Draw the window controls for a long input and return the positions to draw; None: draw every token.
+    With no window chosen yet, it starts at the first token, or centred on `around`."""
     n = len(tokens)
     if not tw.needs_window(n):
         return None
-    st.session_state[WINDOW_KEY] = tw.clamp_window(st.session_state.get(WINDOW_KEY), n)
+    window = st.session_state.get(WINDOW_KEY)
+    if window is None and around is not None:
+        window = tw.window_around(around, n)
+    st.session_state[WINDOW_KEY] = tw.clamp_window(window, n)
     find, step, move = st.columns([2, 1, 5], vertical_alignment="bottom")
     find.text_input("Find a token", key=FIND_KEY, on_change=_found, args=(tokens,), placeholder="e.g. born",
                     help="Moves the window to the first token containing this text (case ignored).")
@@ -53,8 +57,8 @@ def window_controls(tokens: list[str]) -> list[int] | None:
     window = move.slider("Tokens shown (first, last position)", 0, n - 1, key=WINDOW_KEY)
     found = ""
     if st.session_state.get(FIND_KEY, "").strip():
-        listed = ", ".join(str(m) for m in matches[:8]) + (" …" if len(matches) > 8 else "")
+        listed = ", ".join(str(m) for m in matches[:8]) + (", …" if len(matches) > 8 else "")
         found = f" {len(matches)} token{'s' if len(matches) != 1 else ''} match the search" + (
-            f": positions {listed}." if matches else ".")
+            f": positions {listed}" if matches else "") + ("" if listed.endswith("…") else ".")
     st.caption(tw.window_caption(window, n) + found)
     return tw.window_positions(window)

@@ -60,8 +60,12 @@ def test_the_synthesizer_says_it_has_no_query_key_product(monkeypatch, folder):
 def test_a_512_token_input_is_drawn_as_a_window_the_search_moves(monkeypatch, folder, view):
     at = open_page(monkeypatch, folder, model="long", view=view, text=LONG_TEXT)
     assert_no_exception(at)
-    assert at.slider(key="attn_window").value == (0, tw.WINDOW_TOKENS - 1)
-    assert f"Tokens 0 to {tw.WINDOW_TOKENS - 1} ({tw.WINDOW_TOKENS} of 512" in " ".join(c.value for c in at.caption)
+    first, last = at.slider(key="attn_window").value
+    if view == "qk":  # centred on the key taken apart
+        assert first <= at.selectbox(key="attn_key").value <= last and last - first + 1 == tw.WINDOW_TOKENS
+    else:
+        assert (first, last) == (0, tw.WINDOW_TOKENS - 1)
+    assert f"Tokens {first} to {last} ({tw.WINDOW_TOKENS} of 512" in " ".join(c.value for c in at.caption)
     at.text_input(key="attn_find").input("m").run()
     assert_no_exception(at)
     first = LONG_TEXT.index("M")
@@ -107,3 +111,15 @@ def test_window_helpers():
     attention = np.arange(2 * 16, dtype=float).reshape(2, 4, 4)
     cut, allowed = tw.cut_to_window(attention, np.eye(4, dtype=bool), [1, 2])
     np.testing.assert_array_equal(cut, attention[:, 1:3, 1:3]) and allowed.tolist() == [[True, False], [False, True]]
+
+
+def test_a_new_query_takes_apart_its_own_best_key_in_view(monkeypatch, folder):
+    at = open_page(monkeypatch, folder, model="long", view="qk", text=LONG_TEXT, window="0-31")
+    at.selectbox(key="attn_key").select(3).run()
+    at.selectbox(key="attn_token").select(300).run()
+    assert_no_exception(at)
+    key = at.selectbox(key="attn_key").value
+    first, last = at.slider(key="attn_window").value
+    weights = array(charts(at)[0]["data"][0]["y"])
+    assert first <= key <= last and np.nanargmax(weights) == key - first  # the best key, framed in view
+    assert at.code[0].value.startswith(f"layer 0, head 0: query 300 '{LONG_TEXT[300]}' → key {key} ")

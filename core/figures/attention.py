@@ -113,6 +113,7 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
     L, H, T, _ = attention.shape
     labels = _labels(tokens, range(T)) if tokens is not None else [str(i) for i in range(T)]
     categories = token_categories(labels)
+    cell = max(90, min(170, 1100 // H))  # px per panel row
     grid = subplot_grid(L, H, [f"L{l} H{h}" for l in range(L) for h in range(H)],
                         horizontal_spacing=min(0.02, 0.2 / H), vertical_spacing=min(0.08, 0.4 / L))
     for key in grid:
@@ -121,8 +122,8 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
             l, h = divmod(n, H)
             shown = (l == L - 1) if key.startswith("x") else (h == 0)
             grid[key].update(category_axis(showticklabels=shown, ticks=""))
-            if key.startswith("y"):
-                grid[key]["autorange"] = "reversed"
+            if key.startswith("y"):  # at most a label per 20 px: plotly's own thinning let 13 px labels touch
+                grid[key].update(autorange="reversed", nticks=max(2, cell // 20))
     for note in grid.get("annotations", []):
         note["font"] = dict(size=13, color="#1F2328")
     z_all = attention if allowed is None else np.where(allowed, attention, np.nan)
@@ -142,7 +143,6 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
         suffix = "" if n == 1 else str(n)
         shapes.append(dict(type="rect", xref=f"x{suffix} domain", yref=f"y{suffix} domain", x0=-0.04,
                            x1=1.04, y0=-0.04, y1=1.04, line=dict(color="crimson", width=3)))
-    cell = max(90, min(170, 1100 // H))
     coloraxis = dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=max(top, 1e-9),
                      colorbar=dict(thickness=12, xpad=10, title=dict(text="weight"), tickfont=TOKEN_FONT))
     # xpad set: Streamlit's theme pads a coloraxis bar by 2 x 32 px, room fit_margins does not expect

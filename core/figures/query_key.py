@@ -23,9 +23,20 @@ SEQUENTIAL_BAR = "#4A90C8"  # a mid blue of the Blues scale the head view draws 
 FRAME = dict(color="crimson", width=2)
 
 
+LABEL_PX = 18  # a 13 px tick label's box is 17 px tall: rows closer than this are labelled every k-th
+
+
 def dimension_px(head_size: int) -> int:
-    """Pixels per dimension row: 14 (a readable tick every row) down to 7 for 64-wide heads."""
-    return int(max(7, min(14, 460 // max(head_size, 1))))
+    """Pixels per dimension row: every row labelled up to 24 dimensions, then 12 px (32) down to 7 (64+)."""
+    return LABEL_PX if head_size <= 24 else int(max(7, 400 // head_size))
+
+
+def dimension_step(head_size: int) -> int:
+    """Label every k-th dimension (1, 2, 4, 8...) so labels stay LABEL_PX apart."""
+    step = 1
+    while step * dimension_px(head_size) < LABEL_PX:
+        step *= 2
+    return step
 
 
 def _labels(labels: list[str]) -> list[str]:
@@ -34,7 +45,7 @@ def _labels(labels: list[str]) -> list[str]:
 
 def _dimension_axis(head_size: int, **extra) -> dict:
     return dict(title=dict(text="dimension"), autorange="reversed", tickfont=TOKEN_FONT, showgrid=False,
-                zeroline=False, dtick=1 if head_size <= 32 else 4, automargin=True, **extra)
+                zeroline=False, dtick=dimension_step(head_size), automargin=True, **extra)
 
 
 def _symmetric(*arrays: np.ndarray) -> float:
