@@ -123,3 +123,20 @@ def test_a_new_query_takes_apart_its_own_best_key_in_view(monkeypatch, folder):
     weights = array(charts(at)[0]["data"][0]["y"])
     assert first <= key <= last and np.nanargmax(weights) == key - first  # the best key, framed in view
     assert at.code[0].value.startswith(f"layer 0, head 0: query 300 '{LONG_TEXT[300]}' → key {key} ")
+
+
+def test_a_512_token_input_on_a_hugging_face_bert_folder(monkeypatch, tmp_path):
+    pytest.importorskip("transformers")
+    from tests.hf_models import bert_folder
+
+    bert_folder(tmp_path / "models" / "bert-512", max_positions=512)
+    text = "the cat sat on the mat . a dog ran . " * 60  # 660 words: cut to 512 tokens
+    for view in ("single", "model", "qk"):
+        at = open_page(monkeypatch, tmp_path / "models", model="bert-512", view=view, text=text, layer="1")
+        assert "at most 512, so only the first 512" in messages(at)
+        first, last = at.slider(key="attn_window").value
+        assert last - first + 1 == tw.WINDOW_TOKENS
+        if view == "qk":
+            lines = steps_block(at).splitlines()
+            assert lines[-1].split()[-1] == lines[-2].split()[-1]
+            assert array(charts(at)[0]["data"][1]["z"]).shape == (8, tw.WINDOW_TOKENS)  # 16 wide, 2 heads
