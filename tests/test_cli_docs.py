@@ -73,7 +73,11 @@ def _prepare_inputs(argv: list[str], cwd: Path) -> None:
         if arg in outputs or path.exists():
             continue
         if arg.endswith(".txt") and arg != "wiki.txt":
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("\n".join(wiki[:40 if "train" in arg else 5]) + "\n", encoding="utf-8")
+        elif arg.endswith(".tsv"):  # LABEL<TAB>TEXT, the CSE 256 speeches format
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"{i % 3}\t{line}\n" for i, line in enumerate(wiki[:40])), encoding="utf-8")
         elif arg.endswith(".params") or arg == "wiki.txt":
             from tests.test_convert import mingpt_state_dict, write_inputs
 

@@ -146,6 +146,8 @@ def test_evaluate_prints_per_file_perplexity_tokens_and_unknown_share(tmp_path, 
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     expected = score_text(model, tokenizer, TEST_A, "a.txt")
+    # what the vocabulary is comes first (issue 30); a model saved without a run's record has no sources
+    assert out.pop(0) == f"vocabulary: {tokenizer.vocab_size:,} entries (word, regex splitter)"
     assert out[0] == (f"a.txt: perplexity {expected.perplexity:.4g} (loss {expected.loss:.4f}), "
                       f"{expected.tokens_scored:,} tokens scored, unknown {expected.unknown_share:.1%}")
     assert any(line.startswith("b.txt: perplexity ") for line in out)

@@ -2,11 +2,42 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from core.io.checkpoint import CheckpointInfo
 
 TASK_NAMES = {"lm": "language model", "birthplace": "birthplace QA (CS224N)", "classify": "classifier"}
+
+
+def vocabulary_record(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The `vocabulary` record of a run (lm, classify): a JSON string in a file, a dict before saving;
+    {} when there is none or it cannot be read (a checkpoint is untrusted input)."""
+    record = metadata.get("vocabulary")
+    if isinstance(record, str):
+        try:
+            record = json.loads(record)
+        except (ValueError, RecursionError):
+            return {}
+    return record if isinstance(record, dict) else {}
+
+
+def describe_vocabulary(metadata: dict[str, Any], tokenizer: dict[str, Any], size: int) -> str:
+    """One line: size, level, splitter and what the vocabulary was built from (each --vocab-from file with
+    the start of its sha256), e.g. '6,136 entries (word, nltk splitter), built from train_CLS.tsv (sha256
+    1c2b…), train_LM.txt (…)'. `tokenizer` is the checkpoint's tokenizer description."""
+    kind = str(tokenizer.get("kind", "?"))
+    splitter = f", {tokenizer.get('splitter', 'regex')} splitter" if kind == "word" else ""
+    line = f"{size:,} entries ({kind}{splitter})"
+    record = vocabulary_record(metadata)
+    files = [f for f in record.get("files") or [] if isinstance(f, dict)]
+    if files:
+        names = (f"{Path(str(f.get('path', '?'))).name} (sha256 {str(f.get('sha256', '?'))[:12]})" for f in files)
+        return f"{line}, built from {', '.join(names)}"
+    if record.get("from"):
+        return f"{line}, taken from {record['from']}"
+    return f"{line}, built from the training text" if record else line
 
 
 def parameter_count(config: dict[str, Any]) -> int | None:
@@ -39,6 +70,9 @@ def model_card(info: CheckpointInfo) -> dict[str, str]:
     count = parameter_count(cfg)
     if count is not None:
         rows["Parameters"] = f"{count:,}"
+    tokenizer, size = meta.get("tokenizer"), cfg.get("vocab_size")
+    if isinstance(tokenizer, dict) and isinstance(size, int):
+        rows["Vocabulary"] = describe_vocabulary(meta, tokenizer, size)
     data = meta.get("data") or []
     if data:
         names = (str(d.get("path", "?")).rsplit("/", 1)[-1] for d in data if isinstance(d, dict))

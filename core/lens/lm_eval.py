@@ -57,7 +57,8 @@ def unknown_warning(name: str, share: float) -> str | None:
     if share <= UNKNOWN_WARNING_SHARE:
         return None
     return (f"warning: {share:.1%} of {name} is outside the vocabulary (over {UNKNOWN_WARNING_SHARE:.0%}): "
-            "it flatters perplexity and hides words from a classifier (see --level, --lowercase, --min-freq).")
+            "it flatters perplexity and hides words from a classifier (see --level, --lowercase, --min-freq, "
+            "--vocab-from).")
 
 
 @torch.no_grad()

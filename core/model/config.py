@@ -29,6 +29,7 @@ class ModelConfig:
     n_layer: int = 4
     n_head: int = 8
     n_embd: int = 256
+    ffn_width: int = 0  # hidden units of each block's feed-forward; 0: 4 * n_embd (GPT-2); CSE 256 PA2: 100
     dropout: float = 0.1
     causal: bool = True  # True: decoder (lower-triangular mask); False: encoder (padding mask)
     positional: str = "learned"  # key of core.model.positional.POSITIONAL
@@ -48,7 +49,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ConfigError(f"{name} must be a number, got {value!r}.")
-        for name in ("n_classes", "pad_id"):
+        for name in ("n_classes", "pad_id", "ffn_width"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}.")
@@ -73,6 +74,10 @@ class ModelConfig:
     @property
     def head_size(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def feed_forward_width(self) -> int:
+        return self.ffn_width or 4 * self.n_embd
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -8,11 +8,11 @@ and `tokenize` reports which ones they were so the UI can name them.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.model.splitters import SPLITTER_CHECKS, SPLITTERS
 from core.text import MASK_CHAR, PAD_CHAR  # noqa: F401  (part of the tokenizer's interface)
 
 
@@ -79,35 +79,38 @@ class CharTokenizer:
         return cls(list(data["chars"]))
 
 
-WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
-
-
 class WordTokenizer:
-    """Words and punctuation by regex; min-frequency vocabulary with <pad>=0 and <unk>=1."""
+    """Words and punctuation (`splitter`: a key of core.model.splitters.SPLITTERS); min-frequency vocabulary
+    with <pad>=0 and <unk>=1. A description without a splitter is `regex`, the only one before issue 30."""
 
     kind = "word"
     pad_id = 0
     unk_id = 1
     specials = ("<pad>", "<unk>")
 
-    def __init__(self, words: list[str], lowercase: bool = True) -> None:
+    def __init__(self, words: list[str], lowercase: bool = True, splitter: str = "regex") -> None:
         if tuple(words[:2]) != self.specials:
             raise TokenizerError("A word vocabulary must start with <pad> then <unk>.")
+        if splitter not in SPLITTERS:
+            raise TokenizerError(f"Unknown word splitter {splitter!r}; choose one of: {', '.join(SPLITTERS)}.")
+        if splitter in SPLITTER_CHECKS and (problem := SPLITTER_CHECKS[splitter]()):
+            raise TokenizerError(problem)
         self.words = list(words)
         self.lowercase = lowercase
+        self.splitter = splitter
         self.stoi = {w: i for i, w in enumerate(self.words)}
 
     def split(self, text: str) -> list[str]:
-        return WORD_PATTERN.findall(text.lower() if self.lowercase else text)
+        return SPLITTERS[self.splitter](text.lower() if self.lowercase else text)
 
     @classmethod
     def from_corpus(cls, text: str, min_freq: int = 1, lowercase: bool = True,
-                    max_size: int | None = None) -> WordTokenizer:
-        counts = Counter(WORD_PATTERN.findall(text.lower() if lowercase else text))
+                    max_size: int | None = None, splitter: str = "regex") -> WordTokenizer:
+        counts = Counter(cls([*cls.specials], lowercase, splitter).split(text))
         kept = sorted((w for w, n in counts.items() if n >= min_freq), key=lambda w: (-counts[w], w))
         if max_size is not None:
             kept = kept[: max(0, max_size - 2)]
-        return cls([*cls.specials, *kept], lowercase)
+        return cls([*cls.specials, *kept], lowercase, splitter)
 
     @property
     def vocab_size(self) -> int:
@@ -126,11 +129,11 @@ class WordTokenizer:
         return " ".join(self.words[i] if 0 <= i < len(self.words) else "<unk>" for i in ids)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "words": self.words, "lowercase": self.lowercase}
+        return {"kind": self.kind, "words": self.words, "lowercase": self.lowercase, "splitter": self.splitter}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WordTokenizer:
-        return cls(list(data["words"]), bool(data.get("lowercase", True)))
+        return cls(list(data["words"]), bool(data.get("lowercase", True)), str(data.get("splitter", "regex")))
 
 
 TOKENIZERS: dict[str, type] = {"char": CharTokenizer, "word": WordTokenizer}
@@ -152,11 +155,17 @@ class VocabularyChoice:
 
     Defaults keep every piece as written (no lowercasing, nothing dropped), as the courses do: a
     vocabulary that folds case or drops rare words turns more of a test text into `<unk>`, which makes
-    perplexity look better than the model is."""
+    perplexity look better than the model is.
+
+    `files` (`--vocab-from`): build from these files instead of the training text, as CSE 256 PA2 builds
+    one vocabulary from every training file of its folder. This layer reads no file: core.data gives the
+    text (`vocabulary_text`), and the recipe records each file with its sha256."""
 
     level: str = "char"
     lowercase: bool = False
     min_freq: int = 1
+    splitter: str = "regex"  # word level: a key of core.model.splitters.SPLITTERS
+    files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.level not in TOKENIZERS:
@@ -165,11 +174,21 @@ class VocabularyChoice:
             raise TokenizerError("--min-freq must be 1 or more.")
         if self.level == "char" and self.lowercase:
             raise TokenizerError("--lowercase applies to word vocabularies; add --level word.")
+        if self.splitter not in SPLITTERS:
+            raise TokenizerError(f"Unknown splitter {self.splitter!r}; choose one of: {', '.join(SPLITTERS)}.")
+        if self.level != "word" and self.splitter != "regex":
+            raise TokenizerError("--splitter applies to word vocabularies; add --level word.")
+        self.files = tuple(str(f) for f in self.files)
+        if len(set(self.files)) != len(self.files):
+            raise TokenizerError("--vocab-from names the same file twice; name each file once.")
 
     def build(self, text: str) -> Tokenizer:
         if self.level == "char":
             return CharTokenizer.from_corpus(text, min_freq=self.min_freq)
-        return WordTokenizer.from_corpus(text, min_freq=self.min_freq, lowercase=self.lowercase)
+        return WordTokenizer.from_corpus(text, min_freq=self.min_freq, lowercase=self.lowercase,
+                                         splitter=self.splitter)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "lowercase": self.lowercase, "min_freq": self.min_freq}
+        """What the checkpoint's `vocabulary` record starts with (the recipe adds `files` with sha256)."""
+        return {"level": self.level, "lowercase": self.lowercase, "min_freq": self.min_freq,
+                **({"splitter": self.splitter} if self.level == "word" else {})}

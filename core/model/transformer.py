@@ -33,9 +33,9 @@ class Block(nn.Module):
         self.attn = ATTENTION[config.attention](config)
         self.ln2 = nn.LayerNorm(config.n_embd)
         self.mlp = nn.Sequential(
-            nn.Linear(config.n_embd, 4 * config.n_embd),
+            nn.Linear(config.n_embd, config.feed_forward_width),
             nn.GELU(),
-            nn.Linear(4 * config.n_embd, config.n_embd),
+            nn.Linear(config.feed_forward_width, config.n_embd),
             nn.Dropout(config.dropout),
         )
 

@@ -22,10 +22,13 @@ USAGE = """Train and evaluate models (CS224N words for the birthplace task).
   python -m core.train evaluate vanilla data/world/wiki.txt --reading_params_path vanilla.finetune.safetensors \\
       --eval_corpus_path data/world/birth_dev.tsv --outputs_path vanilla.dev.predictions
   python -m core.train lm data/world/wiki.txt --positional alibi --writing_params_path lm.safetensors
-  python -m core.train lm train.txt --level word --eval_corpus_path test_a.txt --eval_corpus_path test_b.txt \\
+  python -m core.train lm speechesdataset/train_LM.txt --level word --splitter nltk \\
+      --vocab-from speechesdataset/train_CLS.tsv --vocab-from speechesdataset/train_LM.txt --stride 1 \\
+      --n-embd 64 --n-layer 4 --n-head 2 --ffn-width 100 --block-size 32 --dropout 0 --batch-size 16 --lr 1e-3 \\
       --lr-schedule constant --max-iters 500 --val-fraction 0 --writing_params_path speeches_lm.safetensors
-  python -m core.train evaluate --reading_params_path speeches_lm.safetensors --eval_corpus_path test_a.txt \\
-      --eval_corpus_path test_b.txt
+  python -m core.train evaluate --reading_params_path speeches_lm.safetensors \\
+      --eval_corpus_path speechesdataset/test_LM_obama.txt --eval_corpus_path speechesdataset/test_LM_hbush.txt \\
+      --eval_corpus_path speechesdataset/test_LM_wbush.txt
   python -m core.train mlm data/world/wiki.txt --writing_params_path encoder.safetensors
   python -m core.train classify data/world/names_train.tsv --eval_corpus_path data/world/names_test.tsv \\
       --writing_params_path names.safetensors
@@ -70,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--n-layer", type=int, default=4)
     model.add_argument("--n-head", type=int, default=8)
     model.add_argument("--n-embd", type=int, default=256)
+    model.add_argument("--ffn-width", type=int, default=0,
+                       help="hidden units of each feed-forward (default 0: 4 x --n-embd; CSE 256 PA2 uses 100)")
     model.add_argument("--block-size", type=int, default=128)
     model.add_argument("--dropout", type=float, default=0.1)
     model.add_argument("--positional", default="learned")
@@ -80,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fold case before building the word vocabulary (default: keep case)")
     vocab.add_argument("--min-freq", type=int, default=1,
                        help="keep pieces seen at least this often in the training text (default 1: all)")
+    vocab.add_argument("--splitter", choices=["regex", "nltk"], default=None,
+                       help="--level word: how text is cut into words; regex (default) \\w+ runs and punctuation, "
+                            "nltk the words of NLTK's word_tokenize, as CSE 256 PA2 splits them")
+    vocab.add_argument("--vocab-from", action="append", default=[], metavar="FILE",
+                       help="repeatable, lm and classify: build the vocabulary from these files instead of the "
+                            "training text (a .tsv gives its text column); PA2 names every training file")
     train = parser.add_argument_group("training")
     train.add_argument("--epochs", type=int, default=None)
     train.add_argument("--max-iters", type=int, default=0, help="stop after this many optimizer steps (0: no limit)")
@@ -88,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lr-schedule", choices=["cosine", "constant"], default="cosine",
                        help="cosine: warmup then cosine decay to 10%% (CS224N); constant: one rate throughout")
     train.add_argument("--warmup-tokens", type=int, default=None)
+    train.add_argument("--stride", type=int, default=None, metavar="N",
+                       help="lm: a training window starts every N tokens (default: --block-size, no overlap; "
+                            "1: at every token, as CSE 256 PA2 samples them)")
     train.add_argument("--val-fraction", type=float, default=0.1,
                        help="lm: the last part of the training text held out as split 'val' (0: none)")
     train.add_argument("--seed", type=int, default=0)
@@ -137,6 +151,7 @@ def trainer_config(args, function: str) -> TrainerConfig:
 
 
 def run_command(args, command: str, out=print) -> str:
+    from core.data.vocabulary import vocabulary_warnings
     from core.lens.lm_eval import unknown_warning
     from core.model.tokenizer import VocabularyChoice
     from core.train import recipes
@@ -144,7 +159,7 @@ def run_command(args, command: str, out=print) -> str:
 
     variant, corpus = split_words(args.words)
     shape = recipes.ModelShape(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
-                               block_size=args.block_size, dropout=args.dropout,
+                               block_size=args.block_size, dropout=args.dropout, ffn_width=args.ffn_width,
                                positional=args.positional, attention=variant)
     evals = list(args.eval_corpus_path)
 
@@ -162,7 +177,14 @@ def run_command(args, command: str, out=print) -> str:
 
     if args.function == "evaluate":
         return evaluate_command(args, need, one_eval, out)
-    vocabulary = VocabularyChoice(level=args.level, lowercase=args.lowercase, min_freq=args.min_freq)
+    if (args.vocab_from or args.splitter) and args.function not in ("lm", "classify"):
+        raise CommandError(f"{args.function} takes no --vocab-from or --splitter; they are for lm and classify.")
+    if args.stride is not None and args.function != "lm":
+        raise CommandError(f"{args.function} takes no --stride; it is for lm.")
+    vocabulary = VocabularyChoice(level=args.level, lowercase=args.lowercase, min_freq=args.min_freq,
+                                  splitter=args.splitter or "regex", files=tuple(args.vocab_from))
+    for warning in vocabulary_warnings(args.vocab_from, evals):
+        out(warning)
     common = dict(resume=args.resume, force=args.force, command=command)
     report = None
     if args.function == "pretrain":
@@ -179,7 +201,7 @@ def run_command(args, command: str, out=print) -> str:
         report = EpochReport("tokens", best=(f"{first}_loss", False), out=out)
         t = recipes.train_lm(need("corpus"), need("writing_params_path"), shape, trainer_config(args, "lm"),
                              val_fraction=args.val_fraction, eval_paths=evals, vocabulary=vocabulary,
-                             report=report, **common)
+                             report=report, stride=args.stride, **common)
     elif args.function == "mlm":
         report = EpochReport("tokens", out=out)
         t = recipes.pretrain_encoder(need("corpus"), need("writing_params_path"), shape,
@@ -194,6 +216,8 @@ def run_command(args, command: str, out=print) -> str:
     if t.snapshots.active:
         out(snapshot_line(t))
     shares = (t.plan.extra.get("vocabulary") or {}).get("unknown_share", {}) if t.plan else {}
+    if shares:
+        out(vocabulary_line(t.plan.extra, t.plan.tokenizer))
     for name, share in shares.items():
         out(f"unknown share of split {name}: {share:.1%}")
         if warning := unknown_warning(f"split {name}", share):
@@ -210,6 +234,14 @@ def snapshot_line(trainer) -> str:
     each = sum(t.numel() * t.element_size() for t in trainer.snapshots.kept[0][1].values()) if kept else 0
     return (f"snapshots: {len(kept)} at steps {', '.join(map(str, kept))}; {each / 1e6:.2f} MB each "
             f"({trainer.snapshots.dtype}), {path.stat().st_size / 1e6:.1f} MB in {path.name}")
+
+
+def vocabulary_line(metadata: dict, tokenizer) -> str:
+    """'vocabulary: SIZE entries (LEVEL, SPLITTER), built from FILES (sha256 ...)': printed beside the
+    unknown shares, which mean little without knowing what the vocabulary was built from."""
+    from core.lens.describe import describe_vocabulary
+
+    return "vocabulary: " + describe_vocabulary(metadata, tokenizer.to_dict(), tokenizer.vocab_size)
 
 
 def evaluate_command(args, need, one_eval, out=print) -> str:
@@ -229,6 +261,7 @@ def evaluate_command(args, need, one_eval, out=print) -> str:
 
         data = ClassificationDataset(read_tsv_pairs(path), loaded.tokenizer, loaded.config.block_size, loaded.labels)
         scores = evaluate_loss(loaded.model, data, accuracy=True)
+        out(vocabulary_line(loaded.metadata, loaded.tokenizer))
         return f"{Path(path).name}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} ({len(data)} lines)"
     from tqdm import tqdm
 
@@ -255,6 +288,7 @@ def evaluate_lm(loaded, paths: list[str], name: str, out=print) -> str:
     from core.lens.lm_eval import score_file, unknown_warning
 
     scores = [score_file(loaded.model, loaded.tokenizer, path) for path in paths]
+    out(vocabulary_line(loaded.metadata, loaded.tokenizer))
     for score in scores:
         out(score.line())
         if warning := unknown_warning(score.name, score.unknown_share):

@@ -24,6 +24,7 @@ from core.data.datasets import (
     read_text,
     read_tsv_pairs,
 )
+from core.data.vocabulary import vocabulary_text
 from core.io import checkpoint as ckpt
 from core.lens.birthplace import evaluate_birthplaces, most_frequent_place
 from core.lens.lm_eval import score_text, split_names, unknown_share
@@ -43,6 +44,7 @@ class ModelShape:
     dropout: float = 0.1
     positional: str = "learned"
     attention: str = "vanilla"
+    ffn_width: int = 0  # 0: 4 * n_embd
 
 
 def file_record(path: str | Path) -> dict[str, str]:
@@ -72,7 +74,8 @@ def build_model(shape: ModelShape, vocab_size: int, seed: int, **fields) -> Tran
     torch.manual_seed(seed)
     config = ModelConfig(vocab_size=vocab_size, block_size=shape.block_size, n_layer=shape.n_layer,
                          n_head=shape.n_head, n_embd=shape.n_embd, dropout=shape.dropout,
-                         positional=shape.positional, attention=shape.attention, **fields)
+                         positional=shape.positional, attention=shape.attention, ffn_width=shape.ffn_width,
+                         **fields)
     return Transformer(config)
 
 
@@ -192,15 +195,17 @@ def _reporting(trainer: Trainer, report: EpochReport | None) -> Trainer:
 def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
              level: str = "char", val_fraction: float = 0.1, resume: bool = False, force: bool = False,
              command: str = "", eval_paths: tuple[str, ...] | list[str] = (),
-             vocabulary: VocabularyChoice | None = None, report: EpochReport | None = None) -> Trainer:
+             vocabulary: VocabularyChoice | None = None, report: EpochReport | None = None,
+             stride: int | None = None) -> Trainer:
     """A language model over a plain text file. The last `val_fraction` of it is the 'val' split; every
-    file in `eval_paths` is measured too, as a split named after the file, after every epoch."""
+    file in `eval_paths` is measured too, as a split named after the file, after every epoch. A training
+    window starts every `stride` tokens (None: every block_size, no overlap; 1: at every token)."""
     text = read_text(corpus_path)
     check_no_reserved_characters(text, Path(corpus_path).name)
     vocabulary = vocabulary or VocabularyChoice(level=level)
-    tokenizer = vocabulary.build(text)
+    tokenizer = vocabulary.build(vocabulary_text(vocabulary.files) if vocabulary.files else text)
     train_text, val_text = _split_text(text, val_fraction)
-    dataset = LanguageModelDataset(train_text, tokenizer, shape.block_size)
+    dataset = LanguageModelDataset(train_text, tokenizer, shape.block_size, stride=stride)
     val = LanguageModelDataset(val_text, tokenizer, shape.block_size) if val_fraction > 0 else None
     evals = {name: read_text(path) for name, path in zip(split_names(list(eval_paths)), eval_paths)}
     for path, eval_text in zip(eval_paths, evals.values()):  # refuse before training, not after an epoch
@@ -222,10 +227,12 @@ def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
 
     held_out = {"val": val_text} if val is not None else {}
     shares = {name: unknown_share(tokenizer, t) for name, t in {**held_out, **evals}.items()}
+    vocab = {**vocabulary.to_dict(), "files": [file_record(p) for p in vocabulary.files],
+             "size": tokenizer.vocab_size, "unknown_share": shares}
     plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(p) for p in (corpus_path, *eval_paths)],
                           command=command, extra={"val_fraction": str(val_fraction), "level": vocabulary.level,
-                                                  "vocabulary": {**vocabulary.to_dict(), "unknown_share": shares},
-                                                  "eval_splits": list(evals)})
+                                                  "vocabulary": vocab, "eval_splits": list(evals),
+                                                  "stride": str(dataset.stride)})
     config = bounded(trainer, dataset)
     return _run(_reporting(Trainer(model, dataset, config, plan, evaluate), report), resume)
 
@@ -257,8 +264,13 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
     train_pairs = read_tsv_pairs(train_path)
     test_pairs = read_tsv_pairs(test_path)
     vocabulary = vocabulary or VocabularyChoice(level=level)
+    if reading_params_path and vocabulary.files:
+        raise DataError(f"--vocab-from builds a new vocabulary, but {Path(reading_params_path).name} brings its "
+                        "own; leave out one of them.")
     if reading_params_path:
         tokenizer = ckpt.load(reading_params_path).tokenizer
+    elif vocabulary.files:
+        tokenizer = vocabulary.build(vocabulary_text(vocabulary.files))
     else:
         joiner = "" if vocabulary.level == "char" else "\n"  # no newline in a character vocabulary
         tokenizer = vocabulary.build(joiner.join(t for _, t in train_pairs))
@@ -279,7 +291,8 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
                 "train_accuracy": train_scores["accuracy"]}
 
     test_text = "\n".join(t for _, t in test_pairs)
-    vocab = {**vocabulary.to_dict(), "unknown_share": {"val": unknown_share(tokenizer, test_text)}}
+    vocab = {**vocabulary.to_dict(), "files": [file_record(p) for p in vocabulary.files],
+             "size": tokenizer.vocab_size, "unknown_share": {"val": unknown_share(tokenizer, test_text)}}
     if reading_params_path:
         vocab["from"] = Path(reading_params_path).name
     plan = CheckpointPlan(out, tokenizer, "classify", labels=labels, command=command,

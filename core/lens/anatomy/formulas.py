@@ -187,10 +187,15 @@ def _block_parts(block: Block, prefix: str) -> Iterator[Part]:
     yield from walk(block.ln1, f"{prefix}.ln1")
     yield from walk(block.attn, f"{prefix}.attn")
     yield from walk(block.ln2, f"{prefix}.ln2")
-    # minGPT's MLP is C -> 4C -> C: C·4C + 4C + 4C·C + C = 8C² + 5C.
+    # minGPT's MLP is C -> 4C -> C: C·4C + 4C + 4C·C + C = 8C² + 5C; another width F (CSE 256's 100):
+    # C·F + F + F·C + C.
     first, second = block.mlp[0], block.mlp[2]
-    yield _feed_forward(f"{prefix}.mlp", first, second, "8*C**2 + 5*C", {"C": first.in_features},
-                        "Linear(C, 4C), GELU, Linear(4C, C)")
+    if first.out_features == 4 * first.in_features:
+        yield _feed_forward(f"{prefix}.mlp", first, second, "8*C**2 + 5*C", {"C": first.in_features},
+                            "Linear(C, 4C), GELU, Linear(4C, C)")
+    else:
+        yield _feed_forward(f"{prefix}.mlp", first, second, "2*C*F + F + C",
+                            {"C": first.in_features, "F": first.out_features}, "Linear(C, F), GELU, Linear(F, C)")
 
 
 def _encoder_layer_parts(layer: nn.TransformerEncoderLayer, prefix: str) -> Iterator[Part]:
