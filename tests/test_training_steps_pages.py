@@ -115,7 +115,7 @@ def test_a_damaged_snapshot_file_is_one_sentence_and_the_model_still_shows(monke
     file.write_bytes(file.read_bytes()[:-100])
     at = attention_page(monkeypatch, folder, model="tiny-lm")
     notes = [i.value.replace("\\", "") for i in at.info]
-    assert len(notes) == 1 and "truncated" in notes[0] and notes[0].endswith("slider is not shown.")
+    assert len(notes) == 1 and "truncated" in notes[0] and notes[0].endswith("shown without its training steps.")
     assert not at.select_slider and charts(at)
 
 

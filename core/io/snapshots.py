@@ -146,7 +146,7 @@ def read(checkpoint: str | Path, expected: dict[str, torch.Tensor], config: dict
     if not path.is_file():
         return None
     out = SnapshotFile(path=path)
-    left_out = "; the training-step slider is not shown."
+    left_out = "; the model is shown without its training steps."
     try:
         header, _ = _read_header(path, max_bytes)
         raw = header.get("__metadata__") or {}
