@@ -114,7 +114,10 @@ def test_refuses_plain_safetensors_without_our_metadata(tmp_path):
     ("config", "[" * 100000 + "]" * 100000, "unreadable 'config'"),
     ("history", json.dumps({"not": "a list"}), "wrong type"),
     ("task", "x" * 1_000_000, "unknown task"),
-    ("tokenizer", json.dumps({"kind": "bpe"}), "Unknown tokenizer"),
+    ("tokenizer", json.dumps({"kind": "sentencepiece"}), "Unknown tokenizer"),
+    ("tokenizer", json.dumps({"kind": "bpe"}), "tokenizer description is incomplete"),
+    ("tokenizer", json.dumps({"kind": "bpe", "spec": "{" * 100000}), "subword tokenizer description cannot be read"),
+    ("tokenizer", json.dumps({"kind": "bpe", "spec": json.dumps({"model": {"type": "BPE"}})}), "cannot be read"),
 ])
 def test_refuses_hostile_metadata(tmp_path, good, field, value, match):
     path = _rewrite_metadata(good, tmp_path / "hostile.safetensors", **{field: value})
