@@ -9,6 +9,7 @@ and `tokenize` reports which ones they were so the UI can name them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,8 +137,86 @@ class WordTokenizer:
         return cls(list(data["words"]), bool(data.get("lowercase", True)), str(data.get("splitter", "regex")))
 
 
-TOKENIZERS: dict[str, type] = {"char": CharTokenizer, "word": WordTokenizer}
-Tokenizer = CharTokenizer | WordTokenizer
+class SubwordTokenizer:
+    """Byte-level BPE (Hugging Face `tokenizers`, as GPT-2 and RoBERTa use) learned from a corpus, with the
+    CS224N PAD and MASK as its two special tokens (PAD=0, MASK=1). Decoding gives back exactly the text
+    that was encoded, so every birthplace routine that splits a completion on MASK works unchanged; a name
+    the corpus never had is not `<unk>` but a few pieces. `tokenize(...).unknown` lists the pieces the
+    training corpus never produced: the model has never read them (its embedding is only initialised)."""
+
+    kind = "bpe"
+    pad_id = 0
+    mask_id = 1
+
+    def __init__(self, spec: str, seen: Iterable[int] = ()) -> None:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        try:
+            self.hf = HFTokenizer.from_str(spec)
+        except Exception:  # the library raises its own Exception type for malformed JSON
+            raise TokenizerError("The subword tokenizer description cannot be read.") from None
+        if [self.hf.id_to_token(0), self.hf.id_to_token(1)] != [PAD_CHAR, MASK_CHAR]:
+            raise TokenizerError("A subword vocabulary must start with PAD (U+25A1) then MASK (U+2047).")
+        self.spec = spec
+        self.seen = frozenset(int(i) for i in seen)
+
+    @classmethod
+    def from_corpus(cls, text: str, vocab_size: int = 2000) -> SubwordTokenizer:
+        from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+        from tokenizers import Tokenizer as HFTokenizer
+
+        lines = [line for line in text.split("\n") if line.strip()]
+        hf = HFTokenizer(models.BPE())
+        # Words, runs of punctuation and each whitespace character are pieces of their own, then bytes:
+        # unlike GPT-2, whose pieces carry the space before a word ('ĠLondon'), a word is the same pieces
+        # after a space in a biography and right after the MASK in a question, so an answer the finetuning
+        # teaches is spelled as the fact pretraining stored.
+        hf.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(r"\w+|[^\w\s]+|\s"), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        hf.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD_CHAR, MASK_CHAR],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        hf.train_from_iterator(lines, trainer)
+        seen = {i for encoding in hf.encode_batch(lines) for i in encoding.ids}
+        return cls(hf.to_str(), seen)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hf.get_vocab_size()
+
+    def tokenize(self, text: str) -> Tokenized:
+        encoding = self.hf.encode(text)
+        # each piece as the text it covers (a character cut into two byte pieces shows in both)
+        tokens = [text[start:end] for start, end in encoding.offsets]
+        unknown = list(dict.fromkeys(t for i, t in zip(encoding.ids, tokens, strict=True)
+                                     if i not in self.seen and i > self.mask_id))
+        return Tokenized(ids=list(encoding.ids), tokens=tokens, unknown=unknown)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.hf.encode(text).ids)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [list(e.ids) for e in self.hf.encode_batch(texts)]
+
+    def decode(self, ids: list[int]) -> str:
+        size = self.vocab_size
+        return self.hf.decode([i if 0 <= i < size else self.pad_id for i in ids], skip_special_tokens=False)
+
+    def reading(self, texts: Iterable[str]) -> SubwordTokenizer:
+        """The same pieces, with those of `texts` counted as read in training (finetuning questions)."""
+        return SubwordTokenizer(self.spec, self.seen | {i for ids in self.encode_batch(list(texts)) for i in ids})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "spec": self.spec, "seen": sorted(self.seen)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SubwordTokenizer:
+        return cls(str(data["spec"]), [int(i) for i in data.get("seen", [])])
+
+
+TOKENIZERS: dict[str, type] = {"char": CharTokenizer, "word": WordTokenizer, "bpe": SubwordTokenizer}
+Tokenizer = CharTokenizer | WordTokenizer | SubwordTokenizer
 
 
 def tokenizer_from_dict(data: Any) -> Tokenizer:

@@ -79,8 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--dropout", type=float, default=0.1)
     model.add_argument("--positional", default="learned")
     model.add_argument("--pooling", default="mean")
-    vocab = parser.add_argument_group("vocabulary (lm and classify; the same defaults for both)")
-    vocab.add_argument("--level", choices=["char", "word"], default="char")
+    vocab = parser.add_argument_group("vocabulary (lm and classify: char or word, the same defaults for both; "
+                                      "pretrain and finetune: char, the assignment's, or bpe)")
+    vocab.add_argument("--level", choices=["char", "word", "bpe"], default="char")
+    vocab.add_argument("--objective", choices=["span", "lm"], default="span",
+                       help="pretrain: span corruption (the assignment's) or next-token LM over packed documents")
+    vocab.add_argument("--vocab-size", type=int, default=2000,
+                       help="--level bpe: pieces learned from the pretraining corpus (default 2000)")
     vocab.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=False,
                        help="fold case before building the word vocabulary (default: keep case)")
     vocab.add_argument("--min-freq", type=int, default=1,
@@ -177,12 +182,18 @@ def run_command(args, command: str, out=print) -> str:
 
     if args.function == "evaluate":
         return evaluate_command(args, need, one_eval, out)
+    birthplace = args.function in ("pretrain", "finetune")
+    allowed = ("char", "bpe") if birthplace else ("char", "word")
+    if args.level not in allowed:
+        raise CommandError(f"{args.function} takes --level {' or '.join(allowed)}, not {args.level}.")
+    subword = dict(level=args.level, vocab_size=args.vocab_size) if birthplace else {}
     if (args.vocab_from or args.splitter) and args.function not in ("lm", "classify"):
         raise CommandError(f"{args.function} takes no --vocab-from or --splitter; they are for lm and classify.")
     if args.stride is not None and args.function != "lm":
         raise CommandError(f"{args.function} takes no --stride; it is for lm.")
-    vocabulary = VocabularyChoice(level=args.level, lowercase=args.lowercase, min_freq=args.min_freq,
-                                  splitter=args.splitter or "regex", files=tuple(args.vocab_from))
+    vocabulary = None if birthplace else VocabularyChoice(level=args.level, lowercase=args.lowercase,
+                                                          min_freq=args.min_freq, splitter=args.splitter or "regex",
+                                                          files=tuple(args.vocab_from))
     for warning in vocabulary_warnings(args.vocab_from, evals):
         out(warning)
     common = dict(resume=args.resume, force=args.force, command=command)
@@ -190,12 +201,12 @@ def run_command(args, command: str, out=print) -> str:
     if args.function == "pretrain":
         report = EpochReport("tokens", out=out)
         t = recipes.pretrain(need("corpus"), need("writing_params_path"), shape, trainer_config(args, "pretrain"),
-                             report=report, **common)
+                             report=report, objective=args.objective, **subword, **common)
     elif args.function == "finetune":
         report = EpochReport("tokens", best=("val_accuracy", True) if evals else None, out=out)
         t = recipes.finetune(need("corpus"), need("finetune_corpus_path"), need("writing_params_path"), shape,
                              trainer_config(args, "finetune"), reading_params_path=args.reading_params_path,
-                             eval_corpus_path=one_eval(False), report=report, **common)
+                             eval_corpus_path=one_eval(False), report=report, **subword, **common)
     elif args.function == "lm":
         first = recipes.split_names(evals)[0] if evals else "val"
         report = EpochReport("tokens", best=(f"{first}_loss", False), out=out)

@@ -17,19 +17,21 @@ from core.data.datasets import (
     CharCorruptionDataset,
     ClassificationDataset,
     DataError,
+    DocumentStreamDataset,
     LanguageModelDataset,
     MaskedLMDataset,
     NameDataset,
+    TokenCorruptionDataset,
     check_no_reserved_characters,
     read_text,
     read_tsv_pairs,
 )
 from core.data.vocabulary import vocabulary_text
 from core.io import checkpoint as ckpt
-from core.lens.birthplace import evaluate_birthplaces, most_frequent_place
+from core.lens.birthplace import country_prior_accuracy, evaluate_birthplaces, most_frequent_place
 from core.lens.lm_eval import score_text, split_names, unknown_share
 from core.model.config import ModelConfig
-from core.model.tokenizer import CharTokenizer, VocabularyChoice
+from core.model.tokenizer import CharTokenizer, SubwordTokenizer, Tokenizer, VocabularyChoice
 from core.model.transformer import Transformer
 from core.train.progress import EpochReport
 from core.train.trainer import CheckpointPlan, Trainer, TrainerConfig, evaluate_loss, log_path, resume_path
@@ -101,39 +103,75 @@ def assignment_final_tokens(trainer: TrainerConfig, n_documents: int, block_size
     return trainer if trainer.final_tokens else replace(trainer, final_tokens=200 * n_documents * block_size)
 
 
+BIRTHPLACE_LEVELS = ("char", "bpe")  # char: the assignment's vocabulary; bpe: subwords learned from wiki.txt
+
+
+def birthplace_vocabulary(corpus: str, level: str = "char", vocab_size: int = 2000) -> Tokenizer:
+    """The vocabulary both birthplace stages build from the pretraining corpus (never the question files)."""
+    if level not in BIRTHPLACE_LEVELS:
+        raise DataError(f"The birthplace task takes --level char (the assignment's) or bpe, not {level!r}.")
+    check_no_reserved_characters(corpus, "The pretraining corpus")
+    if level == "char":
+        return CharTokenizer.from_corpus(corpus)
+    if vocab_size < 260:
+        raise DataError(f"--vocab-size must be at least 260 (256 bytes and the specials), not {vocab_size}.")
+    return SubwordTokenizer.from_corpus(corpus, vocab_size)
+
+
+OBJECTIVES = {"span": TokenCorruptionDataset, "lm": DocumentStreamDataset}
+
+
 def pretrain(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
-             resume: bool = False, force: bool = False, command: str = "", report: EpochReport | None = None
-             ) -> Trainer:
-    """CS224N span-corruption pretraining on wiki.txt."""
+             resume: bool = False, force: bool = False, command: str = "", report: EpochReport | None = None,
+             level: str = "char", vocab_size: int = 2000, objective: str = "span") -> Trainer:
+    """Pretraining on wiki.txt. objective "span": CS224N span corruption, on characters exactly as the
+    assignment does or on subword pieces (`level="bpe"`: spans counted in pieces, batches cut to their
+    longest row). objective "lm": next-token prediction over the documents packed end to end (no PAD)."""
     corpus = read_text(corpus_path)
-    dataset = CharCorruptionDataset(corpus, shape.block_size, seed=trainer.seed)
+    if objective not in OBJECTIVES:
+        raise DataError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}.")
+    if level == "char" and objective == "span":
+        dataset = CharCorruptionDataset(corpus, shape.block_size, seed=trainer.seed)
+    else:
+        tokenizer = birthplace_vocabulary(corpus, level, vocab_size)
+        dataset = OBJECTIVES[objective](corpus, shape.block_size, tokenizer, seed=trainer.seed)
     trainer = assignment_final_tokens(trainer, len(dataset), shape.block_size)
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
     model = build_model(shape, dataset.tokenizer.vocab_size, trainer.seed)
     plan = CheckpointPlan(out, dataset.tokenizer, "lm", data=[file_record(corpus_path)], command=command,
-                          extra={"objective": "span-corruption"})
+                          extra={"objective": "span-corruption" if objective == "span" else "lm",
+                                 "level": level})
     return _run(_reporting(Trainer(model, dataset, trainer, plan), report), resume)
 
 
 def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: str, shape: ModelShape,
              trainer: TrainerConfig, reading_params_path: str | None = None,
              eval_corpus_path: str | None = None, resume: bool = False, force: bool = False,
-             command: str = "", report: EpochReport | None = None) -> Trainer:
+             command: str = "", report: EpochReport | None = None, level: str = "char",
+             vocab_size: int = 2000) -> Trainer:
     """CS224N finetuning on 'Where was X born?<TAB>PLACE', from a pretrained model or from scratch.
 
-    The vocabulary always comes from the pretraining corpus, as in the assignment."""
+    The vocabulary always comes from the pretraining corpus, as in the assignment (a subword one is
+    read from the pretrained file, so both stages share its pieces exactly)."""
     corpus = read_text(corpus_path)
-    check_no_reserved_characters(corpus, "The pretraining corpus")
-    tokenizer = CharTokenizer.from_corpus(corpus)
+    pretrained_tokenizer = ckpt.load(reading_params_path).tokenizer if reading_params_path else None
+    if getattr(pretrained_tokenizer, "kind", "char") != "char":
+        tokenizer = pretrained_tokenizer
+        check_no_reserved_characters(corpus, "The pretraining corpus")
+    else:
+        tokenizer = birthplace_vocabulary(corpus, level, vocab_size)
     trainer = assignment_final_tokens(trainer, sum(1 for line in corpus.split("\n") if line.strip()),
                                       shape.block_size)
     pairs = read_tsv_pairs(finetune_corpus_path)
-    dataset = NameDataset(pairs, tokenizer, shape.block_size)
+    subword = tokenizer.kind != "char"  # the assignment's character path stays exactly as it was
+    if subword:  # the questions' pieces are read in training too ('?', 'Where')
+        tokenizer = tokenizer.reading(q + a for q, a in pairs)
+    dataset = NameDataset(pairs, tokenizer, shape.block_size, trim_to_longest=subword)
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
     model = build_model(shape, tokenizer.vocab_size, trainer.seed)
-    if reading_params_path:
+    if reading_params_path and not subword:
         pretrained = ckpt.read_metadata(reading_params_path)
         if pretrained["tokenizer"] != tokenizer.to_dict():
             raise DataError(f"{Path(reading_params_path).name} was pretrained on another vocabulary "
@@ -146,16 +184,18 @@ def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: s
         dev_pairs = read_tsv_pairs(eval_corpus_path)
         dev = NameDataset(dev_pairs, tokenizer, shape.block_size)
         data.append(file_record(eval_corpus_path))
+        prior = country_prior_accuracy([a for _, a in pairs], [a for _, a in dev_pairs])
 
         def evaluate(m: Transformer) -> dict[str, float]:
             scores = evaluate_loss(m, dev, device=str(next(m.parameters()).device))
             result = evaluate_birthplaces(m, tokenizer, dev_pairs, baseline_place=baseline)
             return {"val_loss": scores["loss"], "val_perplexity": scores["perplexity"],
-                    "val_accuracy": result.accuracy, "val_baseline_accuracy": result.baseline_accuracy}
+                    "val_accuracy": result.accuracy, "val_baseline_accuracy": result.baseline_accuracy,
+                    "val_country_prior_accuracy": prior}
 
     plan = CheckpointPlan(out, tokenizer, "birthplace", data=data, command=command,
                           extra={"pretrained_from": Path(reading_params_path).name if reading_params_path
-                                 else "", "baseline_place": baseline})
+                                 else "", "baseline_place": baseline, "eval_corpus_path": eval_corpus_path or ""})
     return _run(_reporting(Trainer(model, dataset, trainer, plan, evaluate), report), resume)
 
 
