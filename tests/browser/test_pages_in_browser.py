@@ -69,7 +69,9 @@ def attention_interaction(page, server) -> str:
     commit_text(page, "Sentence", "Alan Turing was born in Maida Vale .", area=True)
     wait_for_change(page, before, "typing a sentence")
     chips = page.locator('[data-testid="stCode"]').first.inner_text()
-    assert "[T]" in chips or "turing" in chips.lower(), chips[:200]
+    # one chip per token, whatever the vocabulary (characters, words or subword pieces): they spell the sentence
+    pieces = re.findall(r"\[([^\]]*)\]", chips)
+    assert "".join(pieces).replace("\u2423", " ") == "Alan Turing was born in Maida Vale .", chips[:200]
     return "typed a sentence: heatmap data changed, token chips show it"
 
 
@@ -208,7 +210,8 @@ def test_unpaired_surrogate_typed_in_the_browser_does_not_break_the_page(page, s
     wait_for_change(page, before, "a normal sentence after the surrogate")
     assert exception_boxes(page) == 0
     shown = page.locator('[data-testid="stCode"]').first.inner_text()
-    assert re.search(r"\[G\]|grace", shown, re.IGNORECASE), shown[:200]
+    pieces = re.findall(r"\[([^\]]*)\]", shown)  # the token chips spell the new sentence
+    assert "".join(pieces).replace("\u2423", " ") == "Grace Hopper was born in New York .", shown[:200]
 
 
 # Per chart div: how many times plotly finished a draw, and how many full draws (beforeplot) began after
