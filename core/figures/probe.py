@@ -33,14 +33,16 @@ PROBE_TRAINING_COLOR = "#7F7F7F"
 def candidate_bars(places: list[str], probabilities, greedy: str | None = None, truth: str | None = None,
                    title: str | None = None) -> go.Figure:
     """Top candidates as horizontal bars (best on top), probability normalised over the candidate list.
-    The greedy answer is red, the true place green, the rest blue; bar text is the percentage."""
+    The greedy answer is red, the true place green (also when it is the greedy answer), the rest blue; bar
+    text is the percentage."""
     import html
 
     probabilities = [float(p) for p in probabilities]
     colors = [PROBE_TRUTH_COLOR if p == truth else PROBE_GREEDY_COLOR if p == greedy else ALLOWED_COLOR
               for p in places]
-    marks = [" (true)" if p == truth else "" for p in places]
-    marks = [m + (" (greedy)" if p == greedy else "") for p, m in zip(places, marks)]
+    # one mark a bar: a correct greedy answer is simply the true place (the answers table says it was greedy);
+    # "X (true) (greedy)" left the bars ~60 px at 1024 px and pushed the axis title out of the chart
+    marks = [" (true)" if p == truth else " (greedy)" if p == greedy else "" for p in places]
     labels = [p + m for p, m in zip(places, marks)]
     fig = go.Figure(go.Bar(
         x=probabilities, y=list(range(len(places))), orientation="h", marker_color=colors,
