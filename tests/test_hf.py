@@ -238,7 +238,8 @@ def test_evaluate_gives_a_gpt2_folders_perplexity_as_transformers_computes_it(fo
     (tmp_path / "t.txt").write_text(text)
     assert main(["evaluate", "--reading_params_path", str(folders / "gpt2"), "--eval_corpus_path",
                  str(tmp_path / "t.txt")]) == 0
-    line = capsys.readouterr().out.splitlines()[0]
+    vocabulary, line = capsys.readouterr().out.splitlines()[:2]
+    assert vocabulary.startswith("vocabulary: ") and vocabulary.endswith(" entries (subword)")  # issue 30
     model = transformers.AutoModelForCausalLM.from_pretrained(folders / "gpt2", local_files_only=True).eval()
     ids = torch.tensor([load(folders / "gpt2").tokenizer.encode(text)])
     with torch.no_grad():

@@ -252,7 +252,9 @@ def vocabulary_line(metadata: dict, tokenizer) -> str:
     unknown shares, which mean little without knowing what the vocabulary was built from."""
     from core.lens.describe import describe_vocabulary
 
-    return "vocabulary: " + describe_vocabulary(metadata, tokenizer.to_dict(), tokenizer.vocab_size)
+    # a Hugging Face folder's tokenizer has no description of ours: its kind is all there is to say
+    description = tokenizer.to_dict() if hasattr(tokenizer, "to_dict") else {"kind": tokenizer.kind}
+    return "vocabulary: " + describe_vocabulary(metadata, description, tokenizer.vocab_size)
 
 
 def evaluate_command(args, need, one_eval, out=print) -> str:
