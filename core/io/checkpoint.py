@@ -75,11 +75,12 @@ def save(path: str | Path, model: Transformer, tokenizer: Tokenizer, task: str, 
     }
     for key, value in (extra or {}).items():
         metadata[key] = value if isinstance(value, str) else json.dumps(value)
-    _write_atomically(path, tensors, metadata)
+    write_atomically(path, tensors, metadata)
     return path
 
 
-def _write_atomically(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+def write_atomically(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    """safetensors to a temporary file beside `path`, synced, then renamed: a crash never leaves half a file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -104,7 +105,7 @@ def update_metadata(path: str | Path, updates: dict[str, str], max_bytes: int = 
     _decode_metadata(raw, path.name)  # an Attention Lab checkpoint, readable
     with safe_open(str(path), framework="pt", device="cpu") as fh:
         tensors = {key: fh.get_tensor(key) for key in fh.keys()}
-    _write_atomically(path, tensors, {**raw, **{k: str(v) for k, v in updates.items()}})
+    write_atomically(path, tensors, {**raw, **{k: str(v) for k, v in updates.items()}})
     return path
 
 

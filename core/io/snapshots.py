@@ -12,17 +12,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
-from core.io.checkpoint import DEFAULT_MAX_BYTES, SNAPSHOTS_SUFFIX, _read_header
+from core.io.checkpoint import DEFAULT_MAX_BYTES, SNAPSHOTS_SUFFIX, _read_header, write_atomically
 from core.io.loaded import CheckpointError, LoadedCheckpoint
 from core.model.transformer import Transformer
 
@@ -106,16 +103,7 @@ def write(path: str | Path, kept: list[tuple[Snapshot, dict[str, torch.Tensor]]]
     dtype = next((str(t.dtype).removeprefix("torch.") for t in tensors.values() if t.is_floating_point()), "")
     metadata = {"format": FORMAT, "config": config_json, "dtype": dtype, "snapshots": json.dumps(rows),
                 "plan": json.dumps(sorted(plan if plan is not None else [r["step"] for r in rows]))}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata=metadata)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomically(path, tensors, metadata)
     return path
 
 

@@ -31,7 +31,7 @@ from core.io import checkpoint as ckpt
 from core.lens.birthplace import country_prior_accuracy, evaluate_birthplaces, most_frequent_place
 from core.lens.lm_eval import score_text, split_names, unknown_share
 from core.model.config import ModelConfig
-from core.model.tokenizer import CharTokenizer, SubwordTokenizer, Tokenizer, VocabularyChoice
+from core.model.tokenizer import CharTokenizer, SubwordTokenizer, Tokenizer, VocabularyChoice, tokenizer_from_dict
 from core.model.transformer import Transformer
 from core.train.progress import EpochReport
 from core.train.trainer import CheckpointPlan, Trainer, TrainerConfig, evaluate_loss, log_path, resume_path
@@ -155,7 +155,9 @@ def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: s
     The vocabulary always comes from the pretraining corpus, as in the assignment (a subword one is
     read from the pretrained file, so both stages share its pieces exactly)."""
     corpus = read_text(corpus_path)
-    pretrained_tokenizer = ckpt.load(reading_params_path).tokenizer if reading_params_path else None
+    # the metadata only: the weights are read once, by _warm_start
+    pretrained_tokenizer = (tokenizer_from_dict(ckpt.read_metadata(reading_params_path)["tokenizer"])
+                            if reading_params_path else None)
     if getattr(pretrained_tokenizer, "kind", "char") != "char":
         tokenizer = pretrained_tokenizer
         check_no_reserved_characters(corpus, "The pretraining corpus")
