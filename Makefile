@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: app test lint world checkpoints bench clean-venv
+.PHONY: app test lint world checkpoints bench clean-venv serve
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,6 +13,11 @@ $(STAMP): requirements.txt
 
 app: $(STAMP)
 	$(PY) -m streamlit run app.py
+
+# A class at once: REPLICAS Streamlit processes (default: one per core) behind HAProxy on PORT (default 8501).
+# Installs Debian's haproxy when run as root, else says which package to install. See README "Hosting".
+serve: $(STAMP)
+	$(PY) -m serve $(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(PORT),--port $(PORT)) $(if $(HOST),--host $(HOST))
 
 test: $(STAMP)
 	$(PY) -m ruff check .

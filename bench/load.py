@@ -172,72 +172,11 @@ async def session(number: int, browser, url: str, pages: list[tuple[str, str, bo
 # --------------------------------------------------------------------------- websocket sessions
 
 
-class StreamlitSession:
-    """One browser tab as the server sees it: Streamlit's websocket protocol (BackMsg / ForwardMsg
-    protobufs on /_stcore/stream), without a browser drawing anything."""
-
-    def __init__(self, url: str, timeout_s: float) -> None:
-        self.url, self.timeout_s = url, timeout_s
-        self.pages: dict[str, str] = {}  # url path ("" for the default page) -> page script hash
-        self.text_boxes: dict[str, str] = {}  # label -> widget id, of the last page drawn
-        self.ws = None
-
-    async def connect(self) -> None:
-        import websockets
-
-        self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
-                                           subprotocols=["streamlit"], origin=self.url, max_size=None,
-                                           open_timeout=self.timeout_s)
-
-    async def close(self) -> None:
-        if self.ws is not None:
-            await self.ws.close()
-
-    async def rerun(self, page_name: str = "", page_hash: str = "", text: dict[str, str] | None = None
-                    ) -> dict[str, int]:
-        """Ask for a run (a page, with typed text) and read until it finished: element counts by type."""
-        from streamlit.proto.BackMsg_pb2 import BackMsg
-
-        message = BackMsg()
-        state = message.rerun_script
-        state.page_name, state.page_script_hash = page_name, page_hash
-        for label, value in (text or {}).items():
-            widget = state.widget_states.widgets.add()
-            widget.id, widget.string_value = self.text_boxes[label], value
-        await self.ws.send(message.SerializeToString())
-        return await asyncio.wait_for(self._until_finished(), self.timeout_s)
-
-    async def _until_finished(self) -> dict[str, int]:
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-        elements: dict[str, int] = {}
-        text_boxes: dict[str, str] = {}
-        while True:
-            message = ForwardMsg()
-            message.ParseFromString(await self.ws.recv())
-            kind = message.WhichOneof("type")
-            if kind == "navigation":
-                self.pages = {p.url_pathname: p.page_script_hash for p in message.navigation.app_pages}
-            elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
-                element = message.delta.new_element
-                element_type = element.WhichOneof("type")
-                elements[element_type] = elements.get(element_type, 0) + 1
-                if element_type in ("text_area", "text_input"):
-                    widget = getattr(element, element_type)
-                    text_boxes[widget.label] = widget.id
-                if element_type == "exception":
-                    raise RuntimeError(f"exception on the page: {element.exception.message[:160]}")
-            elif kind == "script_finished":
-                if message.script_finished == message.FINISHED_WITH_COMPILE_ERROR:
-                    raise RuntimeError("the page failed to compile")
-                if message.script_finished != message.FINISHED_EARLY_FOR_RERUN:
-                    self.text_boxes = text_boxes or self.text_boxes
-                    return elements
-
-
 async def ws_session(number: int, url: str, page_paths: list[str], deadline: float, stats: Stats,
                      timeout_s: float, think_s: float, first_page: str = "attention") -> None:
     rng = random.Random(number)
+    from tests.streamlit_ws import StreamlitSession
+
     client = StreamlitSession(url, timeout_s)
     current = first_page
     try:
