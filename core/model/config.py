@@ -39,6 +39,7 @@ class ModelConfig:
     pooling: str = "mean"  # classifier head only: "mean" over non-pad tokens | "last" | "first"
     pad_id: int = 0  # PAD is 0 in both tokenizers; the padding mask and the loss use it
     rope_base: float = 10000.0  # Su et al.'s theta base; also the sinusoidal base of Vaswani et al.
+    init: str = "gpt2"  # key of core.model.transformer.INITS: "gpt2" N(0, 0.02); "pytorch" the modules' defaults
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -57,7 +58,7 @@ class ModelConfig:
             raise ConfigError(f"causal must be true or false, got {self.causal!r}.")
         if not self.rope_base > 1:
             raise ConfigError(f"rope_base must be greater than 1, got {self.rope_base!r}.")
-        for name in ("positional", "attention", "head", "pooling"):
+        for name in ("positional", "attention", "head", "pooling", "init"):
             _check_choice(name, getattr(self, name), _CHOICES[name])
         if self.n_embd % self.n_head:
             raise ConfigError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head}).")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from core.io import checkpoint as ckpt
+from core.train.optim import DECAY_POLICIES
 from core.train.trainer import TrainerConfig
 
 USAGE = """Train and evaluate models (CS224N words for the birthplace task).
@@ -79,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--dropout", type=float, default=0.1)
     model.add_argument("--positional", default="learned")
     model.add_argument("--pooling", default="mean")
+    model.add_argument("--init", choices=["gpt2", "pytorch"], default="gpt2",
+                       help="how new weights start: gpt2 N(0, 0.02) (default); pytorch the torch.nn modules' own "
+                            "defaults (Embedding N(0, 1), Linear kaiming-uniform), as CSE 256 PA2's model has")
     vocab = parser.add_argument_group("vocabulary (lm and classify: char or word, the same defaults for both; "
                                       "pretrain and finetune: char, the assignment's, or bpe)")
     vocab.add_argument("--level", choices=["char", "word", "bpe"], default="char")
@@ -104,6 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lr-schedule", choices=["cosine", "constant"], default="cosine",
                        help="cosine: warmup then cosine decay to 10%% (CS224N); constant: one rate throughout")
     train.add_argument("--warmup-tokens", type=int, default=None)
+    train.add_argument("--betas", type=float, nargs=2, default=None, metavar=("B1", "B2"),
+                       help="AdamW's betas (default 0.9 0.95, minGPT's; torch.optim.AdamW's own: 0.9 0.999)")
+    train.add_argument("--weight-decay", type=float, default=None,
+                       help="AdamW's weight decay (default 0.1; torch.optim.AdamW's own: 0.01)")
+    train.add_argument("--decay", choices=list(DECAY_POLICIES), default=None,
+                       help="which parameters are decayed (default: cs224n for pretrain/finetune, mingpt for the "
+                            "others; all: every parameter, as torch.optim.AdamW(model.parameters()))")
+    train.add_argument("--grad-clip", type=float, default=None,
+                       help="clip the gradient norm to this (default 1.0; 0: no clipping)")
     train.add_argument("--stride", type=int, default=None, metavar="N",
                        help="lm: a training window starts every N tokens (default: --block-size, no overlap; "
                             "1: at every token, as CSE 256 PA2 samples them)")
@@ -145,6 +158,7 @@ def trainer_config(args, function: str) -> TrainerConfig:
     # The birthplace functions use the assignment's decay groups and unclamped cosine (TrainerConfig's
     # defaults); the others the project's own, as `make checkpoints` does: minGPT groups, clamped cosine.
     own = {} if function in ("pretrain", "finetune") else dict(decay="mingpt", schedule="cosine-clamped")
+    own.update(optimizer_options(args))
     # ~20 saves a run, and one at least every 5 minutes: 650 epochs do not write 650 checkpoints
     return TrainerConfig(**own, max_epochs=epochs, max_steps=args.max_iters,
                          batch_size=args.batch_size or d["batch_size"],
@@ -153,6 +167,24 @@ def trainer_config(args, function: str) -> TrainerConfig:
                          snapshots=getattr(args, "snapshots", 0) or 0,
                          device=args.device,
                          warmup_tokens=d["warmup_tokens"] if args.warmup_tokens is None else args.warmup_tokens)
+
+
+def optimizer_options(args) -> dict:
+    """The AdamW and clipping options given on the command line (TrainerConfig keeps its default for the rest)."""
+    chosen = {}
+    if getattr(args, "betas", None) is not None:
+        if not all(0.0 <= b < 1.0 for b in args.betas):
+            raise CommandError(f"--betas must be two numbers in [0, 1), not {args.betas[0]} {args.betas[1]}.")
+        chosen["betas"] = tuple(args.betas)
+    for name, field in (("weight_decay", "weight_decay"), ("grad_clip", "grad_norm_clip")):
+        value = getattr(args, name, None)
+        if value is not None:
+            if value < 0:
+                raise CommandError(f"--{name.replace('_', '-')} must be 0 or more.")
+            chosen[field] = value
+    if getattr(args, "decay", None) is not None:
+        chosen["decay"] = args.decay
+    return chosen
 
 
 def run_command(args, command: str, out=print) -> str:
@@ -165,7 +197,7 @@ def run_command(args, command: str, out=print) -> str:
     variant, corpus = split_words(args.words)
     shape = recipes.ModelShape(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
                                block_size=args.block_size, dropout=args.dropout, ffn_width=args.ffn_width,
-                               positional=args.positional, attention=variant)
+                               positional=args.positional, attention=variant, init=args.init)
     evals = list(args.eval_corpus_path)
 
     def need(name: str) -> str:

@@ -11,6 +11,7 @@ synthesizer's `w2`/`b2`). A decay policy is the set of categories it exempts:
   position embedding and LayerNorm gains are all decayed. Its numbers (loss ~0.5, ~20% dev accuracy)
   depend on that (checkpoints/README.md has the ablation).
 - `mingpt` exempts biases, LayerNorm gains and embeddings: the convention of later minGPT/nanoGPT.
+- `all` exempts nothing: `torch.optim.AdamW(model.parameters())`, as CSE 256 PA2 builds its optimizer.
 
 Schedules, in tokens (every target position counts, PAD included, as in the assignment):
 - `cosine`: linear warmup, then 0.5*(1+cos(pi*progress)) floored at 0.1 and NOT clamped at
@@ -45,6 +46,8 @@ DECAY_POLICIES: dict[str, DecayPolicy] = {p.name: p for p in (
                 "every parameter but biases (the assignment: embeddings and LayerNorm gains decayed)"),
     DecayPolicy("mingpt", frozenset({"bias", "norm", "embedding"}),
                 "weight matrices only (biases, LayerNorm gains and embeddings exempt)"),
+    DecayPolicy("all", frozenset(),
+                "every parameter, biases included (torch.optim.AdamW(model.parameters()): CSE 256 PA2)"),
     DecayPolicy("no-embedding", frozenset({"bias", "embedding"}),
                 "ablation: as cs224n, but embeddings exempt"),
     DecayPolicy("no-norm", frozenset({"bias", "norm"}),

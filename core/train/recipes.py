@@ -47,6 +47,7 @@ class ModelShape:
     positional: str = "learned"
     attention: str = "vanilla"
     ffn_width: int = 0  # 0: 4 * n_embd
+    init: str = "gpt2"  # core.model.transformer.INITS; "pytorch": CSE 256 PA2's (PyTorch's module defaults)
 
 
 def file_record(path: str | Path) -> dict[str, str]:
@@ -77,7 +78,7 @@ def build_model(shape: ModelShape, vocab_size: int, seed: int, **fields) -> Tran
     config = ModelConfig(vocab_size=vocab_size, block_size=shape.block_size, n_layer=shape.n_layer,
                          n_head=shape.n_head, n_embd=shape.n_embd, dropout=shape.dropout,
                          positional=shape.positional, attention=shape.attention, ffn_width=shape.ffn_width,
-                         **fields)
+                         init=shape.init, **fields)
     return Transformer(config)
 
 
