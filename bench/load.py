@@ -1,30 +1,36 @@
-"""Load test: many students on one server at once (loopback only; stops by itself).
+"""Load test: a class on one server at once (loopback only; stops by itself).
 
-    python -m bench.load [--sessions 30] [--duration 60] [--ramp 10] [--think 1.0] [--client ws|browser]
-                         [--checkpoints DIR]
+    python -m bench.load [--sessions 30] [--duration 60] [--ramp 10] [--think 1.0] [--sentences new|shared]
+                         [--replicas 0|N] [--kill-replica-after S] [--client ws|browser] [--checkpoints DIR]
 
-Starts `streamlit run app.py` on a free 127.0.0.1 port (the bundled checkpoints/ when it has any,
-else tiny random ones; or --checkpoints), then opens N sessions. Each session, until the duration is
-up, repeatedly either types a new sentence into the Attention page or switches to another page, and
-every such interaction is timed until the page has been drawn:
+Starts the app on free 127.0.0.1 ports (the bundled checkpoints/ when it has any, else tiny random ones; or
+--checkpoints): with `--replicas 0` (default) one `streamlit run app.py`; with `--replicas N` what
+`make serve REPLICAS=N` starts, N Streamlit processes behind HAProxy, and every session goes through the
+proxy. Then it opens the sessions. Each, until the duration is up, pauses (`--think` seconds on average,
+as people do) and then either types a sentence into the Attention page or switches to another page; every
+interaction is timed until the page has been drawn:
 
-- `--client ws` (default): Streamlit's own websocket protocol (the BackMsg a browser sends when a
-  sentence is committed or a sidebar link clicked; timed until the server's script_finished, and a
-  typed sentence must bring a new heatmap). This is what 30 students' laptops do to the one server;
-  sessions pause `--think` seconds (mean) between interactions, as people do.
-- `--client browser`: Playwright browser contexts in one headless Debian Chromium (CHROMIUM, default
-  /usr/bin/chromium), timed until the heatmap's data changed / the new page drew. All the drawing then
-  happens on this machine too: on a 2-core box 30 Chromium pages saturate it by themselves (measured:
-  most sessions could not even open within 60 s), so use it with a few sessions.
+- `--client ws` (default): Streamlit's own websocket protocol (tests/streamlit_ws.py: the page load with
+  its cookies, then the BackMsg a browser sends when a sentence is committed or a sidebar link clicked;
+  timed until the server's script_finished, and a typed sentence must bring a heatmap). This is what a
+  class's laptops do to the server.
+- `--client browser`: Playwright browser contexts in one headless Debian Chromium (bench/load_browser.py).
+  All the drawing then happens on this machine too, so use it with a few sessions.
 
-Reported: errors (timeouts, exception boxes, crashes: must be 0), median and 95th percentile
-interaction times (all, typing, page switches), and the server's memory: RSS of the streamlit process
-(VmRSS in /proc/PID/status) with one warm session, its peak under load, and after; the growth per
-extra session should stay small because models are shared through st.cache_resource.
+`--sentences new` (default): no two typed sentences are the same, so no cache can answer them;
+`--sentences shared`: the whole class types the instructor's sentence (a new one every 15 s).
+`--kill-replica-after S` (with `--replicas 2` or more): S seconds into the load, replica r1 is killed
+(SIGKILL). Its sessions reconnect, as Streamlit's frontend does, through the proxy to another replica and
+ask for their URL (which holds the view); the report counts what they saw, and the sessions on the other
+replicas must see no error.
 
-Too slow for CI; run by hand
-(or `python -m bench.run_all --load`). Exit status 1 if any interaction failed. The last line is
-`RESULT load measured=<errors> target==0 pass=<true|false>` for bench.run_all.
+Reported: errors (timeouts, exception boxes, lost connections: must be 0), median, p95 and max for all
+interactions, typing, page switches and each page; the server processes' CPU seconds per interaction
+(utime + stime from /proc, summed over the replicas and HAProxy); each replica's memory (VmRSS) with one
+warm session, its peak under load and after, and the growth per extra session.
+
+Too slow for CI; run by hand (or `python -m bench.run_all --load`). Exit status 1 if any interaction failed.
+The last line is `RESULT load measured=<errors> target==0 pass=<true|false>` for bench.run_all.
 """
 
 from __future__ import annotations
@@ -33,152 +39,61 @@ import argparse
 import asyncio
 import os
 import random
-import statistics
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-NAMES = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Karl Long", "Marie Curie", "Emmy Noether",
-         "Katherine Johnson", "John Nash", "Rosalind Franklin", "Niels Bohr"]
-PLACES = ["London", "Paris", "Leeds", "Berlin", "Vienna", "Madrid", "Rome", "Dublin", "Oslo", "Lisbon"]
-VERBS = ["was born in", "worked in", "studied in", "lived in", "died in"]
+from bench.load_servers import ROOT, Sampler, ServerGroup
+from bench.load_stats import Stats, report, typed_sentence
+
+RECONNECT_FOR_S = 30.0  # a session whose replica died tries to reconnect this long (the frontend keeps trying)
 
 
-@dataclass
-class Stats:
-    times: dict[str, list[float]] = field(default_factory=lambda: {"type": [], "switch": [], "open": []})
-    by_page: dict[str, list[float]] = field(default_factory=dict)  # switches, by the page switched to
-    errors: list[str] = field(default_factory=list)
+class Run:
+    """What the sessions share: the plan, the clock, and the replica kill (once it happened)."""
 
-    def all_interactions(self) -> list[float]:
-        return self.times["type"] + self.times["switch"]
-
-
-def rss_kb(pid: int) -> int:
-    """Resident memory (kB) of one process: Streamlit serves every session from one process."""
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+    def __init__(self, args, page_paths: list[str]) -> None:
+        self.args, self.page_paths = args, page_paths
+        self.began = time.monotonic()
+        self.ended = self.began
+        self.killed: dict | None = None  # {"name", "at", "after_s", "sessions"}
 
 
-class MemorySampler(threading.Thread):
-    def __init__(self, pid: int, interval_s: float = 0.5) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.interval_s = pid, interval_s
-        self.peak = 0
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                self.peak = max(self.peak, rss_kb(self.pid))
-            except OSError:
-                return
-            self.stopped.wait(self.interval_s)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def sentence(rng: random.Random) -> str:
-    return f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(PLACES)} ."
+async def recover(client, page: str, run: Run, stats: Stats, number: int, on_killed: bool) -> None:
+    """Reconnect (through the proxy: the dead replica is skipped) and ask for the URL's view, until it is drawn."""
+    query = client.query_string
+    give_up = time.monotonic() + RECONNECT_FOR_S
+    while True:
+        try:
+            await client.close()
+        except Exception:  # noqa: BLE001,S110 - the old connection is gone either way
+            pass
+        try:
+            await client.connect()
+            drawn = await client.rerun(page_hash=client.pages.get(page, ""), query_string=query)
+            if page == "attention" and not drawn.get("plotly_chart"):
+                raise RuntimeError("no heatmap after reconnecting")
+            break
+        except Exception:
+            if time.monotonic() > give_up:
+                raise
+            await asyncio.sleep(0.5)
+    stats.replica_of[number] = client.replica
+    if on_killed:
+        stats.recoveries.append(time.monotonic() - run.killed["at"])
 
 
-async def wait_drawn(page, timeout_ms: int, previous_h1: str | None = None, charts_before: str | None = None
+async def ws_session(number: int, url: str, run: Run, deadline: float, stats: Stats, first_page: str = "attention"
                      ) -> None:
-    from tests.browser.conftest import CHARTS_JS, IDLE_JS
+    from websockets.exceptions import ConnectionClosed
 
-    if charts_before is not None:
-        await page.wait_for_function(f"(before) => ({CHARTS_JS})() !== before", arg=charts_before,
-                                     timeout=timeout_ms)
-    if previous_h1 is not None:
-        await page.wait_for_function(
-            """(before) => { const h = document.querySelector('[data-testid="stMain"] h1');
-                             return h && h.innerText !== before; }""", arg=previous_h1, timeout=timeout_ms)
-    await page.wait_for_function(IDLE_JS, timeout=timeout_ms)
-
-
-async def h1_text(page) -> str:
-    return await page.evaluate("""() => { const h = document.querySelector('[data-testid="stMain"] h1');
-                                          return h ? h.innerText : ''; }""")
-
-
-async def session(number: int, browser, url: str, pages: list[tuple[str, str, bool]], deadline: float,
-                  stats: Stats, timeout_ms: int, ready: asyncio.Event, first_path: str = "attention") -> None:
-    from tests.browser.conftest import CHARTS_JS, VIEWPORT
-
-    rng = random.Random(number)
-    context = await browser.new_context(viewport=VIEWPORT)
-    context.set_default_timeout(timeout_ms)
-    page = await context.new_page()
-    current = "attention"
-    try:
-        started = time.perf_counter()
-        await page.goto(f"{url}/{first_path}", wait_until="domcontentloaded", timeout=timeout_ms)
-        if first_path != "attention":
-            await wait_drawn(page, timeout_ms)
-            await page.goto(f"{url}/attention", wait_until="domcontentloaded", timeout=timeout_ms)
-        await page.locator(".js-plotly-plot").first.wait_for(timeout=timeout_ms)
-        await wait_drawn(page, timeout_ms)
-        stats.times["open"].append(time.perf_counter() - started)
-        ready.set()
-        while time.monotonic() < deadline:
-            kind = "type" if current == "attention" and rng.random() < 0.6 else "switch"
-            started = time.perf_counter()
-            try:
-                if kind == "type":
-                    before = await page.evaluate(CHARTS_JS)
-                    box = page.get_by_label("Sentence", exact=True)
-                    await box.fill(sentence(rng) + f" {number}")
-                    await box.press("Control+Enter")
-                    await wait_drawn(page, timeout_ms, charts_before=before)
-                else:
-                    choices = [p for p in pages if Path(p[0]).stem != current]
-                    target = "attention" if current != "attention" and rng.random() < 0.5 else \
-                        Path(rng.choice(choices)[0]).stem
-                    default = next(d for f, _, d in pages if Path(f).stem == target)
-                    href = f"{url}/" if default else f"{url}/{target}"
-                    previous = await h1_text(page)
-                    await page.locator(f'[data-testid="stSidebarNav"] a[href="{href}"]').first.click()
-                    await wait_drawn(page, timeout_ms, previous_h1=previous)
-                    current = target
-                if await page.locator('[data-testid="stException"]').count():
-                    raise RuntimeError("an exception box is on the page")
-                stats.times[kind].append(time.perf_counter() - started)
-            except Exception as exc:  # noqa: BLE001 - every failure counts, the session goes on
-                stats.errors.append(f"session {number} {kind} on {current}: {type(exc).__name__}: "
-                                    f"{str(exc).splitlines()[0][:160]}")
-                await page.goto(f"{url}/attention", wait_until="domcontentloaded", timeout=timeout_ms)
-                current = "attention"
-                await wait_drawn(page, timeout_ms)
-    except Exception as exc:  # noqa: BLE001
-        stats.errors.append(f"session {number} crashed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
-        ready.set()
-    finally:
-        await context.close()
-
-
-# --------------------------------------------------------------------------- websocket sessions
-
-
-async def ws_session(number: int, url: str, page_paths: list[str], deadline: float, stats: Stats,
-                     timeout_s: float, think_s: float, first_page: str = "attention") -> None:
-    rng = random.Random(number)
     from tests.streamlit_ws import StreamlitSession
 
-    client = StreamlitSession(url, timeout_s)
-    current = first_page
+    args = run.args
+    rng = random.Random(number)
+    client = StreamlitSession(url, args.timeout)
+    current, count = first_page, 0
     try:
         started = time.perf_counter()
         await client.connect()
@@ -187,92 +102,90 @@ async def ws_session(number: int, url: str, page_paths: list[str], deadline: flo
             await client.rerun(page_hash=client.pages["attention"])
             current = "attention"
         stats.times["open"].append(time.perf_counter() - started)
+        stats.replica_of[number] = client.replica
         while time.monotonic() < deadline:
-            await asyncio.sleep(think_s * rng.uniform(0.5, 1.5))
+            # The pause; a browser notices at once when its websocket closes (its replica died).
+            pause = args.think * rng.uniform(0.5, 1.5)
+            await asyncio.wait({client.closed}, timeout=pause)
+            if client.closed.done():
+                on_killed = run.killed is not None and stats.replica_of.get(number) == run.killed["name"]
+                if not on_killed:
+                    stats.errors.append(f"session {number} on {current or 'home'}: its connection closed")
+                await recover(client, current, run, stats, number, on_killed)
+                continue
             kind = "type" if current == "attention" and rng.random() < 0.6 else "switch"
             started = time.perf_counter()
             try:
                 if kind == "type":
-                    drawn = await client.rerun(page_hash=client.pages["attention"],
-                                               text={"Sentence": sentence(rng) + f" {number}"})
+                    count += 1
+                    text = typed_sentence(args.sentences, number, count, rng, time.monotonic() - run.began)
+                    drawn = await client.rerun(page_hash=client.pages["attention"], text={"Sentence": text})
                     if not drawn.get("plotly_chart"):
                         raise RuntimeError("no heatmap after typing")
+                    page = "attention"
                 else:
-                    target = "attention" if current != "attention" and rng.random() < 0.5 else \
-                        rng.choice([p for p in page_paths if p != current])
-                    await client.rerun(page_hash=client.pages[target])
-                    current = target
-                    stats.by_page.setdefault(target or "home", []).append(time.perf_counter() - started)
-                stats.times[kind].append(time.perf_counter() - started)
+                    page = "attention" if current != "attention" and rng.random() < 0.5 else \
+                        rng.choice([p for p in run.page_paths if p != current])
+                    await client.rerun(page_hash=client.pages[page])
+                    current = page
+                elapsed = time.perf_counter() - started
+                stats.times[kind].append(elapsed)
+                stats.by_page.setdefault(page or "home", []).append(elapsed)
+            except (ConnectionClosed, OSError) as exc:
+                on_killed = run.killed is not None and stats.replica_of.get(number) == run.killed["name"]
+                line = f"session {number} {kind} on {current or 'home'}: {type(exc).__name__}"
+                (stats.interrupted if on_killed else stats.errors).append(line)
+                await recover(client, current, run, stats, number, on_killed)
             except (TimeoutError, RuntimeError, KeyError) as exc:
                 stats.errors.append(f"session {number} {kind} on {current or 'home'}: {type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a session that cannot go on is one error, the others continue
         stats.errors.append(f"session {number} crashed: {type(exc).__name__}: {str(exc)[:160]}")
     finally:
-        await client.close()
+        try:
+            await client.close()
+        except Exception:  # noqa: BLE001,S110
+            pass
 
 
-async def drive_ws(url: str, sessions: int, duration_s: float, ramp_s: float, timeout_s: float, think_s: float,
-                   sampler: MemorySampler, server_pid: int) -> tuple[Stats, dict[str, int]]:
-    from tests.hostile_inputs import app_pages
+async def kill_later(run: Run, group: ServerGroup, stats: Stats, after_s: float) -> None:
+    await asyncio.sleep(after_s)
+    name = "r1"
+    sessions = sum(1 for replica in stats.replica_of.values() if replica == name)
+    group.kill(name)
+    run.killed = {"name": name, "at": time.monotonic(), "after_s": after_s, "sessions": sessions}
+    print(f"killed replica {name} (SIGKILL) {after_s:g} s into the load; {sessions} sessions were on it", flush=True)
 
-    page_paths = ["" if default else Path(file).stem for file, _, default in app_pages()]
-    memory: dict[str, int] = {}
-    # A first session on the main page: models loaded and cached (the baseline for "per extra session").
-    await ws_session(0, url, page_paths, time.monotonic() + 5, Stats(), timeout_s, think_s, first_page="")
-    memory["one session"] = rss_kb(server_pid)
+
+async def drive_ws(url: str, run: Run, group: ServerGroup, sampler: Sampler
+                   ) -> tuple[Stats, dict[str, dict[str, int]]]:
+    args = run.args
+    memory: dict[str, dict[str, int]] = {}
+    # First one session per replica on the main page, at once (leastconn spreads them): models loaded and
+    # cached in every replica, the baseline for "per extra session".
+    until = time.monotonic() + 5
+    warm = [ws_session(-n, url, run, until, Stats(), first_page="") for n in range(max(1, args.replicas))]
+    await asyncio.gather(*warm)
+    memory["one session"] = sampler.memory_now()
     sampler.start()
     stats = Stats()
-    deadline = time.monotonic() + ramp_s + duration_s
+    run.began = time.monotonic()
+    deadline = run.began + args.ramp + args.duration
     tasks = []
-    for number in range(1, sessions + 1):
-        tasks.append(asyncio.create_task(ws_session(number, url, page_paths, deadline, stats, timeout_s, think_s)))
-        await asyncio.sleep(ramp_s / max(sessions, 1))
+    if args.kill_replica_after is not None:
+        tasks.append(asyncio.create_task(kill_later(run, group, stats, args.ramp + args.kill_replica_after)))
+    for number in range(1, args.sessions + 1):
+        tasks.append(asyncio.create_task(ws_session(number, url, run, deadline, stats)))
+        await asyncio.sleep(args.ramp / max(args.sessions, 1))
     await asyncio.gather(*tasks)
-    memory["peak under load"] = sampler.peak
+    run.ended = time.monotonic()
+    sampler.sample()
+    memory["peak under load"] = dict(sampler.peak)
     await asyncio.sleep(2)
-    memory["after"] = rss_kb(server_pid)
+    memory["after"] = sampler.memory_now()
     return stats, memory
 
 
-# --------------------------------------------------------------------------- browser sessions
-
-
-async def drive(url: str, sessions: int, duration_s: float, ramp_s: float, timeout_ms: int, chromium: str,
-                sampler: MemorySampler, server_pid: int) -> tuple[Stats, dict[str, int]]:
-    from playwright.async_api import async_playwright
-
-    from tests.browser.conftest import CHROMIUM_ARGS
-    from tests.hostile_inputs import app_pages
-
-    pages = app_pages()
-    stats = Stats()
-    memory: dict[str, int] = {}
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        try:
-            # One session for a few seconds first: models loaded and cached (the baseline for "per extra
-            # session"), so the measured sessions do not pay for the first model load.
-            await session(0, browser, url, pages, time.monotonic() + 5, Stats(), timeout_ms, asyncio.Event(),
-                          first_path="")
-            memory["one session"] = rss_kb(server_pid)
-            sampler.start()
-            tasks = []
-            deadline = time.monotonic() + ramp_s + duration_s
-            for number in range(1, sessions + 1):
-                tasks.append(asyncio.create_task(session(number, browser, url, pages, deadline, stats, timeout_ms,
-                                                         asyncio.Event())))
-                await asyncio.sleep(ramp_s / max(sessions, 1))
-            await asyncio.gather(*tasks)
-            memory["peak under load"] = sampler.peak
-            await asyncio.sleep(2)
-            memory["after"] = rss_kb(server_pid)
-        finally:
-            await browser.close()
-    return stats, memory
-
-
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load after the ramp")
@@ -280,15 +193,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one interaction may take")
     parser.add_argument("--think", type=float, default=1.0,
                         help="mean seconds a student pauses between interactions (websocket sessions)")
+    parser.add_argument("--sentences", choices=["new", "shared"], default="new",
+                        help="new: every typed sentence differs; shared: the class types the instructor's")
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="0: one Streamlit process; N: make serve's N replicas behind HAProxy")
+    parser.add_argument("--kill-replica-after", type=float, default=None, metavar="S",
+                        help="kill replica r1 S seconds into the load (needs --replicas 2 or more)")
     parser.add_argument("--client", choices=["ws", "browser"], default="ws",
-                        help="ws: Streamlit's websocket protocol, no drawing (default; the server is what 30 "
-                             "students share); browser: a Chromium context per session on this machine")
+                        help="ws: Streamlit's websocket protocol, no drawing (default; the server is what a "
+                             "class shares); browser: a Chromium context per session on this machine")
     parser.add_argument("--checkpoints", type=Path, default=None,
                         help="checkpoint folder (default: bundled checkpoints/, else tiny random ones)")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
-    from tests.browser.conftest import bundled_has_checkpoints, chromium_path, start_server, stop
+    if args.kill_replica_after is not None and (args.replicas < 2 or args.client != "ws"):
+        parser.error("--kill-replica-after needs --replicas 2 or more and --client ws")
+    return args
+
+
+def checkpoint_folder(args, tmp: Path) -> Path:
+    from tests.browser.conftest import bundled_has_checkpoints
     from tests.conftest import save_tiny_checkpoint
+
+    if args.checkpoints is not None:
+        return args.checkpoints
+    if bundled_has_checkpoints():
+        from core.io.checkpoint import DEFAULT_DIR
+
+        return Path(DEFAULT_DIR)
+    folder = tmp / "ckpts"
+    for name, task in (("tiny-lm", "lm"), ("tiny-birthplace", "birthplace"), ("tiny-classifier", "classify")):
+        save_tiny_checkpoint(folder / f"{name}.safetensors", task)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from tests.browser.conftest import chromium_path
+    from tests.hostile_inputs import app_pages
 
     chromium = chromium_path()
     if args.client == "browser" and not os.access(chromium, os.X_OK):
@@ -296,64 +238,36 @@ def main(argv: list[str] | None = None) -> int:
         print("RESULT load measured=nan target==0 pass=false")
         return 1
     with tempfile.TemporaryDirectory(prefix="attention-load-") as tmp:
-        folder = args.checkpoints
-        if folder is None and bundled_has_checkpoints():
-            from core.io.checkpoint import DEFAULT_DIR
-
-            folder = DEFAULT_DIR
-        if folder is None:
-            folder = Path(tmp) / "ckpts"
-            for name, task in (("tiny-lm", "lm"), ("tiny-birthplace", "birthplace"),
-                               ("tiny-classifier", "classify")):
-                save_tiny_checkpoint(folder / f"{name}.safetensors", task)
-        server = start_server(Path(folder), Path(tmp) / "server.log")
+        folder = checkpoint_folder(args, Path(tmp))
+        group = ServerGroup(folder, Path(tmp), args.replicas)
+        group.start()
+        sampler = Sampler(group)
         try:
-            started_kb = rss_kb(server.process.pid)
-            sampler = MemorySampler(server.process.pid)
-            print(f"server {server.url} (pid {server.process.pid}), checkpoints {folder}; {args.sessions} "
+            where = "one Streamlit process" if args.replicas == 0 else f"{args.replicas} replicas behind HAProxy"
+            print(f"server {group.url} ({where}, pids {group.pids()}), checkpoints {folder}; {args.sessions} "
                   f"{'websocket' if args.client == 'ws' else 'browser'} sessions ramped over {args.ramp:g} s, then "
-                  f"{args.duration:g} s of load" + (f", {args.think:g} s mean pause" if args.client == "ws" else ""),
-                  flush=True)
+                  f"{args.duration:g} s of load, {args.sentences} sentences"
+                  + (f", {args.think:g} s mean pause" if args.client == "ws" else ""), flush=True)
             began = time.perf_counter()
+            run = Run(args, ["" if default else Path(file).stem for file, _, default in app_pages()])
             if args.client == "ws":
-                stats, memory = asyncio.run(drive_ws(server.url, args.sessions, args.duration, args.ramp,
-                                                     args.timeout, args.think, sampler, server.process.pid))
+                stats, memory = asyncio.run(drive_ws(group.url, run, group, sampler))
             else:
-                stats, memory = asyncio.run(drive(server.url, args.sessions, args.duration, args.ramp,
-                                                  int(args.timeout * 1000), chromium, sampler, server.process.pid))
-            elapsed = time.perf_counter() - began
+                from bench.load_browser import drive
+
+                stats, memory = asyncio.run(drive(group.url, args.sessions, args.duration, args.ramp,
+                                                  int(args.timeout * 1000), chromium, sampler))
+            elapsed = run.ended - run.began if args.client == "ws" else time.perf_counter() - began
         finally:
             sampler.stopped.set()
-            stop(server.process)
-            server_log = server.log_tail(2000)
-    report(args, stats, {"started": started_kb, **memory}, elapsed)
+            server_log = group.log_tail(4000)
+            group.stop()
+    report(args, stats, memory, elapsed, sampler.cpu_used(), run.killed)
     if "Traceback" in server_log:
         print("server log shows a traceback:\n" + server_log)
     passed = not stats.errors
     print(f"RESULT load measured={len(stats.errors)} target==0 pass={str(passed).lower()}")
     return 0 if passed else 1
-
-
-def report(args, stats: Stats, memory: dict[str, int], elapsed: float) -> None:
-    done = stats.all_interactions()
-    print(f"{len(done)} interactions in {elapsed:.0f} s ({len(stats.times['type'])} typed sentences, "
-          f"{len(stats.times['switch'])} page switches), {len(stats.errors)} errors")
-    for label, values in (("all interactions", done), ("typing a sentence", stats.times["type"]),
-                          ("switching pages", stats.times["switch"]), ("opening the app", stats.times["open"])):
-        if values:
-            print(f"  {label:<18} median {statistics.median(values):6.2f} s   p95 {percentile(values, 0.95):6.2f} s"
-                  f"   max {max(values):6.2f} s   (n={len(values)})")
-    if stats.by_page:
-        print("  page switches by page (median s): " + ", ".join(
-            f"{page} {statistics.median(values):.2f}" for page, values in sorted(stats.by_page.items())))
-    for error in stats.errors[:20]:
-        print(f"  error: {error}")
-    one, peak = memory.get("one session", 0), memory.get("peak under load", 0)
-    extra = (peak - one) / max(args.sessions, 1)
-    after = memory.get("after", 0)
-    print(f"server RSS: started {memory['started'] / 1024:.0f} MB, warm after one session {one / 1024:.0f} MB, "
-          f"peak with {args.sessions} more sessions {peak / 1024:.0f} MB, after {after / 1024:.0f} MB; "
-          f"per extra session {extra / 1024:.1f} MB")
 
 
 if __name__ == "__main__":

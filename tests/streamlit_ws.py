@@ -24,6 +24,7 @@ class StreamlitSession:
         self.query_string = ""  # the URL's query string as the app last set it
         self.cookies: dict[str, str] = {}
         self.ws = None
+        self.closed: asyncio.Future | None = None
 
     @property
     def replica(self) -> str | None:
@@ -49,6 +50,7 @@ class StreamlitSession:
         self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
                                            subprotocols=["streamlit"], origin=self.url, max_size=None,
                                            open_timeout=self.timeout_s, additional_headers=self._cookie_header())
+        self.closed = asyncio.ensure_future(self.ws.wait_closed())  # done once the connection is gone
 
     async def close(self) -> None:
         if self.ws is not None:
