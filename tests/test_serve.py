@@ -139,7 +139,10 @@ def test_two_replicas_behind_the_proxy_survive_losing_one(tmp_path):
     folder = tmp_path / "ckpts"
     save_tiny_checkpoint(folder / "tiny-lm.safetensors", "lm")
     run_dir, port = tmp_path / "run", free_port()
-    env = {**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(folder), "PYTHONUNBUFFERED": "1"}
+    allowed = tmp_path / "allowed"
+    env = {**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(folder), "PYTHONUNBUFFERED": "1",
+           "ATTENTION_LAB_ALLOWED_DIRS": str(allowed)}
+    env.pop("STREAMLIT_SERVER_COOKIE_SECRET", None)
     launcher_log = tmp_path / "serve.log"
     with open(launcher_log, "wb") as out:
         launcher = subprocess.Popen([sys.executable, "-m", "serve", "--replicas", "2", "--host", "127.0.0.1",
@@ -151,6 +154,11 @@ def test_two_replicas_behind_the_proxy_survive_losing_one(tmp_path):
                          "the proxy and both replicas were not up", launcher_log)
         started = [state["proxy_pid"]] + [r["pid"] for r in state["replicas"]]
         url, sock = state["url"], Path(state["stats_socket"])
+        # Every replica runs under the operator's hosting rules, with one cookie secret between them.
+        environs = [dict(item.split("=", 1) for item in Path(f"/proc/{r['pid']}/environ").read_text().split("\0")
+                         if "=" in item) for r in state["replicas"]]
+        assert all(e["ATTENTION_LAB_ALLOWED_DIRS"] == str(allowed) for e in environs)
+        assert environs[0]["STREAMLIT_SERVER_COOKIE_SECRET"] == environs[1]["STREAMLIT_SERVER_COOKIE_SECRET"]
         assert url == f"http://127.0.0.1:{port}"
         wait_for(lambda: {name: row["status"] for name, row in proxy.servers_state(sock).items()} ==
                  {"r1": "UP", "r2": "UP"}, 30, "HAProxy's checks did not find both replicas up", launcher_log)
