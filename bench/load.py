@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 from bench.load_browser import drive
 
                 stats, memory = asyncio.run(drive(group.url, args.sessions, args.duration, args.ramp,
-                                                  int(args.timeout * 1000), chromium, sampler))
+                                                  int(args.timeout * 1000), chromium, sampler, args.replicas))
             elapsed = run.ended - run.began if args.client == "ws" else time.perf_counter() - began
         finally:
             sampler.stopped.set()

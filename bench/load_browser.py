@@ -89,7 +89,7 @@ async def session(number: int, browser, url: str, pages: list[tuple[str, str, bo
 
 
 async def drive(url: str, sessions: int, duration_s: float, ramp_s: float, timeout_ms: int, chromium: str,
-                sampler: Sampler) -> tuple[Stats, dict[str, dict[str, int]]]:
+                sampler: Sampler, warm_sessions: int = 1) -> tuple[Stats, dict[str, dict[str, int]]]:
     from playwright.async_api import async_playwright
 
     from tests.browser.conftest import CHROMIUM_ARGS
@@ -101,10 +101,11 @@ async def drive(url: str, sessions: int, duration_s: float, ramp_s: float, timeo
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
-            # One session for a few seconds first: models loaded and cached (the baseline for "per extra
-            # session"), so the measured sessions do not pay for the first model load.
-            await session(0, browser, url, pages, time.monotonic() + 5, Stats(), timeout_ms, asyncio.Event(),
-                          first_path="")
+            # One session per replica for a few seconds first, at once (the proxy spreads them): models loaded
+            # and cached (the baseline for "per extra session"), so the measured sessions do not pay for that.
+            until = time.monotonic() + 5
+            await asyncio.gather(*(session(-n, browser, url, pages, until, Stats(), timeout_ms, asyncio.Event(),
+                                           first_path="") for n in range(max(1, warm_sessions))))
             memory["one session"] = sampler.memory_now()
             sampler.start()
             tasks = []
