@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 
 import pytest
 
@@ -17,11 +18,15 @@ from core.model.splitters import TITLES, split_nltk
 from core.model.tokenizer import VocabularyChoice
 from core.train.cli import main
 from tests.conftest import ROOT
+from tests.test_cli_docs import commands_in
 
 PA2 = ROOT.parent / "shared" / "pa2"
 TRAIN = (PA2 / "train_CLS.tsv", PA2 / "train_LM.txt")
 TESTS = [PA2 / f"test_LM_{speaker}.txt" for speaker in ("obama", "hbush", "wbush")]
 COURSE_VOCABULARY_SIZE = 5755  # what the course's main.py prints ("Vocabulary size is 5755"), <pad> and <unk> in
+# The course's word-LM perplexities after 500 steps (../shared/pa2/README.md)
+COURSE_PERPLEXITY = {"test_LM_obama.txt": (357, 405), "test_LM_hbush.txt": (377, 438),
+                     "test_LM_wbush.txt": (465, 516), "train_LM.txt": (165, 183)}
 
 pytestmark = pytest.mark.skipif(not all(p.is_file() for p in (*TRAIN, *TESTS)),
                                 reason="the PA2 speeches are not in ../shared/pa2/")
@@ -69,3 +74,27 @@ def test_a_short_run_on_the_real_files_records_them_and_prints_the_vocabulary(tm
                                  "train_CLS.tsv (sha256 ")
     assert obama.startswith("test_LM_obama.txt: perplexity ")
     assert float(re.search(r"unknown ([0-9.]+)%", obama).group(1)) < 3.0
+
+
+def _on_the_real_files(command: str, checkpoint) -> list[str]:
+    return [str(PA2 / a.removeprefix("speechesdataset/")) if a.startswith("speechesdataset/")
+            else str(checkpoint) if a == "speeches_lm.safetensors" else a for a in shlex.split(command)[3:]]
+
+
+@pytest.mark.slow
+def test_the_readme_pa2_commands_give_the_course_perplexities(tmp_path, capsys):
+    """The README's PA2 lm command as written (seed 0; ~30 s of one CPU core), then its evaluate command with the
+    training file added: every perplexity inside the course's range (the README's table says which parts of the
+    recipe get them there)."""
+    commands = commands_in((ROOT / "README.md").read_text(encoding="utf-8"))
+    lm = next(c for c in commands if c.startswith("python -m core.train lm speechesdataset/"))
+    evaluate = next(c for c in commands if c.startswith("python -m core.train evaluate")
+                    and "speeches_lm.safetensors" in c)
+    checkpoint = tmp_path / "speeches_lm.safetensors"
+    assert main([*_on_the_real_files(lm, checkpoint), "--device", "cpu"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main([*_on_the_real_files(evaluate, checkpoint), "--eval_corpus_path", str(TRAIN[1])]) == 0
+    found = dict(re.findall(r"^(\S+): perplexity ([0-9.]+)", capsys.readouterr().out, flags=re.M))
+    assert set(found) == set(COURSE_PERPLEXITY)
+    for name, (low, high) in COURSE_PERPLEXITY.items():
+        assert low <= float(found[name]) <= high, (name, found)

@@ -26,7 +26,8 @@ USAGE = """Train and evaluate models (CS224N words for the birthplace task).
   python -m core.train lm speechesdataset/train_LM.txt --level word --splitter nltk \\
       --vocab-from speechesdataset/train_CLS.tsv --vocab-from speechesdataset/train_LM.txt --stride 1 \\
       --n-embd 64 --n-layer 4 --n-head 2 --ffn-width 100 --block-size 32 --dropout 0 --batch-size 16 --lr 1e-3 \\
-      --lr-schedule constant --max-iters 500 --val-fraction 0 --writing_params_path speeches_lm.safetensors
+      --lr-schedule constant --max-iters 500 --val-fraction 0 --init pytorch --betas 0.9 0.999 \\
+      --weight-decay 0.01 --decay all --grad-clip 0 --writing_params_path speeches_lm.safetensors
   python -m core.train evaluate --reading_params_path speeches_lm.safetensors \\
       --eval_corpus_path speechesdataset/test_LM_obama.txt --eval_corpus_path speechesdataset/test_LM_hbush.txt \\
       --eval_corpus_path speechesdataset/test_LM_wbush.txt
