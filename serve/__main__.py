@@ -208,13 +208,15 @@ def main(argv: list[str] | None = None) -> int:
 def announce(args, public_url: str, replicas: list[Replica], remote: list[Upstream], run_dir: Path) -> str:
     from core.io.folders import ALLOWED_DIRS_ENV
 
-    where = ", ".join(f"{r.host}:{r.port}" for r in replicas) + "".join(f", {u.address}" for u in remote)
+    where = ", ".join([f"{r.host}:{r.port}" for r in replicas] + [u.address for u in remote])
+    count = len(replicas) + (0 if args.replicas_only else len(remote))
+    replicas_word = f"{count} replica{'' if count == 1 else 's'}"
     allowed = os.environ.get(ALLOWED_DIRS_ENV) or "none"
     if args.replicas_only:
-        return (f"Attention Lab: {len(replicas)} replicas on {where} (no proxy: list them with --upstream on the "
+        return (f"Attention Lab: {replicas_word} on {where} (no proxy: list them with --upstream on the "
                 f"proxy's machine). Allowed folders: {allowed}. Logs: {run_dir}. Ctrl+C stops them.")
-    return (f"Attention Lab: {public_url} (HAProxy on {args.host}:{args.port}) -> {len(replicas) + len(remote)} "
-            f"replicas on {where}. Allowed folders: {allowed}. Logs and state.json: {run_dir}. "
+    return (f"Attention Lab: {public_url} (HAProxy on {args.host}:{args.port}) -> {replicas_word} on {where}. "
+            f"Allowed folders: {allowed}. Logs and state.json: {run_dir}. "
             f"Ctrl+C stops everything.")
 
 
