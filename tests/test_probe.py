@@ -462,6 +462,8 @@ def test_probe_heatmaps_and_bars_carry_the_numbers():
     fig = viz.answer_attention_heatmap(weights, ["<", " ", MASK_CHAR], ["layer 0", "layer 1"])
     np.testing.assert_array_equal(np.asarray(fig.data[0].z), weights)
     assert list(fig.layout.xaxis.ticktext) == ["&lt;", "␣", "MASK"]  # the MASK is labelled on every page
+    margin = fig.layout.margin  # two rows (a 2-layer model) still leave the colour bar room for its ticks
+    assert fig.layout.height - margin.t - margin.b >= 100
     shares = pd.DataFrame({"training labels": [0.5, 0.5], "m": [1.0, 0.0]}, index=["London", "Paris"])
     fig = viz.place_share_bars(shares)
     assert [t.name for t in fig.data] == ["training labels", "m"] and list(fig.data[1].y) == [1.0, 0.0]

@@ -78,7 +78,8 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
     fig.update_xaxes(title=f"prompt {unit} (key)",  # tickangle auto: the browser turns labels that collide
                      **token_axis(labels, list(range(len(labels)))))
     fig.update_yaxes(autorange="reversed", **index_axis(row_labels))
-    return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 1))
+    # At least four rows' height: with a 2-layer model's two rows the colour bar had 57 px for its ticks.
+    return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 4))
 
 
 @finished
