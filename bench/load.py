@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'websocket' if args.client == 'ws' else 'browser'} sessions ramped over {args.ramp:g} s, then "
                   f"{args.duration:g} s of load, {args.sentences} sentences"
                   + (f", {args.think:g} s mean pause" if args.client == "ws" else ""), flush=True)
-            began = time.perf_counter()
+            began, client_began = time.perf_counter(), time.process_time()
             run = Run(args, ["" if default else Path(file).stem for file, _, default in app_pages()])
             if args.client == "ws":
                 stats, memory = asyncio.run(drive_ws(group.url, run, group, sampler))
@@ -258,11 +258,12 @@ def main(argv: list[str] | None = None) -> int:
                 stats, memory = asyncio.run(drive(group.url, args.sessions, args.duration, args.ramp,
                                                   int(args.timeout * 1000), chromium, sampler, args.replicas))
             elapsed = run.ended - run.began if args.client == "ws" else time.perf_counter() - began
+            client_cpu = time.process_time() - client_began
         finally:
             sampler.stopped.set()
             server_log = group.log_tail(4000)
             group.stop()
-    report(args, stats, memory, elapsed, sampler.cpu_used(), run.killed)
+    report(args, stats, memory, elapsed, sampler.cpu_used(), run.killed, client_cpu)
     if "Traceback" in server_log:
         print("server log shows a traceback:\n" + server_log)
     passed = not stats.errors

@@ -53,7 +53,7 @@ def summary(label: str, values: list[float]) -> str:
 
 
 def report(args, stats: Stats, memory: dict[str, dict[str, int]], elapsed: float, cpu_s: float,
-           killed: dict | None) -> None:
+           killed: dict | None, client_cpu_s: float = 0.0) -> None:
     done = stats.all_interactions()
     print(f"{len(done)} interactions in {elapsed:.0f} s ({len(stats.times['type'])} typed sentences, "
           f"{len(stats.times['switch'])} page switches), {len(stats.errors)} errors")
@@ -67,7 +67,8 @@ def report(args, stats: Stats, memory: dict[str, dict[str, int]], elapsed: float
         print(f"  error: {error}")
     if done:
         print(f"server CPU: {cpu_s:.1f} s over the run, {1000 * cpu_s / len(done):.0f} ms per interaction "
-              f"({cpu_s / max(elapsed, 1e-9):.2f} cores busy on average)")
+              f"({cpu_s / max(elapsed, 1e-9):.2f} cores busy on average); the load client itself, on the same "
+              f"machine: {client_cpu_s:.1f} s")
     one, peak, after = (memory.get(k, {}) for k in ("one session", "peak under load", "after"))
     replicas = [name for name in peak if name != "haproxy"]
     for name in replicas:
