@@ -1,0 +1,184 @@
+"""Server CPU per interaction: what one click costs the Streamlit process, not how long it took.
+
+    python -m bench.server_work [--baseline REV] [--repeats 12] [--checkpoints DIR]
+
+Starts `streamlit run app.py` from this working tree (and, with --baseline, a second server from a
+`git worktree` of REV, removed afterwards) on loopback ports, then drives them one interaction at a time
+with Streamlit's websocket protocol (tests/streamlit_ws.py, as bench.load) and reads each server's CPU seconds
+(user + system, /proc/PID/stat) before and after the interaction: a count of work done, which a busy
+shared box slows down but hardly changes (wall time would). The two servers take turns, interaction by
+interaction, so any drift on the box falls on both. File watching is off on both (its polling would be
+counted as work).
+
+Rows (mean CPU ms per interaction over --repeats, and the baseline / this ratio):
+- new sentence: one session types a sentence no one typed before (a forward pass, figures drawn);
+- same sentence, other session: a second session types the sentence the first one just typed (what a
+  class typing the instructor's sentence costs per student);
+- rerun, same input: the typing session asks for the attention page again, nothing changed;
+- switch to <page>: from the attention page to that page (then back, not counted).
+
+The last line is `RESULT server_work measured=<ratio, new-sentence row excluded> ...` for bench.run_all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+NAMES = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Marie Curie", "Emmy Noether", "Niels Bohr"]
+PLACES = ["London", "Paris", "Leeds", "Berlin", "Vienna", "Madrid", "Rome", "Dublin"]
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, all its threads (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def start(root: Path, checkpoints: Path, log: Path):
+    from tests.browser.conftest import Server, free_port, stop, wait_healthy
+
+    port = free_port()
+    env = {**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(checkpoints), "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
+             "--browser.gatherUsageStats", "false"],
+            cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(f"http://127.0.0.1:{port}", process, checkpoints, log)
+    try:
+        wait_healthy(server.url, process, log)
+    except BaseException:
+        stop(process)
+        raise
+    return server
+
+
+class Client:
+    """Two sessions on one server: `a` types new sentences, `b` repeats them."""
+
+    def __init__(self, server) -> None:
+        from tests.streamlit_ws import StreamlitSession
+
+        self.pid = server.process.pid
+        self.a, self.b = StreamlitSession(server.url, 120), StreamlitSession(server.url, 120)
+
+    async def open(self) -> None:
+        for session in (self.a, self.b):
+            await session.connect()
+            await session.rerun(page_name="attention")
+
+    async def measured(self, action, chart: bool) -> float:
+        await asyncio.sleep(0.05)  # let the previous run's sending finish before counting
+        before = cpu_s(self.pid)
+        drawn = await action
+        await asyncio.sleep(0.05)
+        if chart and not drawn.get("plotly_chart"):
+            raise RuntimeError("no heatmap after typing")
+        return cpu_s(self.pid) - before
+
+    async def close(self) -> None:
+        await self.a.close()
+        await self.b.close()
+
+
+async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[str, list[list[float]]]:
+    """{row: [per client: CPU seconds of each repeat]}; the clients take turns on every interaction."""
+    rows: dict[str, list[list[float]]] = {}
+
+    async def each(row: str, who: str, page: str, text: str | None = None) -> None:
+        cells = rows.setdefault(row, [[] for _ in clients])
+        for index, client in enumerate(clients):
+            session = getattr(client, who)
+            action = session.rerun(page_hash=session.pages[page], text=text and {"Sentence": text})
+            cells[index].append(await client.measured(action, chart=text is not None))
+
+    for client in clients:
+        await client.open()
+        await client.a.rerun(page_hash=client.a.pages["attention"], text={"Sentence": "warm up the model"})
+        for page in pages:  # every page once: first visits import modules and fill caches
+            await client.a.rerun(page_hash=client.a.pages[page])
+            await client.a.rerun(page_hash=client.a.pages["attention"])
+    rng = random.Random(0)
+    for number in range(repeats):
+        typed = f"{rng.choice(NAMES)} was born in {rng.choice(PLACES)} ({number})."
+        await each("new sentence", "a", "attention", typed)
+        await each("same sentence, other session", "b", "attention", typed)
+        await each("rerun, same input", "a", "attention", typed)
+        for page in pages:
+            await each(f"switch to {page or 'home'}", "a", page)
+            for client in clients:  # back: the page keeps the sentence in its session state
+                await client.a.rerun(page_hash=client.a.pages["attention"])
+    for client in clients:
+        await client.close()
+    return rows
+
+
+def report(rows: dict[str, list[list[float]]], labels: list[str]) -> float:
+    """Print the table; return the geometric mean of baseline / this over the rows a cache can serve."""
+    import math
+
+    head = f"{'interaction':34}" + "".join(f"{label:>14}" for label in labels)
+    print(head + ("   ratio" if len(labels) == 2 else ""))
+    ratios = []
+    for row, cells in rows.items():
+        means = [1000 * sum(c) / len(c) for c in cells]
+        line = f"{row:34}" + "".join(f"{m:11.1f} ms" for m in means)
+        if len(means) == 2:
+            ratio = means[0] / max(means[1], 1e-9)
+            line += f"  {ratio:6.2f}x"
+            if row != "new sentence":
+                ratios.append(ratio)
+        print(line)
+    return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.server_work", description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="a git revision to measure in the same run (a temporary worktree)")
+    parser.add_argument("--repeats", type=int, default=12)
+    parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from tests.browser.conftest import stop
+    from tests.hostile_inputs import app_pages
+
+    pages = ["" if default else Path(file).stem for file, _, default in app_pages()]
+    pages = [p for p in pages if p != "attention"]
+    with tempfile.TemporaryDirectory(prefix="attention-server-work-") as tmp:
+        roots, labels = [ROOT], ["this tree"]
+        if args.baseline:
+            worktree = Path(tmp) / "baseline"
+            subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.baseline], cwd=ROOT,
+                           check=True, capture_output=True)
+            roots, labels = [worktree, ROOT], [args.baseline[:12], "this tree"]
+        servers = []
+        try:
+            for index, root in enumerate(roots):
+                servers.append(start(root, args.checkpoints, Path(tmp) / f"server{index}.log"))
+            print(f"checkpoints {args.checkpoints}; {args.repeats} repeats; server CPU (user+system) per "
+                  f"interaction, one interaction at a time", flush=True)
+            rows = asyncio.run(drive([Client(s) for s in servers], args.repeats, pages))
+        finally:
+            for server in servers:
+                stop(server.process)
+            if args.baseline:
+                subprocess.run(["git", "worktree", "remove", "--force", str(Path(tmp) / "baseline")], cwd=ROOT,
+                               capture_output=True)
+    ratio = report(rows, labels)
+    if len(labels) == 2:
+        print(f"RESULT server_work measured={ratio:.2f} target>=1 pass={str(ratio >= 1).lower()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
