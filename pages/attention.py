@@ -1,14 +1,12 @@
 """Attention: type a sentence, see what every head of the selected model attends to.
 
-Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass, cached per checkpoint
-file, modification time, text and options) -> `core.figures` figures. The URL (`core.urlstate`) holds the
-sentence, layer, head, view, options and training step, so a copied link reopens exactly this view. User text is
-only ever shown through st.text / st.code / dataframes / escaped plotly labels.
+Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass per model content, text and
+options, shared by every session: pages.shared) -> `core.figures` figures (shared per run and view). The URL
+(`core.urlstate`) holds the sentence, layer, head, view, options and training step, so a copied link reopens
+exactly this view. User text is only ever shown through st.text / st.code / dataframes / escaped plotly labels.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import streamlit as st
 
@@ -16,10 +14,12 @@ from core import urlstate
 from core.figures import attention as figs
 from core.lens import attention as av
 from core.lens import token_window as tw
+from pages.attention_compare import show_compare
 from pages.attention_output import show_output, show_sanity
 from pages.attention_query_key import show_query_key
 from pages.attention_window import window_controls
-from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, require_model, show_figure
+from pages.common import checkpoint_picker, require_model, show_figure
+from pages.shared import attention_run, figure
 from pages.training_steps import step_slider
 
 VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "qk": "Query·key",
@@ -28,18 +28,6 @@ WIDGET_KEYS = {"text": "attn_text", "layer": "attn_layer", "head": "attn_head", 
                "token": "attn_token", "combine": "attn_combine", "compare": "attn_compare",
                "past": "attn_past", "hide_first": "attn_hide_first", "hide_special": "attn_hide_special",
                "key": "attn_key", "window": "attn_window", "step": "attn_step"}
-
-
-@st.cache_data(show_spinner=False, max_entries=24, ttl=3600)
-def analyse(path: str, modified: float, text: str, run_past_block: bool, _loaded,
-            queries_keys: bool = False, step: int | None = None) -> av.AttentionRun:
-    """One forward pass per (checkpoint file, modification time, text, options, step); `_loaded` is the model."""
-    return av.run_attention(_loaded.model, _loaded.tokenizer, _loaded.task, text, _loaded.labels,
-                            run_past_block, queries_keys)
-
-
-def analyse_checkpoint(loaded, text: str, past: bool, queries_keys: bool = False) -> av.AttentionRun:
-    return analyse(str(loaded.path), Path(loaded.path).stat().st_mtime, text, past, loaded, queries_keys, loaded.step)
 
 
 def restore_widgets(loaded) -> None:
@@ -67,10 +55,17 @@ def index_select(label: str, key: str, count: int, default: int = 0, fmt=str) ->
     return st.selectbox(label, range(count), key=key, format_func=fmt)
 
 
-def show_single(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+def drawn(positions: list[int] | None) -> tuple[int, ...] | None:
+    return None if positions is None else tuple(positions)
+
+
+def show_single(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     p = window_controls(run.tokens)  # long inputs: only the window's rows and columns
-    weights, allowed = tw.cut_to_window(run.attention[layer, head], run.allowed, p)
-    fig = figs.attention_heatmap(weights, run.tokens, allowed, p, title=f"Layer {layer}, head {head}")
+
+    def build():
+        weights, allowed = tw.cut_to_window(run.attention[layer, head], run.allowed, p)
+        return figs.attention_heatmap(weights, run.tokens, allowed, p, title=f"Layer {layer}, head {head}")
+    fig = figure((key, "single", layer, head, drawn(p)), build, len(p or run.tokens) ** 2)
     show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
 
 
@@ -78,72 +73,46 @@ def focus_single() -> None:
     st.session_state["attn_view"] = "single"
 
 
-def show_model(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
     st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
     p = window_controls(run.tokens)
-    attention, allowed = tw.cut_to_window(run.attention, run.allowed, p)
-    show_figure(figs.attention_model_view(attention, allowed, (layer, head), tokens=tw.tokens_at(run.tokens, p)),
-                f"{name}-model-view", key="attn_model_chart")
+
+    def build():
+        attention, allowed = tw.cut_to_window(run.attention, run.allowed, p)
+        return figs.attention_model_view(attention, allowed, (layer, head), tokens=tw.tokens_at(run.tokens, p))
+    cells = run.n_layer * run.n_head * len(p or run.tokens) ** 2
+    show_figure(figure((key, "model", layer, head, drawn(p)), build, cells), f"{name}-model-view",
+                key="attn_model_chart")
 
 
-def show_token(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+def show_token(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     query = index_select("Query token", "attn_token", run.n_tokens, -1, lambda i: f"{i}: {run.tokens[i]}")
-    fig = figs.token_attention_figure(run.attention[layer, :, query], run.tokens, query, run.allowed[query],
-                                     title=f"Layer {layer}: where query token {query} looks, per head")
+    fig = figure((key, "token", layer, query), lambda: figs.token_attention_figure(
+        run.attention[layer, :, query], run.tokens, query, run.allowed[query],
+        title=f"Layer {layer}: where query token {query} looks, per head"), run.n_head * run.n_tokens)
     show_figure(fig, f"{name}-token{query}-L{layer}", key="attn_token_chart")
 
 
-def show_combine(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+def show_combine(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     method = st.radio("Combine", urlstate.COMBINE_METHODS, key="attn_combine", horizontal=True,
                       format_func=av.COMBINE_TITLES.get)
     hide_first = st.checkbox("Hide the first token", key="attn_hide_first")
     hide_special = st.checkbox("Hide special tokens (PAD/MASK, [CLS]/[SEP])", key="attn_hide_special")
-    weights, allowed = av.combined_attention(run, method, layer)
     keep = av.keep_mask(run, hide_first, hide_special)
     if not keep.any():
         st.info("Every token is hidden; untick an option to see the map.")
         return
-    weights, allowed, positions = av.hide_positions(weights, allowed, keep)
-    scope = "all layers" if method == "rollout" else f"layer {layer}"
-    fig = figs.attention_heatmap(weights, run.tokens, allowed, positions,
-                                title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
+
+    def build():
+        weights, allowed = av.combined_attention(run, method, layer)
+        weights, allowed, positions = av.hide_positions(weights, allowed, keep)
+        scope = "all layers" if method == "rollout" else f"layer {layer}"
+        return figs.attention_heatmap(weights, run.tokens, allowed, positions,
+                                      title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
+    fig = figure((key, "combine", method, layer, hide_first, hide_special), build, run.n_tokens ** 2)
     show_figure(fig, f"{name}-{method}", key="attn_combine_chart")
-
-
-def show_compare(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
-    infos = [i for i in all_checkpoints() if not i.error]
-    names = [i.name for i in infos]
-    if st.session_state.get("attn_compare") not in names:
-        st.session_state["attn_compare"] = next((n for n in names if n != name), name)
-    other_name = st.selectbox("Compare with", names, key="attn_compare")
-    other_loaded = load_checkpoint(infos[names.index(other_name)])
-    if other_loaded is None:
-        return
-    try:
-        other = analyse_checkpoint(other_loaded, st.session_state["attn_text"], st.session_state["attn_past"])
-    except av.AttentionInputError as exc:
-        st.info(str(exc))
-        return
-    pair = [(name, run), (other_name, other)]
-    top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
-              for _, r in pair)
-    for side, column, (label, r) in zip(("left", "right"), st.columns(2), pair):
-        l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
-        with column:
-            st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
-            show_figure(figs.attention_heatmap(r.attention[l, h], r.tokens, r.allowed, zmax=top),
-                        f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
-    if not av.same_tokenisation(run, other):
-        st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
-        return
-    lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
-    diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
-                                            other.attention[lo, ho], other.allowed)
-    show_figure(figs.attention_heatmap(diff, run.tokens, allowed, diverging=True,
-                                      title="Difference (left minus right)"),
-                f"{name}-minus-{other_name}", key="attn_diff_chart")
 
 
 VIEWS = {"single": show_single, "model": show_model, "token": show_token, "qk": show_query_key,
@@ -180,7 +149,7 @@ st.query_params.update(params)
 st.session_state["attn_saved"] = state
 
 try:
-    run = analyse_checkpoint(loaded, text, state.past, view == "qk")
+    run_key, run = attention_run(loaded, text, state.past, view == "qk")
 except av.AttentionInputError as exc:
     st.info(str(exc))
     st.stop()
@@ -188,7 +157,7 @@ for note in run.notes:
     st.info(note)
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
-VIEWS[view](run, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
+VIEWS[view](run, run_key, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
 st.caption(f"How the model reads it: {run.n_tokens} tokens")
 st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
 show_output(run.output)

@@ -12,6 +12,7 @@ from core.lens import query_key as qk
 from core.model.positional import scheme_label
 from pages.attention_window import move_to, window_controls
 from pages.common import load_checkpoint, selected_info, show_figure
+from pages.shared import figure
 
 POSITION_NOTES = {  # how the model's positional scheme enters q and k (or the scores), by scheme name
     "rope": "q and k are shown after RoPE rotated each pair of dimensions by the token's position, as the "
@@ -35,7 +36,7 @@ def _steps_text(run: av.AttentionRun, row: qk.QueryKeyRow, key: int, bias_name: 
     return "\n".join(lines)
 
 
-def show_query_key(run: av.AttentionRun, layer: int, head: int, name: str) -> None:
+def show_query_key(run: av.AttentionRun, run_key: tuple, layer: int, head: int, name: str) -> None:
     try:
         record = qk.queries_keys_of(run.queries_keys, layer)
     except qk.QueryKeyError as exc:
@@ -57,14 +58,18 @@ def show_query_key(run: av.AttentionRun, layer: int, head: int, name: str) -> No
     positions = window_controls(tokens, around=key) or list(range(n))
     labels = [tokens[p] for p in positions]
     chosen = positions.index(key) if key in positions else None
-    show_figure(figs.products_figure(row.products[positions], row.weights[positions], row.q, row.keys[positions],
-                                     labels, chosen, row.allowed[positions],
-                                     title=f"Each key's weight, and q_{query}·k_j per dimension"),
-                f"{name}-qk-L{layer}-H{head}-q{query}", key="attn_qk_products")
+    shared = (run_key, layer, head, query)  # figures shared by every session on the same run and choices
+    cells = len(positions) * (row.head_size + 1)
+    show_figure(figure((*shared, "products", key, tuple(positions)), lambda: figs.products_figure(
+        row.products[positions], row.weights[positions], row.q, row.keys[positions], labels, chosen,
+        row.allowed[positions], title=f"Each key's weight, and q_{query}·k_j per dimension"), cells),
+        f"{name}-qk-L{layer}-H{head}-q{query}", key="attn_qk_products")
     st.caption(POSITION_NOTES.get(positional, ADDED_TO_EMBEDDINGS) + " " + qk.contribution_caption(row, key))
     dims, values = qk.top_dimensions(row, key)
-    show_figure(figs.top_dimensions_figure(dims, values, title=f"Key {key}: the {len(dims)} largest parts of q·k"),
-                f"{name}-qk-top-L{layer}-H{head}-q{query}-k{key}", key="attn_qk_top")
-    show_figure(figs.vectors_figure(row.q, row.keys[positions], tokens[query], labels,
-                                    title=f"q_{query} and every key k_j (layer {layer}, head {head})"),
-                f"{name}-qk-vectors-L{layer}-H{head}-q{query}", key="attn_qk_vectors")
+    show_figure(figure((*shared, "top", key), lambda: figs.top_dimensions_figure(
+        dims, values, title=f"Key {key}: the {len(dims)} largest parts of q·k"), len(dims)),
+        f"{name}-qk-top-L{layer}-H{head}-q{query}-k{key}", key="attn_qk_top")
+    show_figure(figure((*shared, "vectors", tuple(positions)), lambda: figs.vectors_figure(
+        row.q, row.keys[positions], tokens[query], labels,
+        title=f"q_{query} and every key k_j (layer {layer}, head {head})"), cells),
+        f"{name}-qk-vectors-L{layer}-H{head}-q{query}", key="attn_qk_vectors")

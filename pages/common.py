@@ -38,14 +38,17 @@ def load_cached(path: str, modified: float) -> LoadedCheckpoint:
     return load(path)
 
 
-@st.cache_data(show_spinner=False, ttl=30)
-def available_checkpoints(folder: str) -> list[CheckpointInfo]:
-    return list_checkpoints(folder)
+@st.cache_resource(show_spinner=False, ttl=30)
+def available_checkpoints(folder: str) -> tuple[CheckpointInfo, ...]:
+    """Read every 30 s and shared by every session and run as it is (st.cache_data would unpickle a copy on
+    every run of every page): read-only, as every CheckpointInfo is once listed (nothing writes to one)."""
+    return tuple(list_checkpoints(folder))
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_resource(show_spinner=False, max_entries=256)
 def cached_model_card(path: str, modified: float, _info: CheckpointInfo) -> dict[str, str]:
-    """The card builds a model on the meta device to count parameters: once per file version."""
+    """The card builds a model on the meta device to count parameters: once per file version, shared
+    (read-only: the sidebar only reads it)."""
     return model_card(_info)
 
 

@@ -26,6 +26,14 @@ def noisy_experiment(n: int, d: int, alpha: float, beta: float, samples: int, se
     return pg.noisy_keys_experiment(n, d, alpha, beta, samples, seed)
 
 
+def show_table(frame: pd.DataFrame, **kwargs) -> None:
+    """Numbers to 4 decimals (float noise such as 5e-17 is not a result worth showing a class), formatted
+    by the browser (column_config) rather than a pandas Styler, which the server renders cell by cell."""
+    four = {c: st.column_config.NumberColumn(format="%.4f") for c in frame.columns
+            if pd.api.types.is_float_dtype(frame[c])}
+    st.dataframe(frame, column_config=four, width="stretch", **kwargs)
+
+
 def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.ndarray:
     """An editable table; empty or non-numeric cells count as 0 (and we say so)."""
     st.markdown(f"**{label}**")
@@ -89,27 +97,24 @@ with by_hand:
         left, right = st.columns([1, 1])
         with left:
             st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))
-            st.dataframe(pd.DataFrame(result.scores, index=queries, columns=keys).style.format(precision=4),
-                         width="stretch")
+            show_table(pd.DataFrame(result.scores, index=queries, columns=keys))
             st.markdown("**Weights** softmax over the keys (each row sums to 1)")
-            st.dataframe(pd.DataFrame(result.weights, index=queries, columns=keys).style.format("{:.4f}"),
-                         width="stretch")
+            show_table(pd.DataFrame(result.weights, index=queries, columns=keys))
             st.markdown(r"**Output** $c = \sum_i \alpha_i v_i$, next to the preset's target "
                         f"{setup.target_label}")
             outputs = pg.to_frame(result.output, "c")
             target = setup.target if setup.target.shape == result.output.shape else None
             if target is not None:
                 outputs["‖c − target‖"] = np.linalg.norm(result.output - target, axis=1)
-            # 4 decimals: float noise such as 5e-17 is not a result worth showing a class
-            st.dataframe(outputs.style.format(precision=4), width="stretch")
+            show_table(outputs)
             if target is not None:
-                st.dataframe(pg.to_frame(target, "target").style.format(precision=4), width="stretch")
+                show_table(pg.to_frame(target, "target"))
         with right:
             st.markdown("**Least squares for your keys**: q = lstsq(K, t) with t = β at key i, 0 elsewhere")
             index = st.selectbox("select v_i with i =", list(range(n)), key="pg_solve_index")
             solved_q = pg.select_query(K, index, beta) / pg.score_scale(d, scaled)
             solved = pg.attend(solved_q, K, V, scaled)
-            st.dataframe(pg.to_frame(solved_q[None, :], "q").style.format(precision=4), width="stretch")
+            show_table(pg.to_frame(solved_q[None, :], "q"))
             st.caption(f"This q puts weight {solved.weights[0, index]:.4f} on v_{index} for the keys above "
                        "(paste it into Q to try it).")
 
@@ -132,8 +137,7 @@ with two_heads:
         outcome = noisy_experiment(hn, hd, alpha, hbeta, samples, seed)
         show_figure(figs.head_comparison_histograms(outcome.panels(), title=f"{samples} samples"),
                     "one-vs-two-heads", key="heads_fig")
-        st.dataframe(pd.DataFrame(outcome.summary()).style.format(precision=4), hide_index=True,
-                     width="stretch")
+        show_table(pd.DataFrame(outcome.summary()), hide_index=True)
         st.markdown(r"One head: $k_a = (1 + z/\sqrt2)\,\mu_a + \text{noise}$, so $q \cdot k_a = \beta(1 + "
                     r"z/\sqrt2)$ is above or below $q \cdot k_b = \beta$ from sample to sample and the output "
                     r"swings between $v_a$ and $v_b$. Two heads: each head only compares its own key with "

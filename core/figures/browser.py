@@ -151,16 +151,18 @@ def browser_spec(fig: go.Figure) -> dict[str, Any]:
 
 def for_browser(fig: go.Figure) -> go.Figure:
     """`fig` as plotly.js redraws it once per change (module docstring); draw it with `theme=None`.
-    Figures are read-only once built (pages share cached ones), so the result is kept while `fig` lives."""
+    Figures are read-only once built (pages share cached ones), so the result is kept while `fig` lives,
+    and a result given back again is returned as it is (pages cache results across sessions)."""
     key = id(fig)
     kept = _KEPT.get(key)
     if kept is not None and kept[0]() is fig:
-        return kept[1]
+        return fig if kept[1] is None else kept[1]
     out = go.Figure(browser_spec(fig), _validate=False)  # its parts were validated when `fig` was built
     out.layout.template = None  # go.Figure put plotly's default template back; None removes the key
-    _KEPT[key] = (weakref.ref(fig), out)
-    weakref.finalize(fig, _KEPT.pop, key, None)
+    for figure, result in ((fig, out), (out, None)):  # None: already for the browser
+        _KEPT[id(figure)] = (weakref.ref(figure), result)
+        weakref.finalize(figure, _KEPT.pop, id(figure), None)
     return out
 
 
-_KEPT: dict[int, tuple[weakref.ref, go.Figure]] = {}
+_KEPT: dict[int, tuple[weakref.ref, go.Figure | None]] = {}

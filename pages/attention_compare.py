@@ -1,0 +1,48 @@
+"""The attention page's compare view: the same text through a second model, side by side on one colour
+scale, and their difference when both read the same tokens. Not a page (app.py lists pages explicitly)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.figures import attention as figs
+from core.lens import attention as av
+from pages.common import all_checkpoints, load_checkpoint, show_figure
+from pages.shared import attention_run, figure
+
+
+def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
+    infos = [i for i in all_checkpoints() if not i.error]
+    names = [i.name for i in infos]
+    if st.session_state.get("attn_compare") not in names:
+        st.session_state["attn_compare"] = next((n for n in names if n != name), name)
+    other_name = st.selectbox("Compare with", names, key="attn_compare")
+    other_loaded = load_checkpoint(infos[names.index(other_name)])
+    if other_loaded is None:
+        return
+    try:
+        other_key, other = attention_run(other_loaded, st.session_state["attn_text"], st.session_state["attn_past"])
+    except av.AttentionInputError as exc:
+        st.info(str(exc))
+        return
+    pair = [(name, run), (other_name, other)]
+    top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
+              for _, r in pair)
+    for side, column, (label, r) in zip(("left", "right"), st.columns(2), pair):
+        l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
+        with column:
+            st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
+            fig = figure((key, other_key, side, layer, head), lambda r=r, l=l, h=h: figs.attention_heatmap(
+                r.attention[l, h], r.tokens, r.allowed, zmax=top), r.n_tokens ** 2)
+            show_figure(fig, f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
+    if not av.same_tokenisation(run, other):
+        st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
+        return
+    lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
+
+    def difference():
+        diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
+                                                other.attention[lo, ho], other.allowed)
+        return figs.attention_heatmap(diff, run.tokens, allowed, diverging=True, title="Difference (left minus right)")
+    show_figure(figure((key, other_key, "difference", layer, head), difference, run.n_tokens ** 2),
+                f"{name}-minus-{other_name}", key="attn_diff_chart")
