@@ -11,6 +11,7 @@ import streamlit as st
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
 from pages.common import checkpoint_picker, require_model, selected_info, show_figure
+from pages.shared import figure
 
 checkpoint_picker()
 
@@ -21,7 +22,7 @@ st.write("Where a model's parameters are, with the formula you would write by ha
 SELECTED = "selected checkpoint"
 
 
-@st.cache_data(show_spinner="Building the model on the meta device…")
+@st.cache_resource(show_spinner="Building the model on the meta device…")  # shared, read-only
 def preset_anatomy(name: str) -> tuple[list[table.PartRow], table.ParameterTotals]:
     model = references.build_preset(name)  # no memory: shapes only
     return table.parameter_table(model), table.totals(model)
@@ -74,8 +75,9 @@ else:
     st.warning(f"The rows add up to {counted:,}, not the model's {totals.total:,}: some parameters "
                "sit in a module this page does not know.")
 st.caption("Symbols: " + "; ".join(f"{k} = {v}" for k, v in formulas.SYMBOLS.items()) + ".")
-show_figure(figs.parameter_share_bars(table.role_totals(rows), title="Parameters by part"),
-            "parameter-parts", key="anatomy_parts_fig")
+parts = table.role_totals(rows)
+show_figure(figure(("parameter parts", tuple(parts.items())), lambda: figs.parameter_share_bars(
+    parts, title="Parameters by part"), len(parts)), "parameter-parts", key="anatomy_parts_fig")
 
 st.header("Masks")
 tokenizer = loaded.tokenizer if loaded is not None else None
@@ -98,12 +100,15 @@ if masked.truncated:
 
 left, right = st.columns(2)
 with left:
-    show_figure(figs.mask_heatmap(masks.causal_mask(length), masked.tokens, title="Causal mask"),
-                "causal-mask", key="anatomy_causal_fig")
+    shown = (tuple(masked.tokens), length)  # the figures are shared by every session that types the same
+    show_figure(figure(("causal mask", *shown), lambda: figs.mask_heatmap(
+        masks.causal_mask(length), masked.tokens, title="Causal mask"), length ** 2),
+        "causal-mask", key="anatomy_causal_fig")
     st.write("A language model predicts each next token from the ones before it, so position i may "
              "only attend to positions ≤ i; otherwise it would read the very token it must predict.")
 with right:
-    show_figure(figs.mask_heatmap(masks.padding_mask(masked.is_real), masked.tokens,
-                                 title="Padding mask"), "padding-mask", key="anatomy_padding_fig")
+    show_figure(figure(("padding mask", *shown, tuple(masked.is_real)), lambda: figs.mask_heatmap(
+        masks.padding_mask(masked.is_real), masked.tokens, title="Padding mask"), length ** 2),
+        "padding-mask", key="anatomy_padding_fig")
     st.write("A classifier reads the whole input at once, but a batch pads short inputs to one length, "
              "so no position may attend to the padding, or the label would depend on how much there is.")

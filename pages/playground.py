@@ -12,6 +12,7 @@ import streamlit as st
 from core.figures import teaching as figs
 from core.lens import playground as pg
 from pages.common import checkpoint_picker, show_figure
+from pages.shared import figure
 
 checkpoint_picker()
 
@@ -21,7 +22,7 @@ st.write("Small attention calculations to do by hand before any training: choose
          "norm varies and two heads are not. No checkpoint is needed.")
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_resource(show_spinner=False, max_entries=64)  # shared, read-only: the page only reads the samples
 def noisy_experiment(n: int, d: int, alpha: float, beta: float, samples: int, seed: int):
     return pg.noisy_keys_experiment(n, d, alpha, beta, samples, seed)
 
@@ -91,9 +92,10 @@ with by_hand:
         keys = [f"k_{i}" for i in range(n)]
         queries = [f"q_{j}" for j in range(len(Q))]
         with chart:  # full width: eight cells of two-decimal weights fit it at 1024 px
-            show_figure(figs.attention_weights_heatmap(result.weights, result.scores, keys, queries,
-                                                      title="Attention weights"),
-                        "playground-weights", key="pg_weights_fig")
+            inputs = ("playground weights", result.weights.tobytes(), result.weights.shape, result.scores.tobytes())
+            show_figure(figure(inputs, lambda: figs.attention_weights_heatmap(
+                result.weights, result.scores, keys, queries, title="Attention weights"), 2 * result.weights.size),
+                "playground-weights", key="pg_weights_fig")
         left, right = st.columns([1, 1])
         with left:
             st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))
@@ -135,8 +137,9 @@ with two_heads:
                    "choose n ≤ d.")
     else:
         outcome = noisy_experiment(hn, hd, alpha, hbeta, samples, seed)
-        show_figure(figs.head_comparison_histograms(outcome.panels(), title=f"{samples} samples"),
-                    "one-vs-two-heads", key="heads_fig")
+        histograms = figure(("one vs two heads", hn, hd, alpha, hbeta, samples, seed), lambda: (
+            figs.head_comparison_histograms(outcome.panels(), title=f"{samples} samples")), 6 * samples)
+        show_figure(histograms, "one-vs-two-heads", key="heads_fig")
         show_table(pd.DataFrame(outcome.summary()), hide_index=True)
         st.markdown(r"One head: $k_a = (1 + z/\sqrt2)\,\mu_a + \text{noise}$, so $q \cdot k_a = \beta(1 + "
                     r"z/\sqrt2)$ is above or below $q \cdot k_b = \beta$ from sample to sample and the output "

@@ -193,3 +193,21 @@ def test_playground_tables_show_four_decimals_without_a_styler():
         config = json.loads(frame.proto.columns)
         for column in frame.value.select_dtypes("float").columns:
             assert config[str(column)]["type_config"]["format"] == "%.4f"
+
+
+@pytest.mark.parametrize("page, module, builders", [
+    ("anatomy", "core.figures.teaching", ["mask_heatmap", "parameter_share_bars"]),
+    ("playground", "core.figures.teaching", ["attention_weights_heatmap", "head_comparison_histograms"]),
+])
+def test_teaching_figures_are_built_once_for_every_session(monkeypatch, tiny_checkpoints, page, module, builders):
+    import importlib
+
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
+    first = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=60)
+    first.run()
+    counters = [Counter(monkeypatch, importlib.import_module(module), name) for name in builders]
+    second = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=60)
+    second.run()
+    assert not second.exception
+    assert spec(second) == spec(first)
+    assert [c.calls for c in counters] == [[] for _ in builders]
