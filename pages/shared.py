@@ -2,7 +2,7 @@
 one browser-ready figure per (trace, view, the view's choices). Not a page (app.py lists pages explicitly).
 
 st.cache_resource, not st.cache_data: a hit hands every session the same object, where st.cache_data
-unpickles a copy per hit (on a class of 30, most of the attention page's server time). Shared objects are
+unpickles a copy on every hit of every run (bench/server_work.py measures the difference). Shared objects are
 read-only: a trace's arrays are made unwritable before it is shared (a view writing into one fails loudly
 instead of changing another student's picture), and figures are never changed after they are built
 (core.figures.browser). Both caches are bounded by max_entries, and figures with many cells are not kept.
@@ -45,7 +45,9 @@ def read_only(run: av.AttentionRun) -> av.AttentionRun:
     return run
 
 
-@st.cache_resource(show_spinner=False, max_entries=64, ttl=3600)
+# 32 runs: a sentence of 20 tokens on a 4-layer, 4-head model is ~30 kB; a 512-token input 16 MB (the old
+# st.cache_data kept 24, pickled: the same bytes)
+@st.cache_resource(show_spinner=False, max_entries=32, ttl=3600)
 def _trace(digest: str, step: int | None, text: str, run_past_block: bool, queries_keys: bool, _loaded
            ) -> av.AttentionRun:
     return read_only(av.run_attention(_loaded.model, _loaded.tokenizer, _loaded.task, text, _loaded.labels,
@@ -65,7 +67,9 @@ def attention_run(loaded, text: str, past: bool, queries_keys: bool = False) -> 
     return key, _trace(*key, loaded)
 
 
-@st.cache_resource(show_spinner=False, max_entries=128, ttl=3600)
+# 64 figures: a browser figure is ~50 bytes a value (0.05 MB for one head over 12 tokens, 0.8 MB at the
+# FIGURE_CELLS limit), so at most ~50 MB
+@st.cache_resource(show_spinner=False, max_entries=64, ttl=3600)
 def _figure(key: Hashable, _build: Callable):
     from core.figures.browser import for_browser
 
