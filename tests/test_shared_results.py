@@ -166,6 +166,20 @@ def test_for_browser_gives_a_browser_figure_back_as_it_is():
     assert browser.for_browser(out) is out
 
 
+def test_a_browser_figure_is_sent_as_before_without_a_copy_per_run():
+    """st.plotly_chart calls to_dict() on every run: one dict, made once, equal to plotly's own copy."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    from plotly.tools import return_figure_from_figure_or_data
+
+    out = browser.for_browser(attention_figures.attention_heatmap(
+        np.eye(4, dtype=np.float32), list("abcd"), np.tril(np.ones((4, 4), bool)), None, title="t"))
+    assert out.to_dict() is out.to_dict()
+    assert out.to_dict() == go.Figure.to_dict(out)
+    sent = pio.to_json(return_figure_from_figure_or_data(out, validate_figure=True), validate=False)
+    assert sent == pio.to_json(go.Figure.to_dict(out), validate=False)
+
+
 def test_large_figures_are_not_kept(monkeypatch):
     built = []
 

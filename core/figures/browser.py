@@ -149,6 +149,17 @@ def browser_spec(fig: go.Figure) -> dict[str, Any]:
     return spec
 
 
+class BrowserFigure(go.Figure):
+    """What `for_browser` returns: read-only once built, so `to_dict` gives the one dict made when it was built
+    instead of a deep copy per call. st.plotly_chart calls it on every run that draws the chart (then encodes
+    it as JSON); for a figure shared by every session (pages/shared.py) the copy was a third of that work."""
+
+    _sent: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return go.Figure.to_dict(self) if self._sent is None else self._sent
+
+
 def for_browser(fig: go.Figure) -> go.Figure:
     """`fig` as plotly.js redraws it once per change (module docstring); draw it with `theme=None`.
     Figures are read-only once built (pages share cached ones), so the result is kept while `fig` lives,
@@ -157,8 +168,9 @@ def for_browser(fig: go.Figure) -> go.Figure:
     kept = _KEPT.get(key)
     if kept is not None and kept[0]() is fig:
         return fig if kept[1] is None else kept[1]
-    out = go.Figure(browser_spec(fig), _validate=False)  # its parts were validated when `fig` was built
+    out = BrowserFigure(browser_spec(fig), _validate=False)  # its parts were validated when `fig` was built
     out.layout.template = None  # go.Figure put plotly's default template back; None removes the key
+    out._sent = go.Figure.to_dict(out)
     for figure, result in ((fig, out), (out, None)):  # None: already for the browser
         _KEPT[id(figure)] = (weakref.ref(figure), result)
         weakref.finalize(figure, _KEPT.pop, id(figure), None)
