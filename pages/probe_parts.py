@@ -22,6 +22,7 @@ from core.lens.probe import answers, corpus, inputs
 from core.model.tokenizer import MASK_CHAR
 from core.text import MASK_LABEL
 from pages.common import plain, show_figure
+from pages.shared import figure
 
 TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -95,6 +96,7 @@ def show_attention(p: Probe, question: str, key: str) -> None:
     unit = "character" if getattr(loaded.tokenizer, "kind", "char") == "char" else "piece"
     view = st.radio(f"Attention at the answer's first {unit}", list(ATTENTION_VIEWS), horizontal=True,
                     format_func=ATTENTION_VIEWS.get, key=f"{key}_view")
+    layer = None
     if view == "layers":
         weights, rows = attention.layer_means, [f"layer {i}" for i in range(n_layer)]
     else:
@@ -105,8 +107,10 @@ def show_attention(p: Probe, question: str, key: str) -> None:
     if attention.cut:
         st.caption(plain(f"The first {attention.cut} {unit}s are past what {focus} reads at once; it "
                          f"answers from the rest, as generation does."))
-    fig = viz.answer_attention_heatmap(weights, attention.tokens, rows,
-                                       title=f"{focus}: where the MASK looks", unit=unit)
+    shown = ("answer attention", *version(loaded), question, layer, focus, unit)  # shared by every session
+    fig = figure(shown, lambda: viz.answer_attention_heatmap(weights, attention.tokens, rows,
+                                                             title=f"{focus}: where the MASK looks", unit=unit),
+                 weights.size)
     show_figure(fig, f"{focus}-answer-attention", key=f"{key}_chart")
     attention_link(focus, question)
 
@@ -146,8 +150,10 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
             k = st.slider("Top candidates", 3, min(40, len(ranking.places)), min(TOP_K, len(ranking.places)),
                           key=f"{key}_k") if len(ranking.places) > 3 else len(ranking.places)
             top = ranking.top(k)
-            fig = viz.candidate_bars(list(top["place"]), top["probability"], by_model[focus].answer, truth,
-                                     title=f"{focus}: top {len(top)} of {len(ranking.places)} candidates")
+            fig = figure(("candidates", *version(models[focus]), question, labels, k, truth, focus),
+                         lambda: viz.candidate_bars(list(top["place"]), top["probability"], by_model[focus].answer,
+                                                    truth, title=f"{focus}: top {len(top)} of {len(ranking.places)} "
+                                                                 "candidates"), k)
             show_figure(fig, f"{focus}-candidates", key=f"{key}_candidates")
     with right:
         show_evidence(data.index.evidence(name, truth))
