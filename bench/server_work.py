@@ -37,16 +37,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.load_servers import cpu_seconds
+
 ROOT = Path(__file__).resolve().parent.parent
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 NAMES = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Marie Curie", "Emmy Noether", "Niels Bohr"]
 PLACES = ["London", "Paris", "Leeds", "Berlin", "Vienna", "Madrid", "Rome", "Dublin"]
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process, all its threads (/proc/PID/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * TICK_S
 
 
 def start(root: Path, checkpoints: Path, log: Path):
@@ -85,12 +80,12 @@ class Client:
 
     async def measured(self, action, chart: bool) -> float:
         await asyncio.sleep(0.05)  # let the previous run's sending finish before counting
-        before = cpu_s(self.pid)
+        before = cpu_seconds(self.pid)
         drawn = await action
         await asyncio.sleep(0.05)
         if chart and not drawn.get("plotly_chart"):
             raise RuntimeError("no heatmap after typing")
-        return cpu_s(self.pid) - before
+        return cpu_seconds(self.pid) - before
 
     async def close(self) -> None:
         await self.a.close()
