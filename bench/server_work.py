@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import subprocess
 import sys
@@ -45,23 +44,9 @@ PLACES = ["London", "Paris", "Leeds", "Berlin", "Vienna", "Madrid", "Rome", "Dub
 
 
 def start(root: Path, checkpoints: Path, log: Path):
-    from tests.browser.conftest import Server, free_port, stop, wait_healthy
+    from tests.browser.conftest import start_server
 
-    port = free_port()
-    env = {**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(checkpoints), "PYTHONUNBUFFERED": "1"}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-             "--browser.gatherUsageStats", "false"],
-            cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Server(f"http://127.0.0.1:{port}", process, checkpoints, log)
-    try:
-        wait_healthy(server.url, process, log)
-    except BaseException:
-        stop(process)
-        raise
-    return server
+    return start_server(checkpoints, log, root)
 
 
 class Client:

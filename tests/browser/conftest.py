@@ -100,7 +100,8 @@ def stop(process: subprocess.Popen) -> None:
         pass
 
 
-def start_server(checkpoints: Path, log: Path) -> Server:
+def start_server(checkpoints: Path, log: Path, root: Path = ROOT) -> Server:
+    """`streamlit run app.py` of the tree at `root` (default this one) on a free loopback port, healthy."""
     port = free_port()
     env = {**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(checkpoints), "PYTHONUNBUFFERED": "1"}
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +109,7 @@ def start_server(checkpoints: Path, log: Path) -> Server:
         process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     server = Server(f"http://127.0.0.1:{port}", process, checkpoints, log)
     try:
         wait_healthy(server.url, process, log)
