@@ -117,6 +117,15 @@ def wait_for(check, timeout_s: float, what: str, log: Path | None = None):
     raise AssertionError(f"{what} within {timeout_s} s\n{tail}")
 
 
+def run_apart(coroutine_function) -> None:
+    """asyncio.run in a thread of its own: a Playwright session fixture of the browser tests keeps an event
+    loop running in the main thread, where asyncio.run refuses to start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(lambda: asyncio.run(coroutine_function())).result()
+
+
 def shows(session: StreamlitSession, sentence: str) -> bool:
     """Every word of the sentence is in what the last run drew (the heatmap's token labels)."""
     return all(word.encode() in session.drawn for word in sentence.split())
@@ -196,7 +205,7 @@ def test_two_replicas_behind_the_proxy_survive_losing_one(tmp_path):
             await first.close()
             await second.close()
 
-        asyncio.run(scenario())
+        run_apart(scenario)
         # The health checks marked the killed replica down (HAProxy counts UP -> DOWN transitions), the
         # launcher started it again, and it is back in the pool.
         wait_for(lambda: sum(int(row["chkdown"]) for row in proxy.servers_state(sock).values()) == 1, 10,
