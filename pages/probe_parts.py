@@ -93,7 +93,7 @@ def show_attention(p: Probe, question: str, key: str) -> None:
     loaded = p.models[focus]
     attention = cached_attention(*version(loaded), question, loaded)
     n_layer = attention.weights.shape[0]
-    unit = "character" if getattr(loaded.tokenizer, "kind", "char") == "char" else "piece"
+    unit = getattr(loaded.tokenizer, "unit", "piece")
     view = st.radio(f"Attention at the answer's first {unit}", list(ATTENTION_VIEWS), horizontal=True,
                     format_func=ATTENTION_VIEWS.get, key=f"{key}_view")
     layer = None

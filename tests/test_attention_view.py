@@ -13,7 +13,7 @@ from core import urlstate
 from core.lens import attention as av
 from core.lens import outputs
 from core.lens.birthplace import answer_from_completion
-from core.model.tokenizer import MASK_CHAR, CharTokenizer, WordTokenizer
+from core.model.tokenizer import MASK_CHAR, CharTokenizer, SubwordTokenizer, WordTokenizer
 from core.text import visible_token
 from tests.conftest import TINY_CORPUS, tiny_model
 
@@ -215,6 +215,19 @@ def test_birthplace_answer_equals_plain_greedy_generation():
     assert expected.startswith(run.output.completion)
     assert run.output.answer == answer_from_completion(expected)
     assert sum(outputs.ANSWER_CHUNKS) == outputs.ANSWER_CHARS
+
+
+def test_output_titles_name_the_models_own_unit():
+    model = tiny_model(CHARS.vocab_size)
+    run = av.run_attention(model, CHARS, "birthplace", f"Where was Ada born?{MASK_CHAR}")
+    assert run.output.title == f"Generated answer (greedy, {outputs.ANSWER_CHARS} characters)"
+    assert av.run_attention(model, CHARS, "lm", "Ada").output.title == "Top-5 next character after each position"
+    words = WordTokenizer.from_corpus(TINY_CORPUS)
+    run = av.run_attention(tiny_model(words.vocab_size), words, "lm", "Ada Lovelace")
+    assert run.output.title == "Top-5 next word after each position"
+    pieces = SubwordTokenizer.from_corpus(TINY_CORPUS, 60)
+    run = av.run_attention(tiny_model(pieces.vocab_size), pieces, "birthplace", "Where was Ada born?")
+    assert run.output.title == f"Generated answer (greedy, {outputs.ANSWER_CHARS} pieces)"
 
 
 def test_birthplace_generation_stops_once_the_answer_is_closed():

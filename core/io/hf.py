@@ -234,6 +234,7 @@ class HFTokenizer:
     """The lab's tokenizer interface over a transformers tokenizer, with readable display tokens."""
 
     kind = "subword"
+    unit = "token"
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

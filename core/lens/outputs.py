@@ -49,13 +49,14 @@ def lm_next_tokens(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch
         for rank, (p, i) in enumerate(zip(values, indices), start=1):
             row[f"next #{rank}"] = f"{shown[i]}  {p:.1%}"
         rows.append(row)
-    unit = "character" if getattr(tokenizer, "kind", "") == "char" else "token"
-    return ModelOutput(title=f"Top-{TOP_K} next {unit} after each position", rows=rows)
+    return ModelOutput(title=f"Top-{TOP_K} next {getattr(tokenizer, 'unit', 'token')} after each position",
+                       rows=rows)
 
 
 def birthplace_answer(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch.Tensor,
                       labels: list[str]) -> ModelOutput:
-    title = f"Generated answer (greedy, {ANSWER_CHARS} characters)"
+    # generation runs ANSWER_CHARS steps of the model's own unit: characters, or pieces of a subword vocabulary
+    title = f"Generated answer (greedy, {ANSWER_CHARS} {getattr(tokenizer, 'unit', 'token')}s)"
     if not model.config.causal or model.config.head != "lm":
         return ModelOutput(title=title, note="This model cannot generate text.")
     if getattr(tokenizer, "mask_id", None) not in idx[0].tolist():

@@ -30,6 +30,7 @@ class TokenizerError(ValueError):
 
 class CharTokenizer:
     kind = "char"
+    unit = "character"  # what one token is called on the pages
     pad_id = 0
     mask_id = 1
 
@@ -85,6 +86,7 @@ class WordTokenizer:
     with <pad>=0 and <unk>=1. A description without a splitter is `regex`, the only one before issue 30."""
 
     kind = "word"
+    unit = "word"
     pad_id = 0
     unk_id = 1
     specials = ("<pad>", "<unk>")
@@ -145,6 +147,7 @@ class SubwordTokenizer:
     training corpus never produced: the model has never read them (its embedding is only initialised)."""
 
     kind = "bpe"
+    unit = "piece"
     pad_id = 0
     mask_id = 1
 
