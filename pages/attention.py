@@ -104,14 +104,16 @@ def show_combine(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
     if not keep.any():
         st.info("Every token is hidden; untick an option to see the map.")
         return
+    p = window_controls(run.tokens)  # long inputs: combined over every token, drawn for the window's
 
     def build():
         weights, allowed = av.combined_attention(run, method, layer)
-        weights, allowed, positions = av.hide_positions(weights, allowed, keep)
+        weights, allowed, positions = tw.cut_kept_to_window(*av.hide_positions(weights, allowed, keep), p)
         scope = "all layers" if method == "rollout" else f"layer {layer}"
         return figs.attention_heatmap(weights, run.tokens, allowed, positions,
                                       title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
-    fig = figure((key, "combine", method, layer, hide_first, hide_special), build, run.n_tokens ** 2)
+    fig = figure((key, "combine", method, layer, hide_first, hide_special, drawn(p)), build,
+                 len(p or run.tokens) ** 2)
     show_figure(fig, f"{name}-{method}", key="attn_combine_chart")
 
 

@@ -7,6 +7,8 @@ import streamlit as st
 
 from core.figures import attention as figs
 from core.lens import attention as av
+from core.lens import token_window as tw
+from pages.attention_window import window_controls
 from pages.common import all_checkpoints, load_checkpoint, show_figure
 from pages.shared import attention_run, figure
 
@@ -25,15 +27,19 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
     except av.AttentionInputError as exc:
         st.info(str(exc))
         return
-    pair = [(name, run), (other_name, other)]
+    p = window_controls(run.tokens)  # long inputs: both maps over the same positions
+    pair = [(name, run, p), (other_name, other, tw.same_window(p, other.n_tokens))]
     top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
-              for _, r in pair)
-    for side, column, (label, r) in zip(("left", "right"), st.columns(2), pair):
+              for _, r, _ in pair)
+    for side, column, (label, r, q) in zip(("left", "right"), st.columns(2), pair):
         l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
+
+        def build(r=r, l=l, h=h, q=q):
+            weights, allowed = tw.cut_to_window(r.attention[l, h], r.allowed, q)
+            return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top)
         with column:
             st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
-            fig = figure((key, other_key, side, layer, head), lambda r=r, l=l, h=h: figs.attention_heatmap(
-                r.attention[l, h], r.tokens, r.allowed, zmax=top), r.n_tokens ** 2)
+            fig = figure((key, other_key, side, layer, head, q and tuple(q)), build, len(q or r.tokens) ** 2)
             show_figure(fig, f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
     if not av.same_tokenisation(run, other):
         st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
@@ -43,6 +49,9 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
     def difference():
         diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
                                                 other.attention[lo, ho], other.allowed)
-        return figs.attention_heatmap(diff, run.tokens, allowed, diverging=True, title="Difference (left minus right)")
-    show_figure(figure((key, other_key, "difference", layer, head), difference, run.n_tokens ** 2),
+        diff, allowed = tw.cut_to_window(diff, allowed, p)
+        return figs.attention_heatmap(diff, run.tokens, allowed, p, diverging=True,
+                                      title="Difference (left minus right)")
+    show_figure(figure((key, other_key, "difference", layer, head, p and tuple(p)), difference,
+                       len(p or run.tokens) ** 2),
                 f"{name}-minus-{other_name}", key="attn_diff_chart")

@@ -11,6 +11,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.io.checkpoint import load
+from core.lens import token_window as tw
 from tests.conftest import ROOT, save_tiny_checkpoint
 
 APP = str(ROOT / "app.py")
@@ -190,6 +191,37 @@ def test_long_input_on_a_model_without_a_hard_limit_can_run_past_the_block(monke
     assert array(charts(at)[0]["data"][0]["z"]).shape == (96, 96)
     assert "beyond the length this model was trained on" in messages(at)
     assert at.query_params["past"] in ("1", ["1"])
+
+
+def test_combine_and_compare_draw_the_window_of_a_long_input(monkeypatch, tmp_path):
+    folder = tmp_path / "ckpts"
+    save_tiny_checkpoint(folder / "sinusoidal.safetensors", "lm", positional="sinusoidal")
+    save_tiny_checkpoint(folder / "alibi.safetensors", "lm", positional="alibi")
+    text = "Ada was born in London. " * 4  # 96 characters: past the 64 drawn whole
+    at = open_page(monkeypatch, folder, model="sinusoidal", text=text, past="1", view="combine", combine="rollout",
+                   window="40-71")
+    (fig,) = charts(at)
+    assert array(fig["data"][0]["z"]).shape == (32, 32)
+    assert fig["data"][0]["meta"][0]["positions"] == list(range(40, 72))
+    at.checkbox(key="attn_hide_first").check().run()  # hidden tokens and the window together
+    assert array(charts(at)[0]["data"][0]["z"]).shape == (32, 32)
+    at = open_page(monkeypatch, folder, model="sinusoidal", text=text, past="1", view="compare", vs="alibi")
+    left, right, diff = charts(at)
+    assert all(array(f["data"][0]["z"]).shape == (32, 32) for f in (left, right, diff))
+    a, allowed = model_attention(folder, "sinusoidal", text)
+    np.testing.assert_array_equal(array(left["data"][0]["z"])[allowed[:32, :32]], a[0, 0][:32, :32][allowed[:32, :32]])
+
+
+def test_window_helpers_for_hidden_tokens_and_a_second_model():
+    weights, allowed = np.arange(25.0).reshape(5, 5), np.ones((5, 5), dtype=bool)
+    kept = np.array([1, 2, 4])  # token 0 and 3 hidden
+    w, a, positions = tw.cut_kept_to_window(weights[np.ix_(kept, kept)], allowed[np.ix_(kept, kept)], kept, [2, 3, 4])
+    assert list(positions) == [2, 4] and w.tolist() == [[12.0, 14.0], [22.0, 24.0]]
+    assert tw.cut_kept_to_window(weights, allowed, np.arange(5), None)[0] is weights
+    assert tw.same_window(list(range(40, 72)), 100) == list(range(40, 72))
+    assert tw.same_window(list(range(40, 72)), 70) == list(range(38, 70))  # kept inside a shorter reading
+    assert tw.same_window(list(range(40, 72)), 50) is None  # short enough to draw whole
+    assert tw.same_window(None, 500) is None
 
 
 def test_compare_shows_both_models_and_their_difference(monkeypatch, tiny_checkpoints):

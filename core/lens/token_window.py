@@ -74,5 +74,23 @@ def cut_to_window(attention: np.ndarray, allowed: np.ndarray, positions: list[in
     return attention[..., index[:, None], index], allowed[np.ix_(index, index)]
 
 
+def cut_kept_to_window(weights: np.ndarray, allowed: np.ndarray, kept: np.ndarray, positions: list[int] | None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A map over the `kept` positions (some tokens hidden, rows renormalised first) cut to the kept positions
+    inside the window (None: all): (weights, allowed, those positions)."""
+    if positions is None:
+        return weights, allowed, kept
+    inside = np.flatnonzero(np.isin(kept, positions))
+    return weights[np.ix_(inside, inside)], allowed[np.ix_(inside, inside)], np.asarray(kept)[inside]
+
+
+def same_window(positions: list[int] | None, n_tokens: int) -> list[int] | None:
+    """The window `positions` (of one model's tokens) for a text another model reads as `n_tokens` tokens:
+    the same first and last positions kept inside it; None when that model's text is short enough whole."""
+    if positions is None or not needs_window(n_tokens):
+        return None
+    return window_positions(clamp_window((positions[0], positions[-1]), n_tokens))
+
+
 def tokens_at(tokens: list[str], positions: list[int] | None) -> list[str]:
     return tokens if positions is None else [tokens[p] for p in positions]
