@@ -1,7 +1,7 @@
 """The attention page's navigation for long inputs: a window of tokens (a range slider) and a token search
 that moves it ('Next' goes on to the next match). Past `core.lens.token_window.WHOLE_UP_TO` tokens the head
-view, model view and query-key view draw only the window's rows and columns, so 512 tokens stay readable at
-1024x768 and quick to draw. Not a page (app.py lists pages explicitly)."""
+view, model view, query-key view, combine and compare draw only the window's rows and columns, so 512
+tokens stay readable at 1024x768 and quick to draw. Not a page (app.py lists pages explicitly)."""
 
 from __future__ import annotations
 
