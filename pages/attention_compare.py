@@ -31,17 +31,20 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
     pair = [(name, run, p), (other_name, other, tw.same_window(p, other.n_tokens))]
     top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
               for _, r, _ in pair)
+    same = av.same_tokenisation(run, other)  # then one set of query labels serves both maps
+    st.caption("Both maps on one colour scale: the bar beside the right one.")
     for side, column, (label, r, q) in zip(("left", "right"), st.columns(2), pair):
         l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
 
-        def build(r=r, l=l, h=h, q=q):
+        def build(r=r, l=l, h=h, q=q, side=side):  # one colour bar (right) and one set of query labels (left)
             weights, allowed = tw.cut_to_window(r.attention[l, h], r.allowed, q)
-            return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top)
+            return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top, colorbar=side == "right",
+                                          query_labels=side == "left" or not same)
         with column:
             st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
-            fig = figure((key, other_key, side, layer, head, q and tuple(q)), build, len(q or r.tokens) ** 2)
+            fig = figure((key, other_key, side, layer, head, q and tuple(q), same), build, len(q or r.tokens) ** 2)
             show_figure(fig, f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
-    if not av.same_tokenisation(run, other):
+    if not same:
         st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
         return
     lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)

@@ -233,6 +233,11 @@ def test_compare_shows_both_models_and_their_difference(monkeypatch, tiny_checkp
     np.testing.assert_array_equal(array(left["data"][0]["z"])[allowed], a[0, 0][allowed])
     np.testing.assert_array_equal(array(right["data"][0]["z"])[allowed], b[0, 0][allowed])
     np.testing.assert_allclose(array(diff["data"][0]["z"])[allowed], (a[0, 0] - b[0, 0])[allowed], atol=1e-7)
+    # one colour bar (right) and one set of query labels (left) for two maps of the same tokens: the width
+    # they took goes to the plots (at 1024 px a half column had ~50 px of plot left for word labels)
+    assert left["data"][0]["showscale"] is False and right["data"][0]["showscale"] is True
+    assert left["layout"]["yaxis"].get("showticklabels", True) and right["layout"]["yaxis"]["showticklabels"] is False
+    assert left["data"][0]["zmax"] == right["data"][0]["zmax"]
     at.selectbox(key="attn_compare").select("tiny-lm").run()  # itself: no clash, zero difference
     assert_no_exception(at)
     assert np.nanmax(np.abs(array(charts(at)[2]["data"][0]["z"]))) == 0

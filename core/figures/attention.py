@@ -61,13 +61,15 @@ def _labels(tokens: list[str], positions) -> list[str]:
 @finished
 def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, title: str | None = None,
                       diverging: bool = False, zmax: float | None = None,
-                      height: int | None = None) -> go.Figure:
+                      height: int | None = None, colorbar: bool = True, query_labels: bool = True) -> go.Figure:
     """One (T, T) map: query tokens as rows, key tokens as columns.
 
     `tokens` are display labels for positions 0..; `positions` (default 0..T-1) says which positions
     the rows/columns are (after hiding tokens); they are in `fig.data[0].meta["positions"]`, and x / y
     are the tokens as distinct categories. fig.data[0].z is `weights` with NaN where `allowed` is
-    False; the hover shows the exact weight. `zmax` fixes the colour scale (e.g. shared by two maps).
+    False; the hover shows the exact weight. `zmax` fixes the colour scale (e.g. shared by two maps);
+    two maps side by side can share one colour bar (`colorbar=False` on the left one) and one set of query
+    labels (`query_labels=False` on the right one), so both plots get the width those took.
     """
     import numpy as np
 
@@ -92,10 +94,11 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     categories = token_categories(labels)
     layout = attention_layout(title, height or attention_height(T),
                               xaxis=category_axis(title=dict(text="key")),
-                              yaxis=category_axis(title=dict(text="query"), autorange="reversed"))
+                              yaxis=category_axis(title=dict(text="query" if query_labels else ""),
+                                                  autorange="reversed", showticklabels=query_labels))
     trace = go.Heatmap(z=z, x=categories, y=categories, text=text, hovertemplate=hover, hoverongaps=False,
                        colorbar=dict(thickness=12, title=dict(text=value), tickfont=TOKEN_FONT),
-                       meta={"positions": [int(p) for p in positions]}, **scale)
+                       meta={"positions": [int(p) for p in positions]}, showscale=colorbar, **scale)
     return go.Figure(data=[trace], layout=layout)
 
 
