@@ -82,3 +82,15 @@ def test_recipe_summary_reads_what_the_file_stores():
     new = {"trainer": '{"learning_rate": 0.006, "decay": "cs224n", "schedule": "cosine"}',
            "progress": '{"epoch": 650}'}
     assert recipe_summary(new) == "650 ep, lr 0.006, cs224n, cosine"
+
+
+def test_a_grid_row_leaves_no_checkpoint_or_resume_file_behind(tmp_path):
+    from core.train.knowledge_grid import remove_row_files
+    from core.train.trainer import resume_path
+
+    kept = tmp_path / "grid.jsonl"
+    made = [tmp_path / "r.pretrain.safetensors", tmp_path / "r.finetune.safetensors"]
+    for path in [kept, *made, *map(resume_path, made)]:
+        path.write_text("x")
+    remove_row_files(*made)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.jsonl"]

@@ -31,7 +31,7 @@ from core.io import checkpoint as ckpt
 from core.lens.birthplace import country_prior_accuracy, evaluate_birthplaces, memorization_rate
 from core.train import recipes
 from core.train.recipes import ModelShape
-from core.train.trainer import TrainerConfig
+from core.train.trainer import TrainerConfig, resume_path
 
 WORLD = "data/knowledge"
 SMALL = ModelShape(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0)
@@ -82,6 +82,14 @@ def ensure_one_bio_world(folder: Path) -> None:
     write_world(generate_world(0, KNOWLEDGE["people"], KNOWLEDGE["dev"], KNOWLEDGE["test"], bios=1), folder)
 
 
+def remove_row_files(*checkpoints: Path) -> None:
+    """A row's checkpoints are temporaries (its result is the JSON line): they go, with the trainer's
+    `.resume` files beside them (2 x 7 MB a row, which counted against checkpoints/'s size budget)."""
+    for path in checkpoints:
+        path.unlink(missing_ok=True)
+        resume_path(path).unlink(missing_ok=True)
+
+
 def run_row(row: Row, out: Path, threads: int) -> dict:
     torch.set_num_threads(threads)
     world = Path(row.world)
@@ -106,8 +114,7 @@ def run_row(row: Row, out: Path, threads: int) -> dict:
     curve = [r["value"] for r in f.history if r["metric"] == "accuracy" and r["split"] == "val"]
     result = evaluate_birthplaces(f.model, f.plan.tokenizer, pairs, baseline_place=f.plan.extra["baseline_place"])
     prior = country_prior_accuracy([a for _, a in read_tsv_pairs(train)], [a for _, a in pairs])
-    for path in (pretrained, finetuned):
-        path.unlink(missing_ok=True)
+    remove_row_files(pretrained, finetuned)
     return {**asdict(row), "pretrain_minutes": round(pretrain_min, 2), "finetune_minutes": round(finetune_min, 2),
             "final_loss": round(loss, 4), "memorised": memorised, "people": people, "dev": result.total,
             "accuracy": result.accuracy, "best_finetune_accuracy": max(curve, default=0.0),
