@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,8 +79,6 @@ def check_config(haproxy: str, path: Path) -> None:
 def servers_state(stats_socket: Path, timeout_s: float = 2.0) -> dict[str, dict[str, str]]:
     """Each replica's row of HAProxy's statistics, via its socket: "status" as the health checks see it
     ("UP", "DOWN", "MAINT", ...), "stot" the requests and websockets it was sent, "pid" HAProxy's own."""
-    import socket
-
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout_s)
         sock.connect(str(stats_socket))

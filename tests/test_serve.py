@@ -17,18 +17,13 @@ from pathlib import Path
 import pytest
 
 from serve import proxy
+from serve.__main__ import free_port
 from serve.__main__ import main as serve_main
 from tests.conftest import ROOT, save_tiny_checkpoint
 from tests.streamlit_ws import StreamlitSession
 
 HAPROXY = proxy.shutil.which("haproxy", path=proxy.SEARCH_PATH)
 needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason="HAProxy is not installed (apt-get install haproxy)")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def alive(pid: int) -> bool:

@@ -115,20 +115,30 @@ CHART_VIEWS = ["probe?name=Alan+Turing", "probe?tab=dev", "probe?tab=fabricate",
                *(f"positional?pos_section={s}" for s in ("similarity", "alibi", "rope", "sentence", "training"))]
 
 
+def drawn_chart_texts(page) -> list[dict]:
+    """Each chart drawn (not hidden) with its titles' and tick labels' boxes (TEXTS_JS)."""
+    return [c for c in page.evaluate(TEXTS_JS) if c["chart"][2] > c["chart"][0]]
+
+
+def assert_texts_inside(charts: list[dict], what: str) -> None:
+    """No title or label runs past its chart's edge, where the SVG cuts it."""
+    for chart in charts:
+        left, top, right, bottom = chart["chart"]
+        for text in chart["texts"]:
+            x0, y0, x1, y1 = text["box"]
+            assert x0 >= left - 1 and x1 <= right + 1 and y0 >= top - 1 and y1 <= bottom + 1, \
+                f"{what}: {text['text']!r} at {text['box']} leaves its chart {chart['chart']}"
+
+
 @pytest.mark.parametrize("path", CHART_VIEWS)
 def test_chart_titles_and_labels_are_not_cut_at_the_chart_edge_at_1024x768(projector, server, path):
     # a title centred over a narrow plot ran past the chart's edge, where the SVG cuts it ("probability
     # among the candi")
     open_page(projector, f"{server.url}/{path}")
     projector.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
-    charts = [c for c in projector.evaluate(TEXTS_JS) if c["chart"][2] > c["chart"][0]]  # drawn, not hidden
+    charts = drawn_chart_texts(projector)
     assert charts and all(c["texts"] for c in charts)
-    for chart in charts:
-        left, top, right, bottom = chart["chart"]
-        for text in chart["texts"]:
-            x0, y0, x1, y1 = text["box"]
-            assert x0 >= left - 1 and x1 <= right + 1 and y0 >= top - 1 and y1 <= bottom + 1, \
-                f"{path}: {text['text']!r} at {text['box']} leaves its chart {chart['chart']}"
+    assert_texts_inside(charts, path)
 
 
 # The first thing a page computes, per page: a chart, or the probe's answers table.

@@ -12,7 +12,13 @@ import pytest
 from core.lens import attention as av
 from core.lens import token_window as tw
 from tests.browser.conftest import WAIT_MS, browser_page, open_page, screenshot, wait_idle
-from tests.browser.test_projector import LABELS_JS, PROJECTOR, TEXTS_JS, check_labels
+from tests.browser.test_projector import (
+    LABELS_JS,
+    PROJECTOR,
+    assert_texts_inside,
+    check_labels,
+    drawn_chart_texts,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -43,14 +49,9 @@ def steps_box(page) -> dict:
 
 
 def assert_charts_keep_their_texts(page, what: str) -> None:
-    charts = [c for c in page.evaluate(TEXTS_JS) if c["chart"][2] > c["chart"][0]]
+    charts = drawn_chart_texts(page)
     assert len(charts) == 3, what
-    for chart in charts:
-        left, top, right, bottom = chart["chart"]
-        for text in chart["texts"]:
-            x0, y0, x1, y1 = text["box"]
-            assert x0 >= left - 1 and x1 <= right + 1 and y0 >= top - 1 and y1 <= bottom + 1, \
-                f"{what}: {text['text']!r} at {text['box']} leaves its chart {chart['chart']}"
+    assert_texts_inside(charts, what)
 
 
 def test_the_sum_is_above_the_fold_and_the_labels_readable(projector, server):
