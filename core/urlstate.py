@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
+from urllib.parse import quote, unquote
 
 from core.lens.history.curves import X_AXES
 from core.lens.history.records import MAX_NAME_CHARS
@@ -220,13 +222,13 @@ class CurveSettings:
     logy: bool = False
 
 
+# Runs are joined with ',' in one parameter and names may hold ',' and '%': those two are percent-encoded
+# (and anything outside printable ASCII); the rest of a name stays readable in the link.
+RUN_NAME_SAFE = "".join(c for c in string.punctuation + " " if c not in "%,")
+
+
 def _escape_run(name: str) -> str:
-    """Runs are joined with ',' in one parameter; names may hold ',' and '%'."""
-    return name.replace("%", "%25").replace(",", "%2C")
-
-
-def _unescape_run(text: str) -> str:
-    return text.replace("%2C", ",").replace("%2c", ",").replace("%25", "%")
+    return quote(name, safe=RUN_NAME_SAFE)
 
 
 def encode_curves(settings: CurveSettings) -> dict[str, str]:
@@ -241,7 +243,7 @@ def decode_curves(params: Mapping[str, Any], known_runs: Iterable[str]) -> tuple
     known = set(known_runs)
     raw_runs = _last(params.get("runs"))
     if raw_runs:
-        wanted = [_unescape_run(r) for r in raw_runs.split(",") if r]
+        wanted = [unquote(r) for r in raw_runs.split(",") if r]
         out.runs = [r for r in dict.fromkeys(wanted) if r in known]
         missing = len(set(wanted) - known)
         if missing:

@@ -361,6 +361,22 @@ def test_settings_round_trip_through_the_url_and_survive_bad_values():
     assert urlstate.decode_curves({"smoothing": "nan"}, [])[0].smoothing == hist.DEFAULT_SMOOTHING
 
 
+def test_run_names_in_a_link_are_percent_encoded_as_before():
+    """urllib.parse.quote replaced a hand-written escape of ',' and '%': an ASCII name reads as it did, an
+    old link decodes to the same runs, and every name (commas, percent signs, other scripts) comes back."""
+    def old_escape(name):
+        return name.replace("%", "%25").replace(",", "%2C")
+
+    ascii_names = ["lm-rope", "a,b", "100%", "%2C", "50%,off", "a b/c?d=e&f#g", "".join(map(chr, range(32, 127)))]
+    names = [*ascii_names, "Zürich,1", "漢字%", "tab\tname", "emoji 👩🏽‍💻"]
+    for name in ascii_names:
+        assert urlstate._escape_run(name) == old_escape(name)
+    for name in names:
+        for link in ({"runs": ",".join(map(urlstate._escape_run, [name, "c"]))},
+                     {"runs": ",".join(map(old_escape, [name, "c"]))}):
+            assert urlstate.decode_curves(link, [name, "c"])[0].runs == [name, "c"]
+
+
 def test_log_stem_handles_both_spellings():
     assert hist.log_stem(Path("x/lm.log.jsonl")) == "lm"
     assert hist.log_stem("lm.safetensors.log.jsonl") == "lm"

@@ -1,4 +1,4 @@
-"""Per-curve numpy: TensorBoard's debiased moving average (`smooth_ema`) and spike-keeping downsampling."""
+"""Per-curve: TensorBoard's debiased moving average (`smooth_ema`) and spike-keeping downsampling."""
 
 from __future__ import annotations
 
@@ -6,54 +6,30 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
 MAX_SMOOTHING = 0.999
 
 
 def smooth_ema(y: Sequence[float] | np.ndarray, weight: float) -> np.ndarray:
-    """TensorBoard's debiased exponential moving average, vectorised.
+    """TensorBoard's debiased exponential moving average: pandas' `ewm(alpha=1 - weight)`.
 
     Equivalent to: last = 0; n = 0; for each finite y: last = last*w + (1-w)*y; n += 1;
     out = last / (1 - w**n); non-finite y -> NaN without touching the state. So the first point
     equals y0 (no pull towards 0) and a gap never disturbs what follows. Feed points in x order.
+    pandas' adjusted mean (sum w^i y_(t-i) / sum w^i) is that debiased average; `ignore_na` skips a gap
+    without counting it, and ewm fills a gap with the value before it, so the gaps are put back after.
     """
     y = np.asarray(y, dtype=float)
     if y.ndim != 1:
         raise ValueError("smooth_ema expects a 1-D series.")
     if not (0.0 <= weight < 1.0) or not math.isfinite(weight):
         raise ValueError(f"Smoothing weight must be in [0, 1); got {weight!r}.")
-    out = np.full(y.shape, np.nan)
     finite = np.isfinite(y)
-    values = y[finite]
-    if values.size == 0:
-        return out
-    if weight == 0.0:
-        out[finite] = values
-        return out
-    out[finite] = _ema_state(values, weight) / -np.expm1(np.arange(1, values.size + 1) * math.log(weight))
-    return out
-
-
-def _ema_state(values: np.ndarray, weight: float) -> np.ndarray:
-    """`last` after each value of last = last*w + (1-w)*v, in chunks of closed form.
-
-    Within a chunk, last_k = w^k * (last_0 + (1-w) * sum_{j<=k} v_j w^-j). The chunk length
-    keeps w^-j below e^300 and the cumulative sum short enough to stay accurate (~1e-12).
-    """
-    log_w = math.log(weight)
-    chunk = int(max(1, min(4096, 300.0 / -log_w)))
-    j = np.arange(1, chunk + 1)
-    grow, decay = np.exp(-j * log_w), np.exp(j * log_w)  # w^-j, w^j
-    out = np.empty_like(values)
-    last = 0.0
-    for start in range(0, values.size, chunk):
-        part = values[start:start + chunk]
-        k = part.size
-        scale = float(np.max(np.abs(part))) or 1.0  # keeps v * w^-j far from overflow
-        acc = np.cumsum(part / scale * grow[:k])
-        out[start:start + k] = decay[:k] * last + (1.0 - weight) * scale * (decay[:k] * acc)
-        last = float(out[start + k - 1])
+    gaps = pd.Series(np.where(finite, y, np.nan))  # +-inf is a gap too, as in TensorBoard
+    out = gaps.ewm(alpha=1.0 - weight, adjust=True, ignore_na=True).mean().to_numpy(copy=True)
+    out[~finite] = np.nan
     return out
 
 
