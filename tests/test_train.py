@@ -2,11 +2,12 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 import torch
 
-from core.data.datasets import NameDataset
+from core.data.datasets import CharCorruptionDataset, NameDataset
 from core.data.world import generate_world, write_world
 from core.io import checkpoint as ckpt
 from core.model.tokenizer import CharTokenizer
@@ -107,14 +108,25 @@ class Interrupted(Exception):
     pass
 
 
-def test_resume_gives_the_same_history_as_an_uninterrupted_run(tmp_path):
-    tok, data = _name_data()
-    config = TrainerConfig(max_epochs=4, batch_size=8, learning_rate=3e-3, log_every=1, warmup_tokens=50)
-    probe = next(iter(torch.utils.data.DataLoader(data, batch_size=4)))
+@pytest.mark.parametrize("corrupted", [False, True], ids=["names", "span-corruption"])
+def test_resume_gives_the_same_history_as_an_uninterrupted_run(tmp_path, corrupted):
+    """Every random state comes back: torch's (dropout), the order's seed and an epoch-seeded dataset's seed,
+    even when the resuming trainer was built with other seeds (and torch reseeded since)."""
+    tok, names = _name_data()
+    config = TrainerConfig(max_epochs=4, batch_size=8, learning_rate=3e-3, log_every=1, warmup_tokens=50, seed=3)
+    probe = next(iter(torch.utils.data.DataLoader(names, batch_size=4)))
 
-    def make(name, evaluate):
+    def data(seed):
+        if not corrupted:
+            return names
+        corpus = "\n".join(f"{n} was born in {p} ." for n, p in [("Ada", "London"), ("Bo", "Paris"),
+                                                                 ("Cy", "Rome"), ("Di", "Oslo")] * 8)
+        return CharCorruptionDataset(corpus, 32, tok, seed=seed)
+
+    def make(name, evaluate, seed=11):
         model = tiny_model(tok.vocab_size, dropout=0.2)  # dropout: the RNG state must resume too
-        return Trainer(model, data, config, CheckpointPlan(tmp_path / name, tok, "birthplace"), evaluate)
+        return Trainer(model, data(seed), replace(config, seed=config.seed + seed - 11),
+                       CheckpointPlan(tmp_path / name, tok, "birthplace"), evaluate)
 
     whole = make("whole.safetensors", lambda m: {"val_loss": m(*probe)[1].item()})
     whole.train()
@@ -130,8 +142,10 @@ def test_resume_gives_the_same_history_as_an_uninterrupted_run(tmp_path):
     with pytest.raises(Interrupted):
         make("part.safetensors", crash_in_epoch_three).train()
     assert ckpt.load(tmp_path / "part.safetensors").history[-1]["epoch"] == 2
-    resumed = make("part.safetensors", lambda m: {"val_loss": m(*probe)[1].item()})
+    torch.manual_seed(1234)  # the resuming process's own draws are not the run's
+    resumed = make("part.safetensors", lambda m: {"val_loss": m(*probe)[1].item()}, seed=99)
     resumed.resume()
+    assert resumed.config.seed == config.seed
     resumed.train()
     assert _strip_time(resumed.history) == _strip_time(whole.history)
     a = ckpt.load(tmp_path / "whole.safetensors").model.state_dict()
@@ -139,6 +153,20 @@ def test_resume_gives_the_same_history_as_an_uninterrupted_run(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     live = [json.loads(line) for line in log_path(tmp_path / "part.safetensors").read_text().splitlines()]
     assert _strip_time(live) == _strip_time(whole.history)  # the live log has no duplicated or lost rows
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_resume_restores_the_cuda_generator(tmp_path):
+    tok, data = _name_data()
+    trainer = Trainer(tiny_model(tok.vocab_size, dropout=0.2), data, TrainerConfig(max_epochs=1, device="cuda"),
+                      CheckpointPlan(tmp_path / "m.safetensors", tok, "birthplace"))
+    trainer.train()
+    expected = torch.rand(4, device="cuda")
+    torch.cuda.manual_seed_all(5)
+    fresh = Trainer(tiny_model(tok.vocab_size, dropout=0.2), data, TrainerConfig(max_epochs=1, device="cuda"),
+                    CheckpointPlan(tmp_path / "m.safetensors", tok, "birthplace"))
+    fresh.resume()
+    assert torch.equal(torch.rand(4, device="cuda"), expected)
 
 
 def _cli(*args, cwd):

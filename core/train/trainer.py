@@ -5,8 +5,9 @@ groups, linear warmup then an unclamped cosine with a 10% floor measured in toke
 clipping (core/train/optim.py holds the groups and schedules; a recipe may name others).
 It writes history rows (run, step, epoch, tokens, wall_time, split, metric, value): live to
 `<checkpoint>.log.jsonl`, and into the checkpoint every `save_every` epochs and at the end, atomically. A sidecar
-`<checkpoint>.resume` (safetensors: optimizer moments and RNG states) lets `--resume` continue
-with exactly the history an uninterrupted run would have written. With `snapshots=N` the weights at N
+`<checkpoint>.resume` (safetensors: optimizer moments and every random state the run draws from: CPU, CUDA,
+the data order's seeds) lets `--resume` continue with exactly the history an uninterrupted run would have
+written. With `snapshots=N` the weights at N
 log-spaced steps go to `<checkpoint>.snapshots.safetensors` (core/train/snapshots.py), kept by `--resume`.
 """
 
@@ -17,7 +18,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,7 @@ class Trainer:
                   extra={**plan.extra, "trainer": json.dumps(asdict(self.config)),
                          "progress": json.dumps({"epoch": self.epoch, "step": self.step,
                                                  "tokens": self.tokens, "wall_time": self.wall_time})})
-        tensors = {"rng.torch": torch.get_rng_state()}
+        tensors = self._random_states()
         for i, state in self.optimizer.state_dict()["state"].items():
             for key, value in state.items():
                 tensors[f"optim.{i}.{key}"] = value.detach().cpu().reshape(-1) if value.dim() == 0 else \
@@ -179,7 +180,7 @@ class Trainer:
         self.history = list(loaded.history)
         self.metrics = dict(loaded.metadata.get("metrics") or {})
         tensors = load_file(str(resume_path(self.plan.path)))
-        torch.set_rng_state(tensors["rng.torch"])
+        self._restore_random_states(tensors)
         state = self.optimizer.state_dict()
         for i in range(len([p for g in state["param_groups"] for p in g["params"]])):
             if f"optim.{i}.step" in tensors:
@@ -190,6 +191,31 @@ class Trainer:
         # rewrite the live log so it matches the checkpoint (drop rows of an interrupted epoch)
         with open(log_path(self.plan.path), "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(row) + "\n" for row in self.history)
+
+    def _random_states(self) -> dict[str, torch.Tensor]:
+        """Every random state the run draws from: torch's CPU generator (dropout on the CPU, anything
+        seeded globally), each CUDA device's when training there (dropout on a GPU), and the seeds the
+        data order comes from (the epoch's shuffle and an epoch-seeded dataset's corruption draw from
+        (seed, epoch) alone, so seed + the saved epoch is that state)."""
+        states = {"rng.torch": torch.get_rng_state(),
+                  "rng.order_seed": torch.tensor([self.config.seed], dtype=torch.int64)}
+        if hasattr(self.train_dataset, "set_epoch"):
+            states["rng.dataset_seed"] = torch.tensor([int(self.train_dataset.seed)], dtype=torch.int64)
+        if self.device.startswith("cuda"):
+            states.update({f"rng.cuda.{i}": state for i, state in enumerate(torch.cuda.get_rng_state_all())})
+        return states
+
+    def _restore_random_states(self, tensors: dict[str, torch.Tensor]) -> None:
+        torch.set_rng_state(tensors["rng.torch"])
+        if "rng.order_seed" in tensors:  # the run's seed wins over the one this trainer was built with
+            self.config = replace(self.config, seed=int(tensors["rng.order_seed"][0]))
+        if "rng.dataset_seed" in tensors and hasattr(self.train_dataset, "set_epoch"):
+            self.train_dataset.seed = int(tensors["rng.dataset_seed"][0])
+        cuda = {int(key.rsplit(".", 1)[1]): state for key, state in tensors.items() if key.startswith("rng.cuda.")}
+        if cuda and torch.cuda.is_available():
+            for index, state in cuda.items():
+                if index < torch.cuda.device_count():
+                    torch.cuda.set_rng_state(state, index)
 
     # --- the loop --------------------------------------------------------------------------
     def _finished(self) -> bool:
