@@ -4,12 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: app test lint world checkpoints bench clean-venv serve
+.PHONY: app test lint world checkpoints bench clean-venv serve venv
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+venv: $(STAMP)
 
 app: $(STAMP)
 	$(PY) -m streamlit run app.py

@@ -17,6 +17,13 @@ torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_CORPUS = "Ada Lovelace. Ada Lovelace was born in London .\nAlan Turing was born in Maida Vale .\n"
+HF_EXTRA = "requirements-hf.txt"
+
+
+def require_hf_extra():
+    """`transformers`, or skip naming the extra that is missing (CI installs it: .ci/run)."""
+    return pytest.importorskip("transformers", reason=f"the optional Hugging Face extra is not installed "
+                                                       f"(pip install -r {HF_EXTRA})")
 
 
 def tiny_model(vocab_size: int = 30, **overrides) -> Transformer:

@@ -18,6 +18,7 @@ import pytest
 from core.io import hf
 from core.io.checkpoint import CheckpointError, list_checkpoints, load, read_metadata
 from core.lens import attention as av
+from tests.conftest import require_hf_extra
 from tests.test_attention_page import array, assert_no_exception, charts, open_page
 
 TOL = 1e-6
@@ -28,7 +29,7 @@ TEXTS = {"bert": "the cats playing on the mat zz.", "gpt2": "Hello world, the ca
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> Path:
-    pytest.importorskip("transformers")
+    require_hf_extra()
     from tests.hf_models import bert_folder, distilbert_folder, gpt2_folder, roberta_folder
 
     root = tmp_path_factory.mktemp("hf")

@@ -11,7 +11,7 @@ import torch
 from core.lens import query_key as qk
 from core.lens.trace import trace
 from core.model.positional import POSITIONAL
-from tests.conftest import tiny_model
+from tests.conftest import require_hf_extra, tiny_model
 
 TOL = 1e-6
 IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 0, 0]  # ends in PAD (id 0): an encoder masks those keys
@@ -95,7 +95,7 @@ def test_the_steps_add_up_to_the_weight_and_the_top_dimensions_are_sorted():
 
 @pytest.fixture(scope="module")
 def hf_folders(tmp_path_factory):
-    pytest.importorskip("transformers")
+    require_hf_extra()
     from tests.hf_models import bert_folder, distilbert_folder, gpt2_folder
 
     root = tmp_path_factory.mktemp("hf-qk")

@@ -9,7 +9,7 @@ import pytest
 
 from core.lens import token_window as tw
 from core.lens.trace import trace
-from tests.conftest import save_tiny_checkpoint
+from tests.conftest import require_hf_extra, save_tiny_checkpoint
 from tests.test_attention_page import array, assert_no_exception, charts, messages, open_page
 
 _BASE = "Ada was born in London. " * 22
@@ -126,7 +126,7 @@ def test_a_new_query_takes_apart_its_own_best_key_in_view(monkeypatch, folder):
 
 
 def test_a_512_token_input_on_a_hugging_face_bert_folder(monkeypatch, tmp_path):
-    pytest.importorskip("transformers")
+    require_hf_extra()
     from tests.hf_models import bert_folder
 
     bert_folder(tmp_path / "models" / "bert-512", max_positions=512)
