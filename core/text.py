@@ -9,6 +9,8 @@ MASK_CHAR = "\u2047"  # ⁇: the CS224N MASK (span corruption; the birthplace mo
 PAD_CHAR = "\u25a1"  # □: the CS224N PAD
 MASK_LABEL = "MASK"  # how the MASK is shown (⁇ reads as two question marks)
 VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5"}  # ␣ ⏎ ⇥
+EMPTY_LABEL = "\u2205"  # ∅: a token that decodes to nothing
+DOTTED_CIRCLE = "\u25cc"  # ◌: carries a combining mark shown alone
 INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}  # control, format, spaces...
 COMBINING_CATEGORIES = {"Mn", "Mc", "Me"}
 TYPED_QUESTION_MARKS = "?？"  # what keyboards type at the end of a question (ASCII and full-width)
@@ -22,18 +24,22 @@ def markdown_escape(text: object) -> str:
 
 
 def visible_token(token: str) -> str:
-    """The one label a person sees for a token, on every page: 'MASK' for the CS224N MASK (⁇ reads as
-    two question marks), '␣' for a space, U+XXXX for control/format/invisible characters."""
+    """The one label a person sees for a token, on every page and chart: 'MASK' for the CS224N MASK (⁇
+    reads as two question marks), '␣' '⏎' '⇥' for a space, newline and tab, U+XXXX for other control,
+    format and invisible characters, '∅' for an empty token. A label shown again comes back unchanged, so
+    a chart may apply it to labels a lens already made."""
     if token == MASK_CHAR:
         return MASK_LABEL
+    if token == "":
+        return EMPTY_LABEL
     out = []
     for ch in token:
         if ch in VISIBLE:
             out.append(VISIBLE[ch])
         elif unicodedata.category(ch) in INVISIBLE_CATEGORIES:
             out.append(f"U+{ord(ch):04X}")
-        elif unicodedata.category(ch) in COMBINING_CATEGORIES:
-            out.append("\u25cc" + ch)  # a lone accent shown on a dotted circle, not on the chip's bracket
+        elif unicodedata.category(ch) in COMBINING_CATEGORIES and not (out and out[-1] == DOTTED_CIRCLE):
+            out.append(DOTTED_CIRCLE + ch)  # a lone accent shown on a dotted circle, not on the chip's bracket
         else:
             out.append(ch)
     return "".join(out)

@@ -175,6 +175,24 @@ def test_visible_token_and_markdown_escape():
     assert av.markdown_escape("*a* <b>") == "\\*a\\* \\<b\\>"
 
 
+def test_one_visible_token_for_lenses_and_charts():
+    """Charts and lenses share core.text.visible_token (charts once had their own, with other glyphs): the
+    same glyph for a newline everywhere, '∅' for an empty token, and a label made twice (a lens's label
+    drawn by a chart) is the label made once."""
+    from core.figures import attention as attention_figures
+    from core.figures import common as figure_common
+    from core.figures import teaching
+
+    assert attention_figures.visible_token is teaching.visible_token is visible_token
+    assert not hasattr(figure_common, "visible_token")
+    assert [visible_token(t) for t in ["\n", "\t", "", "\u2047"]] == ["\u23ce", "\u21e5", "\u2205", "MASK"]
+    for token in [" a\n", "e\u0301", "a\u0301\u0302", "\u202e\x00", "", "\u2047", "\u25cc\u0301", "漢字 👩🏽‍💻"]:
+        once = visible_token(token)
+        assert visible_token(once) == once, token
+    fig = attention_figures.attention_heatmap(np.full((2, 2), 0.5), ["a\n", "e\u0301"])
+    assert "a\u23ce" in list(fig.data[0].x) and "e\u25cc\u0301" in list(fig.data[0].x)
+
+
 def test_token_chips_are_plain_text():
     assert av.token_chips(["a", "\u2423", "<"]) == "[a] [\u2423] [<]"
 

@@ -16,9 +16,9 @@ from core.figures.common import (
     subplot_grid,
     token_axis,
     token_categories,
-    visible_token,
     wrap_title,
 )
+from core.text import visible_token
 
 # Token axes are category axes of distinct labels (core.figures.common.category_axis): the browser
 # thins and turns them so they never overlap. Masked cells are NaN drawn over a grey plot background:

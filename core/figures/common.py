@@ -199,11 +199,6 @@ def log_axis(values, most: int = 8) -> dict[str, Any]:
     return dict(type="log")
 
 
-def visible_token(token: str) -> str:
-    """Whitespace would be an invisible tick label."""
-    return {" ": "␣", "\n": "↵", "\t": "⇥", "": "∅"}.get(token, token)
-
-
 def token_axis(labels: list[str], positions) -> dict[str, Any]:
     """Numeric positions labelled with (escaped) tokens, every k-th past TICK_LABELS_MAX; 12 px, dark.
     For charts whose x must stay numeric (lines over positions); heatmaps use `category_axis`."""

@@ -68,7 +68,7 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
     import numpy as np
 
     weights = np.asarray(weights, dtype=float)
-    labels = [html.escape(visible_token(t) or "∅") for t in tokens]
+    labels = [html.escape(visible_token(t)) for t in tokens]
     rows = [html.escape(r) for r in row_labels]
     text = [[f"{row}: key {j} '{label}'" for j, label in enumerate(labels)] for row in rows]
     fig = go.Figure(go.Heatmap(

@@ -15,8 +15,8 @@ from core.figures.common import (
     finished,
     index_axis,
     token_categories,
-    visible_token,
 )
+from core.text import visible_token
 
 HEAD_SETUP_COLORS = {"one head": "#EF553B", "two heads": "#636EFA"}
 
