@@ -45,3 +45,18 @@ def _everything(device: str) -> dict:
 @pytest.mark.parametrize("device", DEVICES)
 def test_evaluation_and_probe_functions_follow_the_model_to_its_device(device):
     assert _everything(device) == _everything("cpu")
+
+
+def test_one_device_choice_for_training_and_evaluation(monkeypatch):
+    from core.lens.extrapolation import cli as extrapolation_cli
+    from core.model.config import ConfigError
+    from core.model.device import pick_device
+    from core.train import trainer
+
+    assert trainer.pick_device is extrapolation_cli.pick_device is pick_device
+    assert pick_device("cpu") == "cpu"
+    assert pick_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pick_device("auto") == "cpu"
+    with pytest.raises(ConfigError, match="CUDA is not available"):
+        pick_device("cuda:0")

@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from core.data.loader import epoch_batches
 from core.io import checkpoint as ckpt
+from core.model.device import pick_device
 from core.model.tokenizer import Tokenizer
 from core.model.transformer import Transformer
 from core.train.optim import lr_multiplier, make_adamw
@@ -82,12 +83,6 @@ def resume_path(path: Path) -> Path:
 
 def log_path(path: Path) -> Path:
     return path.with_name(path.stem + ".log.jsonl")
-
-
-def pick_device(name: str) -> str:
-    if name != "auto":
-        return name
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class Trainer:

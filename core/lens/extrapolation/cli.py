@@ -10,8 +10,6 @@ import math
 import sys
 from pathlib import Path
 
-import torch
-
 from core.data.datasets import DataError, read_text
 from core.io import checkpoint as ckpt
 from core.io.loaded import CheckpointInfo
@@ -36,6 +34,8 @@ from core.lens.extrapolation.scoring import (
     check_protocols,
     token_stream,
 )
+from core.model.config import ConfigError
+from core.model.device import pick_device
 
 
 def parse_factors(text: str) -> list[float]:
@@ -54,13 +54,6 @@ def parse_factors(text: str) -> list[float]:
     if not factors:
         raise ExtrapolationError("No length factors given; write e.g. 0.5,1,2,4.")
     return factors
-
-
-def pick_device(name: str) -> str:
-    device = name if name != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ExtrapolationError("CUDA is not available on this machine; use --device cpu.")
-    return device
 
 
 def evaluate_checkpoint(path: str, text: DevText | None, factors: list[float], protocols: list[str],
@@ -107,7 +100,7 @@ def extrapolation_command(args: argparse.Namespace) -> int:
                   f"{result.stream_tokens - 1:,} predictions from {result.text_source}", flush=True)
             for note in result.notes:
                 print(f"  {note}")
-    except (ExtrapolationError, DataError, ckpt.CheckpointError, OSError) as exc:
+    except (ExtrapolationError, DataError, ckpt.CheckpointError, ConfigError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print()
@@ -133,7 +126,7 @@ def record_command(args: argparse.Namespace) -> int:
                   f"(dev loss {run.checks[variant.name]:.4f}) in {path}", flush=True)
             for problem in run.problems:
                 print(f"  {problem}")
-    except (ExtrapolationError, DataError, ckpt.CheckpointError, OSError) as exc:
+    except (ExtrapolationError, DataError, ckpt.CheckpointError, ConfigError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
