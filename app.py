@@ -1,4 +1,5 @@
-"""Attention Lab: the entry point. Owns page config and the explicit page list.
+"""Attention Lab: the entry point. Owns page config and the navigation over the explicit page list
+(pages/__init__.py: APP_PAGES).
 
 The shared sidebar (model picker) is drawn by `pages.common.checkpoint_picker()`, which every
 page calls first: Streamlit's AppTest reruns only the page script, so sidebar code placed here
@@ -11,6 +12,8 @@ import os
 import streamlit as st
 import torch
 
+from pages import APP_RAN, streamlit_pages
+
 # One intra-op thread per forward pass: the server runs many small passes for concurrent
 # sessions, and two threads per pass on a 2-core machine made a tiny model ~100x slower
 # under load (measured by bench/attention_page.py while other jobs ran).
@@ -21,19 +24,11 @@ st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:"
 @st.cache_resource(show_spinner=False)
 def page_list(folder: str) -> tuple[st.Page, ...]:
     """Built once per server process (each st.Page resolves its file on disk: ~8% of a run's time under load)."""
-    return (
-        st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
-        st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:"),
-        st.Page("pages/positional.py", title="Positional encodings", icon=":material/linear_scale:"),
-        st.Page("pages/curves.py", title="Training curves", icon=":material/show_chart:"),
-        st.Page("pages/probe.py", title="Birthplace probe", icon=":material/travel_explore:"),
-        st.Page("pages/playground.py", title="Attention playground", icon=":material/calculate:"),
-        st.Page("pages/anatomy.py", title="Model anatomy", icon=":material/account_tree:"),
-        st.Page("pages/open_model.py", title="Open your model", icon=":material/upload_file:"),
-    )
+    return tuple(streamlit_pages())
 
 
 # A copy per run: st.navigation marks the page it returns as callable and Page.run unmarks it, on the object,
 # so sessions running at once must not share one (a shallow copy: no file is resolved again).
 PAGES = [copy.copy(page) for page in page_list(os.path.dirname(os.path.abspath(__file__)))]
+st.session_state[APP_RAN] = True
 st.navigation(PAGES).run()

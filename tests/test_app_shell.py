@@ -36,3 +36,47 @@ def test_model_in_url_is_preselected(monkeypatch, tiny_checkpoints):
     at.query_params["model"] = "tiny-classifier"
     at.run()
     assert at.sidebar.selectbox(key="picker_model").value == "tiny-classifier"
+
+
+def test_app_py_navigates_over_the_one_page_list(monkeypatch, tiny_checkpoints):
+    """pages/__init__.py's APP_PAGES is the one page list: app.py's st.Page objects are built from it, every
+    file exists, and the URL paths the tests and benchmarks derive are the ones Streamlit serves (the
+    browser tests compare the sidebar's labels with the titles)."""
+    from pages import APP_PAGES
+
+    assert sum(p.default for p in APP_PAGES) == 1 and len({p.url_path for p in APP_PAGES}) == len(APP_PAGES)
+    assert all((ROOT / p.file).is_file() for p in APP_PAGES)
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception and at.session_state["app_ran"]  # app.py marks the session it ran in
+    titles = {at.title[0].value}
+    for page in APP_PAGES[1:3]:  # each listed file opens (AppTest then runs the page file alone)
+        at.switch_page(page.file).run()
+        assert not at.exception
+        titles.add(at.title[0].value)
+    assert len(titles) == 3
+
+
+def test_the_one_hidden_streamlit_option_the_app_reads_still_means_apptest():
+    """pages.common.leave_legacy_multipage_mode reads Streamlit's hidden option global.appTest (through
+    streamlit.config.get_option, which AppTest patches) to leave alone a page file that AppTest runs without
+    app.py. If a Streamlit upgrade renames or drops it, or sets it another way, this fails (get_option
+    raises on an unknown key) before a shared link on a fresh server does."""
+    from streamlit import config as st_config
+
+    def show_option():
+        import streamlit as st
+        from streamlit import config as st_config
+
+        st.text(repr(st_config.get_option("global.appTest")))
+
+    at = AppTest.from_function(show_option).run()
+    assert [t.value for t in at.text] == ["True"]
+    assert st_config.get_option("global.appTest") is False
+
+
+def test_a_page_run_by_apptest_alone_stays_on_its_page(monkeypatch, tiny_checkpoints):
+    """No app.py, so no session mark: the page must not try to leave a legacy mode AppTest is not in."""
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
+    at = AppTest.from_file(str(ROOT / "pages" / "home.py"), default_timeout=60).run()
+    assert not at.exception and at.title and "app_ran" not in at.session_state
