@@ -15,7 +15,6 @@ correct page must not do with it:
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,16 +120,9 @@ def by_id(id_: str) -> HostileInput:
 assert len({h.id for h in HOSTILE_INPUTS}) == len(HOSTILE_INPUTS), "hostile input ids must be unique"
 
 
-def app_pages(app: Path = ROOT / "app.py") -> list[tuple[str, str, bool]]:
-    """(file, title, default) of every st.Page(...) in app.py, in order, read without running the app,
-    so every suite that walks the pages covers a new page as soon as it is listed."""
-    pages = []  # ast.walk is breadth-first: the items of the PAGES list come in source order
-    for node in ast.walk(ast.parse(app.read_text(encoding="utf-8"))):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Page"):
-            continue
-        if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            continue
-        keywords = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-        file = node.args[0].value
-        pages.append((file, keywords.get("title") or Path(file).stem, bool(keywords.get("default", False))))
-    return pages
+def app_pages() -> list[tuple[str, str, bool]]:
+    """(file, title, default) of every page of the app, in order: a view of the one page list
+    (pages.APP_PAGES), so every suite that walks the pages covers a new page as soon as it is listed."""
+    from pages import APP_PAGES
+
+    return [(page.file, page.title, page.default) for page in APP_PAGES]
