@@ -21,19 +21,17 @@ widget, and every plotly chart has drawn, then one painted frame. Targets (issue
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.browser_driver import CHROMIUM, CHROMIUM_ARGS, IDLE_JS
+from bench.browser_driver import IDLE_JS, launch
+from pages import APP_PAGES
+from serve.streamlit_process import StreamlitServer, free_port, start_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 NAV_TARGET_S, INTERACTION_TARGET_S, PROGRESS_TARGET_S = 1.5, 0.5, 0.2
@@ -51,9 +49,7 @@ def other():
 
 st.navigation([st.Page(hello, title="Hello", default=True), st.Page(other, title="Other")]).run()
 '''
-PAGE_TITLES = {"": "Home", "attention": "Attention", "positional": "Positional encodings",
-               "curves": "Training curves", "probe": "Birthplace probe", "playground": "Attention playground",
-               "anatomy": "Model anatomy", "open_model": "Open your model"}
+PAGE_TITLES = {page.url_path: page.title for page in APP_PAGES}  # "" is Home
 STEPS_MODEL = "lm-learned"  # the bundled checkpoint with training-step snapshots (the slider rows)
 PROGRESS_SELECTOR = '[data-testid="stProgress"], [data-testid="stSpinner"]'
 INPUT_CLOCK_JS = """window.__lastInput = 0;
@@ -74,43 +70,13 @@ FRAME_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationF
 
 # --------------------------------------------------------------------------- servers
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+STREAMLIT_OPTIONS = {"browser.gatherUsageStats": "false", "server.fileWatcherType": "none",
+                     "client.toolbarMode": "minimal"}
 
 
-def start(script: Path, port: int, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true", "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal"],
-        cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, **(env or {})})
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{script.name} exited: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
-                if r.read().strip() == b"ok":
-                    return process
-        except OSError:
-            time.sleep(0.3)
-    stop(process)
-    raise RuntimeError(f"{script.name} was not healthy after 90 s")
-
-
-def stop(process: subprocess.Popen) -> None:
-    import signal
-
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+def start(script: Path, port: int, log: Path, env: dict[str, str] | None = None) -> StreamlitServer:
+    """`streamlit run SCRIPT` on 127.0.0.1:port, healthy (serve/streamlit_process.py); `.stop()` ends it."""
+    return start_healthy(log, script, extra_env=env, options=STREAMLIT_OPTIONS, port=port)
 
 
 # --------------------------------------------------------------------------- one browser tab
@@ -412,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                                  env={"ATTENTION_LAB_CHECKPOINTS": str(Path(tmp) / "long")}))
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                browser = launch(p)
                 tab = Tab(browser.new_context(viewport=VIEWPORT))
                 print(f"repeats {args.repeats}, checkpoints {len(checkpoints)}; hello world baseline", flush=True)
                 nav_base, text_base = baseline(tab, f"http://127.0.0.1:{hello_port}", args.repeats)
@@ -423,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                 browser.close()
         finally:
             for server in servers:
-                stop(server)
+                server.stop()
     print("\n" + table(rows, nav_base, text_base))
     missed = [r.what for r in rows if not r.median <= r.target]
     worst = max(rows, key=lambda r: r.median / r.target)

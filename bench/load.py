@@ -10,7 +10,7 @@ proxy. Then it opens the sessions. Each, until the duration is up, pauses (`--th
 as people do) and then either types a sentence into the Attention page or switches to another page; every
 interaction is timed until the page has been drawn:
 
-- `--client ws` (default): Streamlit's own websocket protocol (tests/streamlit_ws.py: the page load with
+- `--client ws` (default): Streamlit's own websocket protocol (serve/streamlit_ws.py: the page load with
   its cookies, then the BackMsg a browser sends when a sentence is committed or a sidebar link clicked;
   timed until the server's script_finished, and a typed sentence must bring a heatmap). This is what a
   class's laptops do to the server.
@@ -44,8 +44,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.browser_driver import chromium_path
 from bench.load_servers import ROOT, Sampler, ServerGroup
 from bench.load_stats import Stats, report, typed_sentence
+from bench.tiny_checkpoints import bundled_has_checkpoints, tiny_checkpoint_folder
+from pages import APP_PAGES
 
 RECONNECT_FOR_S = 30.0  # a session whose replica died tries to reconnect this long (the frontend keeps trying)
 
@@ -88,7 +91,7 @@ async def ws_session(number: int, url: str, run: Run, deadline: float, stats: St
                      ) -> None:
     from websockets.exceptions import ConnectionClosed
 
-    from tests.streamlit_ws import StreamlitSession
+    from serve.streamlit_ws import StreamlitSession
 
     args = run.args
     rng = random.Random(number)
@@ -211,27 +214,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def checkpoint_folder(args, tmp: Path) -> Path:
-    from tests.browser.conftest import bundled_has_checkpoints
-    from tests.conftest import save_tiny_checkpoint
+    from core.io.checkpoint import DEFAULT_DIR
 
     if args.checkpoints is not None:
         return args.checkpoints
-    if bundled_has_checkpoints():
-        from core.io.checkpoint import DEFAULT_DIR
-
-        return Path(DEFAULT_DIR)
-    folder = tmp / "ckpts"
-    for name, task in (("tiny-lm", "lm"), ("tiny-birthplace", "birthplace"), ("tiny-classifier", "classify")):
-        save_tiny_checkpoint(folder / f"{name}.safetensors", task)
-    return folder
+    return Path(DEFAULT_DIR) if bundled_has_checkpoints() else tiny_checkpoint_folder(tmp / "ckpts")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from tests.browser.conftest import chromium_path
-    from tests.hostile_inputs import app_pages
-
     chromium = chromium_path()
     if args.client == "browser" and not os.access(chromium, os.X_OK):
         print(f"no Chromium at {chromium}: apt-get install chromium (or set CHROMIUM)")
@@ -249,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{args.duration:g} s of load, {args.sentences} sentences"
                   + (f", {args.think:g} s mean pause" if args.client == "ws" else ""), flush=True)
             began, client_began = time.perf_counter(), time.process_time()
-            run = Run(args, ["" if default else Path(file).stem for file, _, default in app_pages()])
+            run = Run(args, [page.url_path for page in APP_PAGES])
             if args.client == "ws":
                 stats, memory = asyncio.run(drive_ws(group.url, run, group, sampler))
             else:

@@ -7,14 +7,14 @@ import random
 import time
 from pathlib import Path
 
+from bench.browser_driver import CHARTS_JS, CHROMIUM_ARGS, IDLE_JS, VIEWPORT
 from bench.load_servers import Sampler
 from bench.load_stats import Stats, sentence
+from pages import APP_PAGES
 
 
 async def wait_drawn(page, timeout_ms: int, previous_h1: str | None = None, charts_before: str | None = None
                      ) -> None:
-    from tests.browser.conftest import CHARTS_JS, IDLE_JS
-
     if charts_before is not None:
         await page.wait_for_function(f"(before) => ({CHARTS_JS})() !== before", arg=charts_before,
                                      timeout=timeout_ms)
@@ -32,8 +32,6 @@ async def h1_text(page) -> str:
 
 async def session(number: int, browser, url: str, pages: list[tuple[str, str, bool]], deadline: float,
                   stats: Stats, timeout_ms: int, ready: asyncio.Event, first_path: str = "attention") -> None:
-    from tests.browser.conftest import CHARTS_JS, VIEWPORT
-
     rng = random.Random(number)
     context = await browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(timeout_ms)
@@ -92,10 +90,7 @@ async def drive(url: str, sessions: int, duration_s: float, ramp_s: float, timeo
                 sampler: Sampler, warm_sessions: int = 1) -> tuple[Stats, dict[str, dict[str, int]]]:
     from playwright.async_api import async_playwright
 
-    from tests.browser.conftest import CHROMIUM_ARGS
-    from tests.hostile_inputs import app_pages
-
-    pages = app_pages()
+    pages = [(page.file, page.title, page.default) for page in APP_PAGES]
     stats = Stats()
     memory: dict[str, dict[str, int]] = {}
     async with async_playwright() as p:

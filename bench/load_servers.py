@@ -3,14 +3,13 @@ replicas behind HAProxy; their memory (VmRSS) and CPU time (utime + stime), samp
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
+
+from serve.streamlit_process import free_port, read_state, start_healthy, start_serve, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -45,30 +44,16 @@ class ServerGroup:
         self.log = tmp / "server.log"
 
     def start(self) -> None:
-        from tests.browser.conftest import free_port, start_server
-
         if self.replicas == 0:
-            server = start_server(self.folder, self.log)
+            server = start_healthy(self.log, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(self.folder)})
             self.url, self.process = server.url, server.process
             return
-        env = {**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(self.folder), "PYTHONUNBUFFERED": "1"}
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "serve", "--replicas", str(self.replicas), "--host", "127.0.0.1",
-                 "--port", str(free_port()), "--run-dir", str(self.run_dir)],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 180
-        while not self.state().get("proxy_pid"):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"make serve did not start: {self.log_tail()}")
-            time.sleep(0.3)
-        self.url = self.state()["url"]
+        env = {**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(self.folder)}
+        self.process, state = start_serve(self.replicas, free_port(), self.run_dir, self.log, env, timeout_s=180)
+        self.url = state["url"]
 
     def state(self) -> dict:
-        try:
-            return json.loads((self.run_dir / "state.json").read_text())
-        except (OSError, ValueError):
-            return {}
+        return read_state(self.run_dir)
 
     def pids(self) -> dict[str, int]:
         """Server processes by name: "server", or each replica's name and "haproxy"."""
@@ -92,10 +77,7 @@ class ServerGroup:
         return text[-chars:]
 
     def stop(self) -> None:
-        from tests.browser.conftest import stop
-
-        if self.process is not None:
-            stop(self.process)
+        stop_process(self.process)
 
 
 class Sampler(threading.Thread):

@@ -43,7 +43,7 @@ def ours(folder: Path) -> Path:
 
 
 def bert(folder: Path) -> Path:
-    from tests.hf_models import bert_folder
+    from bench.hf_folders import bert_folder
 
     words = Counter(re.findall(r"[a-z]+|[0-9]+|[^\sa-z0-9]", WIKI.read_text(encoding="utf-8").lower()))
     pieces = sorted({c for w in words for c in w})

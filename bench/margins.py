@@ -17,9 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.browser_driver import APP_PAGES, CHROMIUM, CHROMIUM_ARGS
-from bench.browser_latency import ROOT, Tab, free_port, start, stop
+from bench.browser_driver import launch
+from bench.browser_latency import ROOT, Tab, start
 from bench.screenshots import SIZES, VIEWS
+from pages import APP_PAGES
+from serve.streamlit_process import free_port
 
 MARGINS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
     const full = gd._fullLayout;
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    paths = {p or "home": p for p in APP_PAGES}
+    paths = {p.url_path or "home": p.url_path for p in APP_PAGES}
     paths.update(VIEWS)
     paths["probe"] = "probe?name=Alan+Turing"  # a name: the answer's charts
     if args.only:
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         server = start(ROOT / "app.py", port, Path(tmp) / "app.log")
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                browser = launch(p)
                 for width, height in SIZES:
                     tab = Tab(browser.new_context(viewport={"width": width, "height": height}))
                     for name, path in paths.items():
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                                   f"final {chart['final']}  {flag}", flush=True)
                 browser.close()
         finally:
-            stop(server)
+            server.stop()
     print(f"\n{charts} charts, {bad} drawn twice (margins grown by plotly)")
     print(f"RESULT margins measured={bad}_pushed_of_{charts} target=0 pass={'true' if bad == 0 else 'false'}")
     return 1 if bad else 0

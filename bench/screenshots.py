@@ -13,8 +13,9 @@ import argparse
 import time
 from pathlib import Path
 
-from bench.browser_driver import APP_PAGES, CHROMIUM, CHROMIUM_ARGS
+from bench.browser_driver import full_height, launch
 from bench.browser_latency import Tab
+from pages import APP_PAGES
 
 SIZES = ((1024, 768), (1400, 1000))
 VIEWS = {  # more than a page's first screen: views a lecture shows (name -> path and query)
@@ -25,11 +26,6 @@ VIEWS = {  # more than a page's first screen: views a lecture shows (name -> pat
     "curves-positional": "curves?runs=lm-learned,lm-sinusoidal,lm-alibi,lm-rope&metric=perplexity",
     "probe-fabricate": "probe?tab=fabricate", "probe-dev": "probe?tab=dev",
 }
-
-
-def full_height(page) -> int:
-    return int(page.evaluate("""() => Math.max(...['stMain', 'stSidebarContent'].map(id => {
-        const e = document.querySelector(`[data-testid="${id}"]`); return e ? e.scrollHeight : 0; }))"""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,12 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
-    pages = {path or "home": path for path in (APP_PAGES if args.pages is None else args.pages)}
+    paths = [p.url_path for p in APP_PAGES] if args.pages is None else args.pages
+    pages = {path or "home": path for path in paths}
     if args.views is not None:
         pages.update({name: VIEWS[name] for name in (args.views or VIEWS)})
     sizes = SIZES if not args.sizes else [tuple(int(n) for n in size.split("x")) for size in args.sizes]
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(p)
         for width, height in sizes:
             context = browser.new_context(viewport={"width": width, "height": height})
             tab = Tab(context)  # waits for Streamlit's script_finished, not only for a quiet page

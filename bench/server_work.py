@@ -4,7 +4,7 @@
 
 Starts `streamlit run app.py` from this working tree (and, with --baseline, a second server from a
 `git worktree` of REV, removed afterwards) on loopback ports, then drives them one interaction at a time
-with Streamlit's websocket protocol (tests/streamlit_ws.py, as bench.load) and reads each server's CPU seconds
+with Streamlit's websocket protocol (serve/streamlit_ws.py, as bench.load) and reads each server's CPU seconds
 (user + system, /proc/PID/stat) before and after the interaction: a count of work done, which a busy
 shared box slows down but hardly changes (wall time would). The two servers take turns, interaction by
 interaction, so any drift on the box falls on both. File watching is off on both (its polling would be
@@ -37,23 +37,24 @@ import tempfile
 from pathlib import Path
 
 from bench.load_servers import cpu_seconds
+from pages import APP_PAGES
+from serve.streamlit_process import StreamlitServer, start_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Marie Curie", "Emmy Noether", "Niels Bohr"]
 PLACES = ["London", "Paris", "Leeds", "Berlin", "Vienna", "Madrid", "Rome", "Dublin"]
 
 
-def start(root: Path, checkpoints: Path, log: Path):
-    from tests.browser.conftest import start_server
-
-    return start_server(checkpoints, log, root)
+def start(root: Path, checkpoints: Path, log: Path) -> StreamlitServer:
+    """`streamlit run app.py` of the tree at `root` (this one or the baseline's worktree), healthy."""
+    return start_healthy(log, root=root, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(checkpoints)})
 
 
 class Client:
     """Two sessions on one server: `a` types new sentences, `b` repeats them."""
 
     def __init__(self, server) -> None:
-        from tests.streamlit_ws import StreamlitSession
+        from serve.streamlit_ws import StreamlitSession
 
         self.pid = server.process.pid
         self.a, self.b = StreamlitSession(server.url, 120), StreamlitSession(server.url, 120)
@@ -135,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from tests.browser.conftest import stop
-    from tests.hostile_inputs import app_pages
-
-    pages = ["" if default else Path(file).stem for file, _, default in app_pages()]
-    pages = [p for p in pages if p != "attention"]
+    pages = [page.url_path for page in APP_PAGES if page.url_path != "attention"]
     with tempfile.TemporaryDirectory(prefix="attention-server-work-") as tmp:
         roots, labels = [ROOT], ["this tree"]
         if args.baseline:
@@ -156,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = asyncio.run(drive([Client(s) for s in servers], args.repeats, pages))
         finally:
             for server in servers:
-                stop(server.process)
+                server.stop()
             if args.baseline:
                 subprocess.run(["git", "worktree", "remove", "--force", str(Path(tmp) / "baseline")], cwd=ROOT,
                                capture_output=True)

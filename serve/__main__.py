@@ -29,11 +29,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from serve.proxy import ServeError, Upstream, check_config, find_haproxy, parse_upstream, render_config
+from serve.streamlit_process import ServerError, free_port, healthy, start_streamlit, stop_process, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 COOKIE_SECRET_ENV = "STREAMLIT_SERVER_COOKIE_SECRET"
@@ -52,18 +52,7 @@ class Replica:
     given_up: bool = False
 
     def start(self, env: dict[str, str]) -> None:
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", self.host,
-                 "--server.port", str(self.port), "--server.headless", "true"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+        self.process = start_streamlit("app.py", self.host, self.port, self.log, env, append=True)
 
 
 def require_free(host: str, port: int, what: str) -> None:
@@ -74,37 +63,6 @@ def require_free(host: str, port: int, what: str) -> None:
         except OSError as exc:
             raise ServeError(f"Port {port} on {host or 'all addresses'} ({what}) is taken ({exc.strerror}): "
                              f"choose another, e.g. make serve PORT={port + 1}.") from None
-
-
-def healthy(url: str, timeout_s: float = 1.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=timeout_s) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def wait_until(check, timeout_s: float, what: str, alive=lambda: True) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if not alive():
-            raise ServeError(f"{what} exited while starting; its log says why.")
-        if time.monotonic() > deadline:
-            raise ServeError(f"{what} did not answer within {timeout_s:.0f} s; its log says why.")
-        time.sleep(0.2)
-
-
-def stop_process(process: subprocess.Popen | None, grace_s: float = 10.0) -> None:
-    if process is None or process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=grace_s)
-    except (ProcessLookupError, PermissionError):
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 class Stop(Exception):
@@ -193,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         supervise(replicas, proxy, env, run_dir, public_url)
     except Stop:
         print("Stopping: HAProxy and every replica this started.", flush=True)
-    except ServeError as exc:
+    except (ServeError, ServerError) as exc:
         print(exc, file=sys.stderr, flush=True)
         return 2
     finally:

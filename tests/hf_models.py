@@ -1,82 +1,20 @@
-"""Tiny random Hugging Face model folders built with transformers itself (no download, no network).
+"""Hugging Face folders for the tests: the tiny random folders (built in bench/hf_folders.py, which the
+benchmarks use too) and transformers' own attention, the reference the parity tests compare with.
 
-Only imported by tests that first did `pytest.importorskip("transformers")`.
+Only imported by tests that first did `require_hf_extra()` (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
+import torch
+import transformers
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
+from bench.hf_folders import BERT_VOCAB, GPT_TEXT, bert_folder, distilbert_folder, gpt2_folder, roberta_folder
 
-BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "play", "##ing",
-              "##s", ".", ",", "a", "dog", "ran"]
-GPT_TEXT = ["Hello world, the cat sat on the mat.", "A dog ran in the park; the cat played."] * 20
-
-
-def bert_folder(path: Path, architecture: str = "BertForMaskedLM", vocab: list[str] | None = None,
-                max_positions: int = 40, width: int = 16, layers: int = 2, heads: int = 2) -> Path:
-    """`vocab`: words (and ##pieces) after the five special tokens; default BERT_VOCAB's."""
-    words = BERT_VOCAB if vocab is None else BERT_VOCAB[:5] + [w for w in vocab if w not in BERT_VOCAB[:5]]
-    tokenizer = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(words)})
-    config = transformers.BertConfig(vocab_size=len(words), hidden_size=width, num_hidden_layers=layers,
-                                     num_attention_heads=heads, intermediate_size=2 * width,
-                                     max_position_embeddings=max_positions,
-                                     id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
-    torch.manual_seed(0)
-    model = getattr(transformers, architecture)(config)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
-def gpt2_folder(path: Path) -> Path:
-    from tokenizers import ByteLevelBPETokenizer
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(GPT_TEXT, vocab_size=300, min_frequency=1, special_tokens=["<|endoftext|>"])
-    tokenizer = transformers.GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>",
-                                               bos_token="<|endoftext|>", unk_token="<|endoftext|>")
-    end = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = transformers.GPT2Config(vocab_size=len(tokenizer), n_embd=16, n_layer=2, n_head=2, n_positions=48,
-                                     bos_token_id=end, eos_token_id=end)
-    torch.manual_seed(0)
-    transformers.GPT2LMHeadModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
-def distilbert_folder(path: Path) -> Path:
-    tokenizer = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(BERT_VOCAB)})
-    config = transformers.DistilBertConfig(vocab_size=len(BERT_VOCAB), dim=16, n_layers=2, n_heads=2, hidden_dim=32,
-                                           max_position_embeddings=40)
-    torch.manual_seed(0)
-    transformers.DistilBertForMaskedLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
-def roberta_folder(path: Path) -> Path:
-    from tokenizers import ByteLevelBPETokenizer
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(GPT_TEXT, vocab_size=300, min_frequency=1,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    tokenizer = transformers.RobertaTokenizerFast(
-        tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-        mask_token="<mask>", sep_token="</s>", cls_token="<s>")
-    config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
-                                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=42,
-                                        pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    transformers.RobertaForMaskedLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+__all__ = ["BERT_VOCAB", "GPT_TEXT", "bert_folder", "distilbert_folder", "gpt2_folder", "reference_attention",
+           "roberta_folder"]
 
 
 def reference_attention(folder: Path, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,22 +5,19 @@ follows a session onto the other one, then stops everything and checks that noth
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from serve import proxy
-from serve.__main__ import free_port
 from serve.__main__ import main as serve_main
-from tests.conftest import ROOT, save_tiny_checkpoint
-from tests.streamlit_ws import StreamlitSession
+from serve.streamlit_process import free_port, read_state, start_serve, wait_until
+from serve.streamlit_ws import StreamlitSession
+from tests.conftest import save_tiny_checkpoint
 
 HAPROXY = proxy.shutil.which("haproxy", path=proxy.SEARCH_PATH)
 needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason="HAProxy is not installed (apt-get install haproxy)")
@@ -94,24 +91,6 @@ def test_zero_replicas_without_upstreams_is_refused(capsys):
 # --------------------------------------------------------------------------- two replicas and the proxy
 
 
-def read_state(run_dir: Path) -> dict:
-    try:
-        return json.loads((run_dir / "state.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def wait_for(check, timeout_s: float, what: str, log: Path | None = None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    tail = log.read_text()[-3000:] if log and log.exists() else ""
-    raise AssertionError(f"{what} within {timeout_s} s\n{tail}")
-
-
 def run_apart(coroutine_function) -> None:
     """asyncio.run in a thread of its own: a Playwright session fixture of the browser tests keeps an event
     loop running in the main thread, where asyncio.run refuses to start."""
@@ -148,14 +127,9 @@ def test_two_replicas_behind_the_proxy_survive_losing_one(tmp_path):
            "ATTENTION_LAB_ALLOWED_DIRS": str(allowed)}
     env.pop("STREAMLIT_SERVER_COOKIE_SECRET", None)
     launcher_log = tmp_path / "serve.log"
-    with open(launcher_log, "wb") as out:
-        launcher = subprocess.Popen([sys.executable, "-m", "serve", "--replicas", "2", "--host", "127.0.0.1",
-                                     "--port", str(port), "--run-dir", str(run_dir)],
-                                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    launcher, state = start_serve(2, port, run_dir, launcher_log, env)
     started: list[int] = []
     try:
-        state = wait_for(lambda: read_state(run_dir).get("proxy_pid") and read_state(run_dir), 150,
-                         "the proxy and both replicas were not up", launcher_log)
         started = [state["proxy_pid"]] + [r["pid"] for r in state["replicas"]]
         url, sock = state["url"], Path(state["stats_socket"])
         # Every replica runs under the operator's hosting rules, with one cookie secret between them.
@@ -164,8 +138,8 @@ def test_two_replicas_behind_the_proxy_survive_losing_one(tmp_path):
         assert all(e["ATTENTION_LAB_ALLOWED_DIRS"] == str(allowed) for e in environs)
         assert environs[0]["STREAMLIT_SERVER_COOKIE_SECRET"] == environs[1]["STREAMLIT_SERVER_COOKIE_SECRET"]
         assert url == f"http://127.0.0.1:{port}"
-        wait_for(lambda: {name: row["status"] for name, row in proxy.servers_state(sock).items()} ==
-                 {"r1": "UP", "r2": "UP"}, 30, "HAProxy's checks did not find both replicas up", launcher_log)
+        wait_until(lambda: {name: row["status"] for name, row in proxy.servers_state(sock).items()} ==
+                   {"r1": "UP", "r2": "UP"}, 30, "HAProxy's checks of both replicas", log=launcher_log)
 
         async def scenario() -> None:
             first = await open_attention(url, "Alan was born in Maida Vale")
@@ -203,10 +177,10 @@ def test_two_replicas_behind_the_proxy_survive_losing_one(tmp_path):
         run_apart(scenario)
         # The health checks marked the killed replica down (HAProxy counts UP -> DOWN transitions), the
         # launcher started it again, and it is back in the pool.
-        wait_for(lambda: sum(int(row["chkdown"]) for row in proxy.servers_state(sock).values()) == 1, 10,
-                 "HAProxy did not mark the killed replica down", launcher_log)
-        wait_for(lambda: all(row["status"] == "UP" for row in proxy.servers_state(sock).values()), 120,
-                 "the restarted replica did not come back", launcher_log)
+        wait_until(lambda: sum(int(row["chkdown"]) for row in proxy.servers_state(sock).values()) == 1, 10,
+                   "HAProxy's mark of the killed replica as down", log=launcher_log)
+        wait_until(lambda: all(row["status"] == "UP" for row in proxy.servers_state(sock).values()), 120,
+                   "The restarted replica", log=launcher_log)
         new_state = read_state(run_dir)
         started += [r["pid"] for r in new_state["replicas"]]
         assert len({r["pid"] for r in new_state["replicas"]} - set(started[:3])) == 1
@@ -216,7 +190,7 @@ def test_two_replicas_behind_the_proxy_survive_losing_one(tmp_path):
             os.kill(launcher.pid, signal.SIGTERM)
         launcher.wait(timeout=30)
     assert launcher.returncode == 0, launcher_log.read_text()[-3000:]
-    wait_for(lambda: not any(alive(pid) for pid in started), 10, "a process the launcher started is still running")
+    wait_until(lambda: not any(alive(pid) for pid in started), 10, "The end of every process the launcher started")
     with socket.socket() as again:  # nothing listens on the public port any more (TIME_WAIT is fine)
         again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("127.0.0.1", port))

@@ -4,18 +4,16 @@ Screenshots before, during and after land in test-artifacts/browser/issue29-*.pn
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from urllib.parse import parse_qs, quote_plus, urlparse
 
 import pytest
 
 from serve import proxy
-from tests.browser.conftest import ARTIFACTS, ROOT, browser_page, free_port, screenshot, stop, wait_idle
+from serve.streamlit_process import read_state, start_serve
+from tests.browser.conftest import ARTIFACTS, browser_page, free_port, screenshot, stop, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     proxy.shutil.which("haproxy", path=proxy.SEARCH_PATH) is None, reason="HAProxy is not installed")]
@@ -33,24 +31,15 @@ def test_a_tab_on_a_killed_replica_comes_back_on_its_view(browser, checkpoint_fo
     run_dir, port = tmp_path / "run", free_port()
     env = {**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(checkpoint_folder)}
     log = ARTIFACTS / "serve-issue29.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as out:
-        launcher = subprocess.Popen([sys.executable, "-m", "serve", "--replicas", "2", "--host", "127.0.0.1",
-                                     "--port", str(port), "--run-dir", str(run_dir)],
-                                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    launcher, _ = start_serve(2, port, run_dir, log, env)
     try:
-        deadline = time.monotonic() + 150
-        while not (run_dir / "state.json").exists() or not json.loads((run_dir / "state.json").read_text()) \
-                .get("proxy_pid"):
-            assert launcher.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.3)
         with browser_page(browser, SMALL) as page:
             page.goto(f"http://127.0.0.1:{port}/attention?text={quote_plus(SENTENCE)}&layer=1&head=1&view=single")
             wait_idle(page)
             before = parse_qs(urlparse(page.url).query)
             screenshot(page, "issue29-before")
             replica = replica_cookie(page)
-            replicas = json.loads((run_dir / "state.json").read_text())["replicas"]
+            replicas = read_state(run_dir)["replicas"]
             os.kill(next(r["pid"] for r in replicas if r["name"] == replica), signal.SIGKILL)
             killed = time.monotonic()
             page.wait_for_function(DISABLED_JS, timeout=10_000)  # the frontend saw its connection go
