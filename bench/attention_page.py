@@ -35,30 +35,6 @@ st.write(len(text))
 """
 
 
-def build_tiny_checkpoints(folder: Path) -> None:
-    """One random checkpoint per task, like the test fixtures (no tests import: it pins threads)."""
-    import torch
-
-    from core.io import checkpoint
-    from core.model.config import ModelConfig
-    from core.model.tokenizer import CharTokenizer, WordTokenizer
-    from core.model.transformer import Transformer
-
-    corpus = "Ada Lovelace. Ada Lovelace was born in London .\nAlan Turing was born in Maida Vale .\n"
-    for name, task in (("tiny-lm", "lm"), ("tiny-birthplace", "birthplace"), ("tiny-classifier", "classify")):
-        if task == "classify":
-            tokenizer = WordTokenizer.from_corpus(corpus)
-            extra = dict(head="classifier", n_classes=3, causal=False)
-        else:
-            tokenizer = CharTokenizer.from_corpus(corpus + "Where was born?")
-            extra = {}
-        torch.manual_seed(0)
-        model = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, block_size=32, n_layer=2, n_head=4,
-                                        n_embd=32, dropout=0.0, **extra)).eval()
-        checkpoint.save(folder / f"{name}.safetensors", model, tokenizer, task,
-                        labels=["England", "France", "Italy"] if task == "classify" else None)
-
-
 def sentence_of(loaded, n_tokens: int, variant: int) -> str:
     """A new text of n_tokens tokens (before any cut) made of the checkpoint's default sentence."""
     from core.lens.attention import default_sentence
@@ -115,13 +91,14 @@ def measure(workdir: Path, repeats: int, n_tokens: int) -> int:
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: "missing ScriptRunContext" not in record.getMessage())
 
+    from bench.tiny_checkpoints import tiny_checkpoint_folder
     from core.io.checkpoint import checkpoint_dir, list_checkpoints, load
 
     folder = checkpoint_dir()
     infos = [i for i in list_checkpoints(folder) if not i.error]
     if not infos:
         folder = workdir / "checkpoints"
-        build_tiny_checkpoints(folder)
+        tiny_checkpoint_folder(folder)
         infos = list_checkpoints(folder)
         print(f"No checkpoints in {checkpoint_dir()}: built tiny random ones in {folder}.")
     os.environ["ATTENTION_LAB_CHECKPOINTS"] = str(folder)
