@@ -17,7 +17,7 @@ import pytest
 from plotly.tools import return_figure_from_figure_or_data
 
 from core.figures.browser import apply_template, browser_spec, for_browser, plain, under
-from core.figures.common import APP_LOOK, finished, white
+from core.figures.common import APP_LOOK, finished, use_app_template
 
 
 def sent(fig: go.Figure) -> dict:
@@ -133,7 +133,8 @@ def test_a_figure_is_converted_once_while_it_lives():
 
 
 def test_every_figure_of_the_app_keeps_its_look_without_streamlit_s_theme():
-    fig = white(go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout=dict(title="t")))
+    use_app_template()
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout=dict(title="t"))
     layout = sent(for_browser(fig))["layout"]
     assert layout["font"]["family"] == APP_LOOK["font"]["family"]
     assert layout["title"]["font"]["size"] == APP_LOOK["title"]["font"]["size"]

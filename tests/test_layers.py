@@ -10,6 +10,7 @@ functions (a lazy import is still an arrow), read with `ast` from the source alo
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,39 @@ def test_imports_are_read_in_every_form(tmp_path, source, expected):
     path.write_text(source)
     known = {"core.io.checkpoint", "core.model.config", "core.lens.history", "core.lens.probe"}
     assert imported_modules(path, known) == expected
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module `path` imports, anywhere in the file."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_bench_and_serve_import_nothing_from_tests():
+    """The tests use the benchmarks' and serve's drivers (servers, Chromium, tiny checkpoints), never the
+    other way round."""
+    offenders = sorted(f"{path.relative_to(ROOT)} imports {name}" for folder in ("bench", "serve")
+                       for path in (ROOT / folder).rglob("*.py") for name in imports_of(path)
+                       if name == "tests" or name.startswith("tests."))
+    assert offenders == []
+
+
+PRIVATE_APIS = re.compile(r"streamlit\.(runtime|web)\.|PagesManager|_layout_obj|\._validate\b|_validate=|"
+                          r"fig\._layout\b|fig\._data\b|\._props\b")
+
+
+def test_pages_and_core_use_only_public_streamlit_and_plotly_apis():
+    """Private attributes break on the next upgrade. The one thing that is not public API, AppTest's hidden
+    `global.appTest` option, is read in pages/common.py and tested in tests/test_app_shell.py."""
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for folder in ("pages", "core")
+             for path in sorted((ROOT / folder).rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE_APIS.search(line)]
+    assert found == []
+    hidden = [path.relative_to(ROOT) for folder in ("pages", "core") for path in (ROOT / folder).rglob("*.py")
+              if "global.appTest" in path.read_text()]
+    assert hidden == [Path("pages/common.py")]

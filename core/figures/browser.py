@@ -138,21 +138,27 @@ def apply_template(spec: dict[str, Any]) -> dict[str, Any]:
 def browser_spec(fig: go.Figure) -> dict[str, Any]:
     """The figure dict `for_browser` wraps: template applied, lists, meta listed, datarevision.
 
-    Read from plotly's validated properties (`fig._data`, `fig._layout`, never written here) rather than
-    `fig.to_dict()`, which deep-copies the template (~1.6 ms a figure) and base64-encodes numpy arrays
-    that would only be decoded again; `plain` makes the one copy."""
-    layout = {key: plain(item) for key, item in fig._layout.items() if key != "template"}
-    data = [{key: _listed(key, plain(item)) for key, item in trace.items()} for trace in fig._data]
-    spec = apply_template({"data": data, "layout": {**layout, "template": fig._layout.get("template")}})
+    Read through plotly's public API, the layout and each trace as plain dicts, not `fig.to_dict()`, which
+    also base64-encodes numpy arrays that would only be decoded again; `plain` makes the lists."""
+    layout = fig.layout.to_plotly_json()
+    template = layout.pop("template", None)
+    layout = {key: plain(item) for key, item in layout.items()}
+    data = [{key: _listed(key, plain(item)) for key, item in trace.to_plotly_json().items()} for trace in fig.data]
+    spec = apply_template({"data": data, "layout": {**layout, "template": template}})
     digest = hashlib.blake2b(pickle.dumps(spec["data"], protocol=5), digest_size=8)
     spec["layout"]["datarevision"] = digest.hexdigest()
     return spec
 
 
 class BrowserFigure(go.Figure):
-    """What `for_browser` returns: read-only once built, so `to_dict` gives the one dict made when it was built
-    instead of a deep copy per call. st.plotly_chart calls it on every run that draws the chart (then encodes
-    it as JSON); for a figure shared by every session (pages/shared.py) the copy was a third of that work."""
+    """What `for_browser` returns: the figure dict made for the browser, built once, behind a plotly Figure.
+
+    st.plotly_chart asks a Figure for `to_dict()` on every run that draws it (then encodes it as JSON); a
+    plain dict it would validate again, number by number (seconds for a 512-token model view). So this
+    Figure holds no traces of its own: plotly would validate every number of the spec too. `to_dict()`
+    gives the one dict made by `for_browser` (a deep copy per call was a third of the work for a figure
+    shared by every session, pages/shared.py). Read a figure's traces from the figure you gave to
+    `for_browser`, or from `to_dict()` here."""
 
     _sent: dict[str, Any] | None = None
 
@@ -168,9 +174,8 @@ def for_browser(fig: go.Figure) -> go.Figure:
     kept = _KEPT.get(key)
     if kept is not None and kept[0]() is fig:
         return fig if kept[1] is None else kept[1]
-    out = BrowserFigure(browser_spec(fig), _validate=False)  # its parts were validated when `fig` was built
-    out.layout.template = None  # go.Figure put plotly's default template back; None removes the key
-    out._sent = go.Figure.to_dict(out)
+    out = BrowserFigure()
+    out._sent = browser_spec(fig)
     for figure, result in ((fig, out), (out, None)):  # None: already for the browser
         _KEPT[id(figure)] = (weakref.ref(figure), result)
         weakref.finalize(figure, _KEPT.pop, id(figure), None)

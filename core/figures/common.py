@@ -69,34 +69,35 @@ APP_LOOK: dict[str, Any] = dict(
 )
 
 
+APP_TEMPLATE = "attention_lab"  # app_template()'s name among plotly's registered templates
+
+
 @functools.lru_cache(maxsize=1)
 def app_template() -> go.layout.Template:
-    """plotly_white with APP_LOOK over its layout; built (and validated) once."""
+    """plotly_white with APP_LOOK over its layout; built (and validated) once, registered as APP_TEMPLATE."""
     template = go.layout.Template(pio.templates["plotly_white"])
     template.layout.update(APP_LOOK)
+    pio.templates[APP_TEMPLATE] = template
     return template
 
 
-def white(fig: go.Figure) -> go.Figure:
-    """Dress the figure in `app_template()`. Assigned the way plotly assigns its default template: the
-    template is already valid, so it is not validated and deep-copied again, which
-    `update_layout(template=...)` did on every figure (~40 ms each, several per rerun on the positional
-    and probe pages; bench/browser_latency.py). Not `pio.templates.default`: Streamlit sets that too,
-    so the result would depend on import order."""
-    layout = fig._layout_obj
-    layout._validate = False
-    try:
-        layout.template = app_template()
-    finally:
-        layout._validate = fig._validate
-    return fig
+def use_app_template() -> None:
+    """Make `app_template()` plotly's default template (plotly.io.templates.default), so that every figure
+    built from now on wears it. plotly gives a new figure its default template as it is, already valid,
+    where `fig.layout.template = ...` validates and deep-copies it (~30 ms a figure, several per rerun on the
+    positional and probe pages; bench/browser_latency.py). Set before each figure is built, not once at
+    import: Streamlit sets the default to its own when it is imported, so import order would decide."""
+    app_template()
+    if pio.templates.default != APP_TEMPLATE:
+        pio.templates.default = APP_TEMPLATE
 
 
 def finished(make: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
     """Decorate every figure function: its figure leaves in plotly_white, with margins fitted to its labels."""
     @functools.wraps(make)
     def wrapper(*args, **kwargs) -> go.Figure:
-        return fit_margins(white(make(*args, **kwargs)))
+        use_app_template()
+        return fit_margins(make(*args, **kwargs))
     return wrapper
 
 
@@ -108,7 +109,7 @@ def _grid_json(rows: int, cols: int, titles: tuple[str, ...], options: tuple[tup
 
     layout = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles) or None,
                            **dict(options)).layout.to_plotly_json()
-    layout.pop("template", None)  # plotly's default, re-validated for nothing (~25 ms): `finished` sets ours
+    layout.pop("template", None)  # the figure built from this layout gets the default template: ours
     return json.dumps(layout)
 
 

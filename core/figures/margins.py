@@ -184,7 +184,8 @@ def _right(layout: dict, traces: list[dict]) -> float:
 
 def fit_margins(fig: go.Figure) -> go.Figure:
     """Grow the figure's left, right and bottom margins to what its labels need (never shrink them)."""
-    layout, traces = fig._layout, fig._data  # plotly's own dicts, read only: to_dict() would deep-copy z
+    # plain copies through plotly's public API; not fig.to_dict(), which also base64-encodes every array
+    layout, traces = fig.layout.to_plotly_json(), [trace.to_plotly_json() for trace in fig.data]
     margin = layout.get("margin") or {}
     wanted = {"l": _left(layout, traces), "r": _right(layout, traces), "b": _bottom(layout, traces)}
     grown = {side: math.ceil(max(px, float(margin.get(side, 0) or 0))) for side, px in wanted.items()}
