@@ -15,7 +15,16 @@ import pytest
 
 from serve import proxy
 from serve.__main__ import main as serve_main
-from serve.streamlit_process import free_port, read_state, start_serve, wait_until
+from serve.streamlit_process import (
+    ServerError,
+    free_port,
+    healthy,
+    read_state,
+    spawn,
+    start_serve,
+    stop_process,
+    wait_until,
+)
 from serve.streamlit_ws import StreamlitSession
 from tests.conftest import save_tiny_checkpoint
 
@@ -32,6 +41,33 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+# --------------------------------------------------------------------------- one server process
+
+
+def test_a_stopped_server_takes_its_whole_process_group_with_it(tmp_path):
+    """serve/streamlit_process.py: what make serve, the benchmarks and the tests start, they stop here."""
+    log = tmp_path / "sleepers.log"
+    process = spawn(["sh", "-c", "sleep 60 & echo $!; sleep 60"], log)
+    child = int(wait_until(lambda: log.read_text().strip(), 10, "the shell"))
+    assert alive(process.pid) and alive(child)
+    stop_process(process, grace_s=5)
+    wait_until(lambda: not alive(child), 5, "The shell's child")
+    assert process.returncode is not None
+    stop_process(process)  # stopping a stopped process is nothing
+
+
+def test_a_server_that_dies_while_starting_is_one_sentence_with_its_log(tmp_path):
+    port = free_port()
+    assert not healthy(f"http://127.0.0.1:{port}")
+    log = tmp_path / "dies.log"
+    process = spawn(["sh", "-c", "echo cannot start; exit 3"], log)
+    with pytest.raises(ServerError, match="exited while starting(.|\\n)*cannot start"):
+        wait_until(lambda: healthy(f"http://127.0.0.1:{port}"), 10, "The server", alive=lambda: process.poll() is None,
+                   log=log)
+    with pytest.raises(ServerError, match="did not answer within 0 s"):
+        wait_until(lambda: False, 0.1, "Nothing")
 
 
 # --------------------------------------------------------------------------- configuration and refusals
