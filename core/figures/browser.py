@@ -176,6 +176,7 @@ def for_browser(fig: go.Figure) -> go.Figure:
         return fig if kept[1] is None else kept[1]
     out = BrowserFigure()
     out._sent = browser_spec(fig)
+    out._sent["layout"]["template"] = None  # applied already: an explicit null, so none is added on the way
     for figure, result in ((fig, out), (out, None)):  # None: already for the browser
         _KEPT[id(figure)] = (weakref.ref(figure), result)
         weakref.finalize(figure, _KEPT.pop, id(figure), None)
