@@ -202,9 +202,29 @@ def trace_view(trace) -> dict[str, Any]:
     return view
 
 
+# What fit_margins reads of the layout: its axes, colour axes and legend, and the margins asked for.
+LAYOUT_PREFIXES = ("xaxis", "yaxis", "coloraxis", "legend", "showlegend", "margin")
+
+
+def layout_view(layout) -> dict[str, Any]:
+    """The layout properties named by LAYOUT_PREFIXES that are set, as plain dicts, through plotly's public
+    API (iterating a layout names every property, numbered axes included). Not `layout.to_plotly_json()`:
+    it deep-copies the whole template too, the most of a small figure's time here."""
+    view: dict[str, Any] = {}
+    for key in layout:
+        if not key.startswith(LAYOUT_PREFIXES):
+            continue
+        value = layout[key]
+        if hasattr(value, "to_plotly_json"):
+            value = value.to_plotly_json()
+        if value is not None and not (isinstance(value, dict) and not value):
+            view[key] = value
+    return view
+
+
 def fit_margins(fig: go.Figure) -> go.Figure:
     """Grow the figure's left, right and bottom margins to what its labels need (never shrink them)."""
-    layout, traces = fig.layout.to_plotly_json(), [trace_view(trace) for trace in fig.data]
+    layout, traces = layout_view(fig.layout), [trace_view(trace) for trace in fig.data]
     margin = layout.get("margin") or {}
     wanted = {"l": _left(layout, traces), "r": _right(layout, traces), "b": _bottom(layout, traces)}
     grown = {side: math.ceil(max(px, float(margin.get(side, 0) or 0))) for side, px in wanted.items()}
