@@ -12,7 +12,6 @@ missing Chromium is a failure.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +23,7 @@ import pytest
 from bench import browser_driver
 from bench.browser_driver import CHARTS_JS, CHROMIUM_ARGS, IDLE_JS, VIEWPORT, chromium_path
 from bench.tiny_checkpoints import bundled_has_checkpoints, tiny_checkpoint_folder
-from serve.streamlit_process import free_port, start_healthy
+from serve.streamlit_process import StreamlitServer, free_port, start_healthy
 from serve.streamlit_process import stop_process as stop
 from tests.conftest import ROOT
 
@@ -46,20 +45,16 @@ def require_chromium() -> str:
 
 
 @dataclass
-class Server:
-    url: str
-    process: subprocess.Popen
-    checkpoints: Path
-    log: Path
+class Server(StreamlitServer):
+    """A test server (url, process, log, log_tail()) and the checkpoints folder it reads."""
 
-    def log_tail(self, chars: int = 3000) -> str:
-        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+    checkpoints: Path = ROOT / "checkpoints"
 
 
 def start_server(checkpoints: Path, log: Path, root: Path = ROOT) -> Server:
     """`streamlit run app.py` of the tree at `root` (default this one) on a free loopback port, healthy."""
     started = start_healthy(log, root=root, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(checkpoints)})
-    return Server(started.url, started.process, checkpoints, log)
+    return Server(started.url, started.process, log, checkpoints)
 
 
 # --------------------------------------------------------------------------- page helpers
