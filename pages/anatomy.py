@@ -10,10 +10,10 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
-from pages.common import checkpoint_picker, require_model, selected_info, show_figure
+from pages.common import PageModels, checkpoint_picker, require_model, selected_info, show_figure
 from pages.shared import figure
 
-checkpoint_picker()
+checkpoint_picker(PageModels("anatomy", ("lm-learned",), "lm"))
 
 st.title("Model anatomy")
 st.write("Where a model's parameters are, with the formula you would write by hand next to each "

@@ -7,6 +7,7 @@ in the URL as `?model=<name>` (core.urlstate), so a reload or a copied link reop
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
@@ -71,20 +72,53 @@ def leave_legacy_multipage_mode() -> None:
 
 
 MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches (widget state is not)
+PICKER_PAGE = "picker_page"  # the page the picker last ran on
+MODEL_PICKED = "model_picked"  # someone chose it (the picker, a link, an upload): pages then keep it
 
 
-def initial_model(names: list[str]) -> str:
-    """The picker's value when it appears on a page: the link's model (a reload, a shared link, a
-    link from another page), else this session's last choice, else the first checkpoint."""
+@dataclass(frozen=True)
+class PageModels:
+    """Which models show a page's point: `prefer` by name (the bundled ones, first found wins), else the first
+    checkpoint of `task`; `why` says in a few words what such a model shows here."""
+
+    page: str  # which page asks (a link's model is read on a page's first run)
+    prefer: tuple[str, ...] = ()
+    task: str | None = None
+    why: str = ""
+
+    def suits(self, info: CheckpointInfo) -> bool:
+        return info.name in self.prefer or (self.task is not None and info.task == self.task)
+
+    def default(self, infos: list[CheckpointInfo]) -> str:
+        names = [i.name for i in infos]
+        return next((n for n in self.prefer if n in names), None) or next(
+            (i.name for i in infos if self.suits(i)), names[0])
+
+
+def initial_model(names: list[str], default: str, page: str) -> tuple[str, bool]:
+    """The picker's value on this run and whether someone chose it: a link asking for a model the page did
+    not write itself (a shared link, a link from another page), else this session's own choice, else the
+    page's default (a page switch without a choice opens each page on the model that shows its point)."""
     wanted = urlstate.decode_model(st.query_params.to_dict())
-    if wanted is not None and wanted not in names:
+    # A page switch clears the URL, so a model in it on a page's first run came with the link
+    arrived = st.session_state.get(PICKER_PAGE) != page
+    st.session_state[PICKER_PAGE] = page
+    if wanted is not None and (arrived or wanted != st.session_state.get(MODEL_CHOICE)):
+        if wanted in names:
+            return wanted, bool(st.session_state.get(MODEL_PICKED)) or wanted != default
         st.info(plain(f"The link asks for the model {wanted!r}, which is not here (models added on Open your "
                       f"model last only for the browser session that added them)."))
-    remembered = st.session_state.get(MODEL_CHOICE)
-    return next((n for n in (wanted, remembered) if n in names), names[0])
+    current = st.session_state.get("picker_model", st.session_state.get(MODEL_CHOICE))
+    if st.session_state.get(MODEL_PICKED) and current in names:
+        return current, True
+    return default, False
 
 
-def checkpoint_picker() -> CheckpointInfo | None:
+def _picked() -> None:
+    st.session_state[MODEL_PICKED] = True
+
+
+def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
     leave_legacy_multipage_mode()
     infos = [i for i in all_checkpoints() if not i.error]
     with st.sidebar:
@@ -96,9 +130,12 @@ def checkpoint_picker() -> CheckpointInfo | None:
         names = [i.name for i in infos]
         # Written back on every run: after a page switch the selectbox is a new widget that would
         # otherwise start on the first option, whatever the session state says (seen in a browser).
-        current = st.session_state.get("picker_model")
-        st.session_state["picker_model"] = current if current in names else initial_model(names)
-        name = st.selectbox("Checkpoint", names, key="picker_model")
+        st.session_state["picker_model"], st.session_state[MODEL_PICKED] = initial_model(
+            names, models.default(infos), models.page)
+        name = st.selectbox("Checkpoint", names, key="picker_model", on_change=_picked)
+        suited = [i.name for i in infos if models.suits(i)]
+        if suited and models.why:
+            st.caption(plain(f"Suits this page: {', '.join(suited)} ({models.why})."))
         st.session_state[MODEL_CHOICE] = name
         st.query_params.update(urlstate.encode_model(name))
         info = infos[names.index(name)]
@@ -119,8 +156,9 @@ def checkpoint_picker() -> CheckpointInfo | None:
 def select_checkpoint(name: str) -> None:
     """Make `name` the picker's choice on the next run (e.g. after an upload)."""
     st.session_state[MODEL_CHOICE] = name
+    st.session_state[MODEL_PICKED] = True
     st.query_params.update(urlstate.encode_model(name))
-    st.session_state.pop("picker_model", None)
+    st.session_state.pop("picker_model", None)  # the widget may be drawn already: its state cannot be set
 
 
 def plain(text: object) -> str:

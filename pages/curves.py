@@ -17,15 +17,29 @@ from core.figures.curves import family_run_colors, training_curves_figure
 from core.io import folders
 from core.io.checkpoint import checkpoint_dir
 from core.lens import history as hist
-from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure, shown_table
+from pages.common import (
+    MODEL_PICKED,
+    PageModels,
+    all_checkpoints,
+    available_checkpoints,
+    checkpoint_picker,
+    plain,
+    show_figure,
+    shown_table,
+)
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200
 REFRESH_SECONDS = 5
 CHOOSE_YOURSELF = "(choose runs yourself)"
 MAX_NOTES_SHOWN = 12
+OPENING_NAME = "pretrained vs from scratch"
+# What the page opens on: the same classifier finetuned with and without pretraining, accuracy by epoch
+OPENING = hist.ComparisonPreset(("names-pretrained", "names-scratch"), "accuracy", "",
+                                pairs=(("names-pretrained", "names-scratch"),))
 
-checkpoint_picker()
+checkpoint_picker(PageModels("curves", ("names-pretrained", "names-scratch"), "classify",
+                             "pretrained vs scratch: the same classifier with and without pretraining"))
 st.title("Training curves")
 st.write("Compare how runs trained: pick runs, a metric and an x axis. Solid lines are training, dashed "
          "lines validation; a star marks each run's best validation value.")
@@ -120,9 +134,17 @@ if "curves_runs" not in st.session_state:
         params = urlstate.encode_curves(st.session_state["curves_saved"])
     url, url_notes = urlstate.decode_curves(params, names)
     picked = st.session_state.get("checkpoint")  # the sidebar's model: the run you are looking at
-    default = [picked.name] if picked is not None and picked.name in sources else names[:1]
-    st.session_state.update(curves_runs=url.runs or default, curves_metric=url.metric, curves_x=url.x,
-                            curves_smoothing=url.smoothing, curves_logy=url.logy)
+    opening = hist.preset_runs(OPENING, [n for n in names if n in OPENING.patterns])  # pretrained vs scratch
+    if url.runs:
+        st.session_state.update(curves_runs=url.runs, curves_metric=url.metric, curves_x=url.x)
+    elif len(opening) == 2 and not st.session_state.get(MODEL_PICKED):
+        st.session_state.update(curves_runs=opening, curves_metric=OPENING.metric, curves_x="epoch",
+                                curves_preset=OPENING_NAME)
+    else:
+        default = [picked.name] if picked is not None and picked.name in sources else names[:1]
+        st.session_state.update(curves_runs=default, curves_metric=url.metric, curves_x=url.x)
+    # No smoothing in the URL: chosen once the runs are read (none for short runs: it would hide their end)
+    st.session_state.update(curves_smoothing=url.smoothing if "smoothing" in params else None, curves_logy=url.logy)
     show_notes(url_notes)
 st.session_state["curves_runs"] = [n for n in st.session_state["curves_runs"] if n in names]
 
@@ -150,8 +172,13 @@ if not selected:
     st.stop()
 
 loaded = load_runs(selected, sources, uploads)
-for line in hist.comparison_verdicts(hist.COMPARISONS.get(preset_name), loaded.frame):
-    st.caption(plain(line))  # computed from the final values in the table below
+if st.session_state.get("curves_smoothing") is None:
+    longest = int(loaded.frame.groupby(["run", "split", "metric"]).size().max()) if len(loaded.frame) else 0
+    st.session_state["curves_smoothing"] = hist.default_smoothing(longest)
+comparison = hist.COMPARISONS.get(preset_name)
+verdicts = hist.first_epoch_gaps(comparison, loaded.frame) + hist.comparison_verdicts(comparison, loaded.frame)
+if verdicts:
+    st.caption(plain(" ".join(verdicts)))  # computed from the values in the chart and the table below
 metrics = hist.ordered_metrics(loaded.frame["metric"].unique()) or ["loss"]
 if st.session_state.get("curves_metric") not in metrics:
     st.session_state["curves_metric"] = "loss" if "loss" in metrics else metrics[0]

@@ -11,10 +11,10 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens import playground as pg
-from pages.common import checkpoint_picker, show_figure
+from pages.common import PageModels, checkpoint_picker, show_figure
 from pages.shared import figure
 
-checkpoint_picker()
+checkpoint_picker(PageModels("playground"))
 
 st.title("Attention playground")
 st.write("Small attention calculations to do by hand before any training: choose a query so that "

@@ -19,12 +19,14 @@ from core.data.datasets import DataError
 from core.data.world_tables import LOCALES
 from core.figures import probe as viz
 from core.lens.probe import corpus, fabricated, files, inputs
-from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
+from pages.common import PageModels, all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
 from pages.probe_dev import dev_tab
 from pages.probe_parts import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
 from pages.training_steps import show_answers_by_step
 
 TABS = tuple(urlstate.PROBE_TABS.values())
+# The model whose details the page opens on: pretrained on the corpus, so it can retrieve what it read
+PROBE_MODELS = ("birth-vanilla-pretrained", "birth-vanilla-scratch", "birth-synthesizer-pretrained")
 
 
 @st.cache_resource(show_spinner="Reading the corpus…", max_entries=4)
@@ -107,7 +109,8 @@ def fabricate_tab(p: Probe) -> None:
                 f"{focus}-locale-places", key="probe_fab_heatmap")
 
 
-info = checkpoint_picker()
+info = checkpoint_picker(PageModels(
+    "probe", PROBE_MODELS, "birthplace", "the birthplace models: pretrained vs scratch, vanilla vs synthesizer"))
 st.title("Birthplace probe")
 st.write("What does a birthplace model retrieve from its pretraining corpus, and what does it make up? Ask "
          "about one name, fabricate names nobody wrote about, or sort every dev-set answer by its evidence.")
@@ -134,7 +137,7 @@ except DataError as exc:
 saved = restore_state(data)
 current = st.session_state.get("probe_focus")  # written back every run: the tabs' pickers are new widgets
 st.session_state["probe_focus"] = current if current in models else next(
-    (n for n in (saved.focus, info.name if info else None) if n in models), next(iter(models)))
+    (n for n in (saved.focus, info.name if info else None, *PROBE_MODELS) if n in models), next(iter(models)))
 tabs = st.tabs(TABS, key="probe_tab", on_change="rerun")
 chosen = Probe(models, st.session_state["probe_focus"], data, stamp)
 for tab, show in zip(tabs, (ask_tab, fabricate_tab, dev_tab)):

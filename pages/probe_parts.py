@@ -19,7 +19,6 @@ from core.figures import probe as viz
 from core.io.checkpoint import LoadedCheckpoint
 from core.lens.birthplace import predict_birthplaces
 from core.lens.probe import answers, corpus, inputs
-from core.model.tokenizer import MASK_CHAR
 from core.text import MASK_LABEL
 from pages.common import plain, show_figure
 from pages.shared import figure
@@ -32,7 +31,10 @@ MASS = st.column_config.NumberColumn(  # short labels: at 1024 px the whole tabl
     "on the list", format="percent",
     help="Probability on the candidate list: the total probability of the training places as answers "
          "(the rest: other strings).")
-KNOWN = st.column_config.CheckboxColumn("a place?", help="The answer is a training label (one of the places).")
+VERDICT = st.column_config.TextColumn(help="Where the answer can come from, by the corpus: retrieved (a document "
+                                      "about this person names it), borrowed (a document about someone sharing a "
+                                      "name part does), made up (neither).")
+VERDICT_COLOURS = {"retrieved": "green", "borrowed": "orange", "made up": "red"}
 RANK = st.column_config.TextColumn("truth's rank", help="Where the true place ranks among the candidates.")
 ATTENTION_VIEWS = {"layers": "every layer (mean over heads)", "heads": "every head of one layer"}
 
@@ -80,7 +82,9 @@ def warn_unknown(p: Probe, texts) -> None:
 
 
 def attention_link(model_name: str, question: str) -> None:
-    params = {"model": model_name, "text": question + MASK_CHAR}
+    # The question as typed: the Attention page appends the MASK to a birthplace question itself (its box
+    # would show the ⁇ as two more question marks, "born???")
+    params = {"model": model_name, "text": question}
     try:
         st.page_link("pages/attention.py", label="Open this question on the Attention page",
                      icon=":material/visibility:", query_params=params)
@@ -138,9 +142,15 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}] · {known}",
                 help="The page appends the MASK character (⁇, U+2047) to the question: the model writes its "
                      "answer after it, as in the assignment. You type '?' (or nothing); never the MASK.")
-    st.dataframe(answers.answers_frame(by_model, truth), hide_index=True,
+    verdicts = {m: corpus.verdict(data.index, name, a.answer) for m, a in by_model.items()}
+    found, answer = verdicts[focus], by_model[focus].answer
+    st.markdown(f":{VERDICT_COLOURS[found.label]}-badge[{found.label}] " + plain(corpus.verdict_sentence(
+        focus, name, answer, found, bool(data.index.documents_about(name)))), help="; ".join(
+        f"{label}: {meaning}" for label, meaning in corpus.VERDICTS.items()))
+    st.dataframe(answers.answers_frame(by_model, truth, {m: v.short for m, v in verdicts.items()}), hide_index=True,
                  column_config={"confidence": CONFIDENCE, "probability on the candidate list": MASS,
-                                "answer is a training label": KNOWN, "rank of the truth": RANK})
+                                "answer is a training label": None, "rank of the truth": RANK,
+                                "verdict": VERDICT})
     left, right = st.columns(2)
     with left:
         ranking = by_model[focus].ranking
