@@ -46,11 +46,11 @@ else:
     st.caption(preset.source + " Built as a real torch module on the meta device and counted.")
     stated = preset.stated_parameters
 
-columns = st.columns(4)
+columns = st.columns(2)  # four headline numbers in a row cut a 7-digit count to "3,323,…" at 1024 px
 columns[0].metric("Parameters", f"{totals.total:,}")
 columns[1].metric("Trainable", f"{totals.trainable:,}")
-columns[2].metric("Non-trainable", f"{totals.non_trainable:,}")
-columns[3].metric("Buffer values", f"{totals.buffer_values:,}", help="Buffers are stored but not trained.")
+st.caption(f"Non-trainable parameters: {totals.non_trainable:,} · buffer values (stored, not trained): "
+           f"{totals.buffer_values:,}")
 if stated is not None:
     verdict = "matches" if stated == totals.total else "does NOT match"
     st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")

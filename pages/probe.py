@@ -77,36 +77,48 @@ def ask_tab(p: Probe) -> None:
 def fabricate_tab(p: Probe) -> None:
     pick_focus(p)
     models, focus, data, stamp = p.models, p.focus, p.data, p.stamp
-    st.write("Names drawn like the world's people but absent from the corpus and the training questions: "
-             "the model cannot know them, so its answers show its fallback strategy.")
-    columns = st.columns([4, 1, 1])
-    locales = columns[0].multiselect("Locales of the names", list(LOCALES), default=list(LOCALES),
-                                     format_func=lambda loc: f"{loc} ({LOCALES[loc].label})", key="probe_locales",
-                                     wrap=True)  # in a column it would keep one row and hide the rest
-    n = columns[1].number_input("Names", 1, fabricated.MAX_FABRICATED, 48, key="probe_n")
-    seed = columns[2].number_input("Seed", 0, 1_000_000, 0, key="probe_seed")
+    finding, chart = st.container(), st.container()  # the finding first; the names' settings below it
+    with st.expander("Which names: locales, how many, seed"):
+        st.write("Names drawn like the world's people but absent from the corpus and the training questions: "
+                 "the model cannot know them, so its answers show what it does when it does not know.")
+        locales = st.multiselect("Locales of the names", list(LOCALES), default=list(LOCALES),
+                                 format_func=lambda loc: f"{loc} ({LOCALES[loc].label})", key="probe_locales")
+        columns = st.columns(2)
+        n = columns[0].number_input("Names", 1, fabricated.MAX_FABRICATED, 48, key="probe_n")
+        seed = columns[1].number_input("Seed", 0, 1_000_000, 0, key="probe_seed")
     try:
         people = cached_people(int(n), tuple(locales), int(seed), stamp, data)
     except ValueError as exc:
-        st.warning(plain(exc))
+        finding.warning(plain(exc))
         return
     questions = tuple(inputs.question_for(name) for name, _ in people)
-    warn_unknown(p, questions)
+    with finding:
+        warn_unknown(p, questions)
     predictions = {m: cached_answers(*version(loaded), questions, loaded) for m, loaded in models.items()}
     found = fabricated.strategy(people, predictions, data.train_places)
-    st.dataframe(found.summary, hide_index=True,
-                 column_config={c: PERCENT for c in ("its share", "share in the name's country",
-                                                     "share = the country's prior", "share that are training labels")})
-    st.text(fabricated.strategy_sentence(found, focus))
-    st.dataframe(found.frame, hide_index=True)
-    st.download_button("Download these predictions (CSV)", files.table_csv(found.frame),
-                       "fabricated-predictions.csv", "text/csv", key="probe_fab_csv")
-    show_figure(viz.place_share_bars(found.shares,
-                                     title="Predicted places for fabricated names vs. the training labels"),
-                "fabricated-place-shares", key="probe_fab_shares")
-    show_figure(viz.locale_place_heatmap(found.locale_counts[focus],
-                                         title=f"{focus}: predicted place by the name's locale"),
-                f"{focus}-locale-places", key="probe_fab_heatmap")
+    finding.markdown("**" + plain(fabricated.strategy_sentence(found, focus)) + "**")
+    summary = found.summary
+    with chart:
+        show_figure(viz.home_share_bars(list(summary["model"]), list(summary["share in the name's country"]),
+                                        found.chance, title="Answers in the name's country, against chance"),
+                    "fabricated-home-country", key="probe_fab_home")
+    with st.expander("Per model: distinct answers, the most common one, shares"):
+        st.dataframe(summary, hide_index=True,
+                     column_config={"model": st.column_config.TextColumn(width="medium"),
+                                    **{c: PERCENT for c in ("its share", "share in the name's country",
+                                                            "share = the country's prior",
+                                                            "share that are training labels")}})
+    with st.expander("Every name and each model's answer"):
+        st.dataframe(found.frame, hide_index=True)
+        st.download_button("Download these predictions (CSV)", files.table_csv(found.frame),
+                           "fabricated-predictions.csv", "text/csv", key="probe_fab_csv")
+    with st.expander("Which places they answer"):
+        show_figure(viz.place_share_bars(found.shares,
+                                         title="Predicted places for fabricated names vs. the training labels"),
+                    "fabricated-place-shares", key="probe_fab_shares")
+        show_figure(viz.locale_place_heatmap(found.locale_counts[focus],
+                                             title=f"{focus}: predicted place by the name's locale"),
+                    f"{focus}-locale-places", key="probe_fab_heatmap")
 
 
 info = checkpoint_picker(PageModels(

@@ -34,7 +34,6 @@ def pretrained_file(loaded) -> Path | None:
 
 
 def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
-    st.subheader("Stored in pretraining, reached by finetuning?")
     corpus_text = "\n".join(p.data.index.documents)
     tables, skipped = {}, []
     for model, loaded in p.models.items():
@@ -55,7 +54,8 @@ def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
     if not tables:
         return
     show_figure(viz.knowledge_grids({m: t.counts for m, t in tables.items()},
-                                    title="Dev people: memorised x answered"),
+                                    title="Dev people: fact stored by pretraining (rows) x answered after "
+                                          "finetuning (columns)"),
                 "stored-vs-extractable", key="probe_dev_knowledge")
     for model, table in tables.items():
         counts = table.counts
