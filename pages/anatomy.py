@@ -60,7 +60,10 @@ frame = pd.DataFrame([{  # count, check and the whole formula first: at 1024 px 
     "formula": r.formula, "part": r.role, "formula value": r.formula_value, "where": r.where,
     "buffers": r.buffers, "note": r.note,
 } for r in rows])
+every_column = st.toggle("Every column (part, formula value, where, buffers, notes)", key="anatomy_columns",
+                         help="Off: the columns that fit a 1024 px projector.")
 st.dataframe(frame.fillna(""), hide_index=True, width="stretch", height="content",  # every row; "" not "None"
+             column_order=None if every_column else ("module", "parameters", "formula = count", "formula"),
              column_config={"module": st.column_config.TextColumn(pinned=True),
                             "formula = count": st.column_config.TextColumn(
                                 "=", width="small", help="✓: the formula's value equals the counted parameters"),

@@ -16,7 +16,7 @@ def show_output(output: ModelOutput) -> None:
         st.info(output.note)
     if output.completion is not None:
         st.text("Answer: " + (output.answer if output.answer else "(empty)"))
-        st.code(output.shown_completion, language=None)
+        st.code(output.shown_completion, language=None, wrap_lines=True)  # 32 characters ran off the right at 1024 px
     if output.rows:
         st.dataframe(pd.DataFrame(output.rows), hide_index=True)
 

@@ -216,8 +216,12 @@ def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
         st.caption(plain(line))
     show_notes(current.notes + plot.notes)
     st.subheader("Final and best values")
-    st.dataframe(shown_table(hist.summarize_runs(current.frame, settings.runs, settings.metric)),
-                 hide_index=True, width="stretch")
+    summary = shown_table(hist.summarize_runs(current.frame, settings.runs, settings.metric))
+    if "best at epoch" in summary:  # the epoch says when; the step and the count of points would not fit 1024 px
+        summary = summary.drop(columns=["points", "best at step"], errors="ignore")
+    st.dataframe(summary, hide_index=True, width="stretch", column_config={
+        "run": st.column_config.TextColumn(width=150),
+        **{c: st.column_config.Column(width=78) for c in summary.columns if c != "run"}})
     # A callable: the CSV (megabytes for long runs) is built only when someone clicks, not every refresh.
     st.download_button("Download CSV (selected runs, every metric and point)",
                        lambda frame=current.frame: hist.to_csv(frame), file_name="training-curves.csv",

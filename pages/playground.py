@@ -38,7 +38,10 @@ def show_table(frame: pd.DataFrame, **kwargs) -> None:
 def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.ndarray:
     """An editable table; empty or non-numeric cells count as 0 (and we say so)."""
     st.markdown(f"**{label}**")
-    edited = st.data_editor(pg.to_frame(matrix, row_name), key=key, num_rows="fixed", width="stretch")
+    frame = pg.to_frame(matrix, row_name)
+    # narrow number columns: two tables side by side keep every column in view at 1024 px up to d = 4
+    edited = st.data_editor(frame, key=key, num_rows="fixed", width="stretch",
+                            column_config={c: st.column_config.NumberColumn(width=56) for c in frame.columns})
     values, missing = pg.from_frame(edited)
     if missing:
         st.warning(f"{missing} empty or non-numeric cell(s) in {label} count as 0.")

@@ -26,16 +26,12 @@ from pages.shared import figure
 TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
 CONFIDENCE = st.column_config.NumberColumn(
-    format="percent", help="Probability of the greedy answer (its characters and the closing ⁇).")
-MASS = st.column_config.NumberColumn(  # short labels: at 1024 px the whole table fits without a scroll
-    "on the list", format="percent",
-    help="Probability on the candidate list: the total probability of the training places as answers "
-         "(the rest: other strings).")
-VERDICT = st.column_config.TextColumn(help="Where the answer can come from, by the corpus: retrieved (a document "
-                                      "about this person names it), borrowed (a document about someone sharing a "
-                                      "name part does), made up (neither).")
+    format="percent", width=85, help="Probability of the greedy answer (its characters and the closing ⁇).")
+VERDICT = st.column_config.TextColumn(
+    width=80, help="Where the answer can come from, by the corpus: retrieved (a document about this person names "
+                   "it), borrowed (a document about someone sharing a name part does), made up (neither).")
 VERDICT_COLOURS = {"retrieved": "green", "borrowed": "orange", "made up": "red"}
-RANK = st.column_config.TextColumn("truth's rank", help="Where the true place ranks among the candidates.")
+RANK = st.column_config.TextColumn("truth's rank", width=75, help="Where the true place ranks among the candidates.")
 ATTENTION_VIEWS = {"layers": "every layer (mean over heads)", "heads": "every head of one layer"}
 
 
@@ -147,10 +143,14 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     st.markdown(f":{VERDICT_COLOURS[found.label]}-badge[{found.label}] " + plain(corpus.verdict_sentence(
         focus, name, answer, found, bool(data.index.documents_about(name)))), help="; ".join(
         f"{label}: {meaning}" for label, meaning in corpus.VERDICTS.items()))
-    st.dataframe(answers.answers_frame(by_model, truth, {m: v.short for m, v in verdicts.items()}), hide_index=True,
-                 column_config={"confidence": CONFIDENCE, "probability on the candidate list": MASS,
+    # Widths that add up to the column at 1024 px; "a place?" and "on the list" read like approval and are left
+    # out (the verdict says where the answer comes from; the candidates chart shows the list)
+    st.dataframe(answers.answers_frame(by_model, truth, {m: v.label for m, v in verdicts.items()}), hide_index=True,
+                 column_config={"model": st.column_config.TextColumn(width=170),
+                                "greedy answer": st.column_config.TextColumn("answer", width=90),
+                                "confidence": CONFIDENCE, "probability on the candidate list": None,
                                 "answer is a training label": None, "rank of the truth": RANK,
-                                "verdict": VERDICT})
+                                "verdict": VERDICT, "correct": st.column_config.CheckboxColumn(width=60)})
     left, right = st.columns(2)
     with left:
         ranking = by_model[focus].ranking

@@ -132,10 +132,6 @@ class Verdict:
     label: str
     source: str | None = None
 
-    @property
-    def short(self) -> str:
-        return f"borrowed from {self.source}" if self.source else self.label
-
 
 def verdict(index: CorpusIndex, name: str, answer: str) -> Verdict:
     """Retrieved, borrowed or made up: does a document about `name` name `answer`; if not, does a document
