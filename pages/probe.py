@@ -124,14 +124,14 @@ def fabricate_tab(p: Probe) -> None:
 info = checkpoint_picker(PageModels(
     "probe", PROBE_MODELS, "birthplace", "the birthplace models: pretrained vs scratch, vanilla vs synthesizer"))
 st.title("Birthplace probe")
-st.write("What does a birthplace model retrieve from its pretraining corpus, and what does it make up? Ask "
-         "about one name, fabricate names nobody wrote about, or sort every dev-set answer by its evidence.")
+st.write("What does a birthplace model retrieve from its pretraining corpus, and what does it make up?")
 birth = [i for i in all_checkpoints() if not i.error and i.task == "birthplace"]
 if not birth:
     st.info("There is no birthplace checkpoint yet: `make checkpoints` trains the bundled ones.")
     st.stop()
 names = [i.name for i in birth]
-chosen_names = st.multiselect("Birthplace models to compare", names, default=names, key="probe_models")
+# in the sidebar: in the page its three names took two rows and pushed the answers' figure below the fold
+chosen_names = st.sidebar.multiselect("Birthplace models to compare", names, default=names, key="probe_models")
 models = {i.name: loaded for i in birth
           if i.name in chosen_names and (loaded := load_checkpoint(i)) is not None}
 if not models:

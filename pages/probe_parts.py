@@ -157,6 +157,7 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
         if not ranking.places:
             st.info(plain(f"No candidate place fits in {focus}'s context with this question."))
         else:
+            chart = st.container()  # the chart first, its slider under it: the figure starts above the fold
             k = st.slider("Top candidates", 3, min(40, len(ranking.places)), min(TOP_K, len(ranking.places)),
                           key=f"{key}_k") if len(ranking.places) > 3 else len(ranking.places)
             top = ranking.top(k)
@@ -164,7 +165,8 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
                          lambda: viz.candidate_bars(list(top["place"]), top["probability"], by_model[focus].answer,
                                                     truth, title=f"{focus}: top {len(top)} of {len(ranking.places)} "
                                                                  "candidates"), k)
-            show_figure(fig, f"{focus}-candidates", key=f"{key}_candidates")
+            with chart:
+                show_figure(fig, f"{focus}-candidates", key=f"{key}_candidates")
     with right:
         show_evidence(data.index.evidence(name, truth))
     show_attention(p, question, key)
