@@ -39,7 +39,7 @@ def bundled(server, *names: str) -> None:
 
 
 def picker_value(page) -> str:
-    return page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.inner_text().split("\n")[-1]
+    return page.get_by_role("combobox", name="Checkpoint", exact=True).input_value()
 
 
 def main_text(page) -> str:
@@ -73,7 +73,7 @@ def test_each_page_opens_on_its_own_model_when_nothing_was_picked(projector, ser
 def test_a_picked_model_stays_across_pages(projector, server):
     bundled(server, "lm-learned", "lm-rope")
     open_page(projector, server.url + "/attention")
-    projector.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
+    projector.get_by_role("combobox", name="Checkpoint", exact=True).click()
     projector.get_by_role("option", name="lm-rope", exact=True).click()
     wait_idle(projector)
     projector.locator('[data-testid="stSidebarNav"] a', has_text="Model anatomy").first.click()
