@@ -72,7 +72,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
         # The smoothed line lags: each curve's last raw value as a dot, so smoothing never hides where a run ended
         for curve in plot.curves:
             finite = np.flatnonzero(np.isfinite(curve.y))
-            if finite.size:
+            if finite.size > 1:  # a single point is drawn as a marker already
                 last = finite[-1]
                 fig.add_trace(scatter(
                     x=[curve.x[last]], y=[curve.y[last]], mode="markers", name="last value",
