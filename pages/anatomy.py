@@ -67,7 +67,7 @@ st.dataframe(frame.fillna(""), hide_index=True, width="stretch", height="content
              column_config={"module": st.column_config.TextColumn(pinned=True),
                             "formula = count": st.column_config.TextColumn(
                                 "=", width="small", help="✓: the formula's value equals the counted parameters"),
-                            "formula": st.column_config.TextColumn(width="large"),
+                            "formula": st.column_config.TextColumn(width="large" if every_column else 230),
                             "where": st.column_config.TextColumn(width="medium"),
                             "formula value": st.column_config.NumberColumn(format="localized"),
                             "parameters": st.column_config.NumberColumn(format="localized")})

@@ -214,6 +214,44 @@ def shown_table(frame):
     return frame
 
 
+MAIN_WIDTH, EXPANDER_WIDTH = 560, 520  # px a table has at 1024x768 with the sidebar open: the page, an expander
+MIN_COLUMN, MAX_COLUMN = 48, 220  # px: a column narrower cuts its header to nothing; wider is one long text
+
+
+def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, index: bool = False) -> dict:
+    """A column_config whose widths add up to `room` px, each column's share by its longest text (header or
+    cell, between MIN_COLUMN and MAX_COLUMN), so a table never scrolls sideways at 1024 px: a long cell is cut
+    with "…" inside the table instead. `config` entries keep their other settings (format, label, help);
+    `index`: the table shows its index (the first column)."""
+    import pandas as pd
+
+    config = dict(config or {})
+    hidden = {c: None for c in frame.columns if c in config and config[c] is None}
+    columns = ([None] if index else []) + [c for c in frame.columns if c not in hidden]
+    label = {c: str((config.get(c) or {}).get("label") or c) for c in frame.columns}
+
+    def longest(column) -> int:
+        values = frame.index if column is None else frame[column]
+        cells = [len(str(v)) for v in list(values)[:200] if not (isinstance(v, float) and pd.isna(v))]
+        return max([int(0.6 * len(label.get(column, ""))), *cells, 3])  # a header may be cut sooner than a cell
+
+    wanted = {c: min(max(8 * longest(c) + 16, MIN_COLUMN), MAX_COLUMN) for c in columns}
+    width = dict(wanted)
+    for _ in range(len(columns)):  # shrink the columns above the floor until the sum fits
+        floor = [c for c in columns if width[c] <= MIN_COLUMN]
+        free = room - MIN_COLUMN * len(floor)
+        above = sum(wanted[c] for c in columns if c not in floor)
+        width = {c: MIN_COLUMN if c in floor else max(MIN_COLUMN, int(wanted[c] * min(1.0, free / max(above, 1))))
+                 for c in columns}
+        if sum(width.values()) <= room or len(floor) == len(columns):
+            break
+    out = dict(hidden)
+    for column in columns:
+        key = "_index" if column is None else column
+        out[key] = {**(config.get(key) or {}), "width": width[column]}
+    return out
+
+
 def image_format() -> str:
     return st.session_state.get("image_format", "png")
 

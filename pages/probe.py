@@ -19,7 +19,16 @@ from core.data.datasets import DataError
 from core.data.world_tables import LOCALES
 from core.figures import probe as viz
 from core.lens.probe import corpus, fabricated, files, inputs
-from pages.common import PageModels, all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
+from pages.common import (
+    EXPANDER_WIDTH,
+    PageModels,
+    all_checkpoints,
+    checkpoint_picker,
+    fitted_columns,
+    load_checkpoint,
+    plain,
+    show_figure,
+)
 from pages.probe_dev import dev_tab
 from pages.probe_parts import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
 from pages.training_steps import show_answers_by_step
@@ -103,13 +112,11 @@ def fabricate_tab(p: Probe) -> None:
                                         found.chance, title="Answers in the name's country, against chance"),
                     "fabricated-home-country", key="probe_fab_home")
     with st.expander("Per model: distinct answers, the most common one, shares"):
-        st.dataframe(summary, hide_index=True,
-                     column_config={"model": st.column_config.TextColumn(width="medium"),
-                                    **{c: PERCENT for c in ("its share", "share in the name's country",
-                                                            "share = the country's prior",
-                                                            "share that are training labels")}})
+        st.dataframe(summary, hide_index=True, column_config=fitted_columns(summary, EXPANDER_WIDTH, {
+            c: PERCENT for c in ("its share", "share in the name's country", "share = the country's prior",
+                                 "share that are training labels")}))
     with st.expander("Every name and each model's answer"):
-        st.dataframe(found.frame, hide_index=True)
+        st.dataframe(found.frame, hide_index=True, column_config=fitted_columns(found.frame, EXPANDER_WIDTH))
         st.download_button("Download these predictions (CSV)", files.table_csv(found.frame),
                            "fabricated-predictions.csv", "text/csv", key="probe_fab_csv")
     with st.expander("Which places they answer"):

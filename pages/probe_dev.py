@@ -14,7 +14,7 @@ import streamlit as st
 from core.figures import probe as viz
 from core.figures.probe import PLAIN_CATEGORIES
 from core.lens.probe import analysis, corpus, files
-from pages.common import plain, show_figure, shown_table
+from pages.common import EXPANDER_WIDTH, fitted_columns, plain, show_figure, shown_table
 from pages.probe_knowledge import knowledge_section
 from pages.probe_parts import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, version, warn_unknown
 
@@ -55,8 +55,9 @@ def dev_questions(p: Probe) -> tuple[bytes, str] | None:
 
 def pick_example(view) -> int:
     """A row clicked in the table (when it changed) or the selectbox's question number."""
+    widths = fitted_columns(view, EXPANDER_WIDTH - 40, {"confidence": CONFIDENCE}, index=True)  # 40: the tick box
     event = st.dataframe(view, on_select="rerun", selection_mode="single-row", key="probe_dev_table",
-                         column_config={"confidence": CONFIDENCE})
+                         column_config=widths)
     rows = list(event.selection.rows) if event is not None else []
     if rows and rows != st.session_state.get("probe_dev_clicked"):
         st.session_state["probe_dev_example"] = int(view.index[rows[0]])
@@ -88,14 +89,12 @@ def dev_tab(p: Probe) -> None:
     show_figure(viz.category_share_bars(comparison.categories, title="Where each model's answers come from"),
                 "evidence-categories", key="probe_dev_categories")
     with st.expander("Accuracy per model, and what the colours mean"):
-        numbers = ["model", "accuracy", "correct", "questions", "mean confidence"]
-        st.dataframe(shown_table(comparison.table[numbers]), hide_index=True,
-                     column_config={"model": st.column_config.TextColumn(width="medium"),
-                                    "accuracy": PERCENT, "mean confidence": CONFIDENCE})
+        numbers = shown_table(comparison.table[["model", "accuracy", "correct", "questions", "mean confidence"]])
+        st.dataframe(numbers, hide_index=True, column_config=fitted_columns(
+            numbers, EXPANDER_WIDTH, {"accuracy": PERCENT, "mean confidence": CONFIDENCE}))
         st.caption("The colours describe the corpus, not the model: a model that was not pretrained never read "
                    "the documents, so its green answers are what it got right without them.")
-        st.dataframe([{"colour": PLAIN_CATEGORIES[c], "meaning": m} for c, m in corpus.CATEGORIES.items()],
-                     hide_index=True)
+        st.markdown("\n".join(f"- **{PLAIN_CATEGORIES[c]}**: {m}" for c, m in corpus.CATEGORIES.items()))
     with st.expander("Did pretraining store the fact, and does finetuning reach it?"):
         knowledge_section(p, analyses, questions.pairs, digest)
     with st.expander("Can its confidence be trusted?"):
@@ -136,4 +135,4 @@ def every_question(p: Probe, focused: analysis.DevAnalysis, label: str) -> None:
         return
     number = pick_example(view)
     row = frame.loc[number]
-    show_example(p, row["question"], row["name"], row["truth"], label, "probe_dev_example_view")
+    show_example(p, row["question"], row["name"], row["truth"], label, "probe_dev_example_view", EXPANDER_WIDTH)

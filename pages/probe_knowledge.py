@@ -14,7 +14,7 @@ from core.figures import probe as viz
 from core.io.checkpoint import CheckpointError
 from core.lens.birthplace import memorized
 from core.lens.probe import knowledge
-from pages.common import load_cached, plain, show_figure
+from pages.common import EXPANDER_WIDTH, fitted_columns, load_cached, plain, show_figure
 from pages.probe_parts import Probe
 
 
@@ -74,4 +74,5 @@ def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
     stored, answered = cell_box.selectbox(
         "People in", cells, key="probe_dev_knowledge_cell",
         format_func=lambda c: f"{c[0]} x {c[1]} ({counts.at[c]}): {knowledge.CELLS[c]}")
-    st.dataframe(tables[model].cell(stored, answered), hide_index=True)
+    people = tables[model].cell(stored, answered)
+    st.dataframe(people, hide_index=True, column_config=fitted_columns(people, EXPANDER_WIDTH))

@@ -20,18 +20,18 @@ from core.io.checkpoint import LoadedCheckpoint
 from core.lens.birthplace import predict_birthplaces
 from core.lens.probe import answers, corpus, inputs
 from core.text import MASK_LABEL
-from pages.common import plain, show_figure
+from pages.common import MAIN_WIDTH, fitted_columns, plain, show_figure
 from pages.shared import figure
 
 TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
 CONFIDENCE = st.column_config.NumberColumn(
-    format="percent", width=85, help="Probability of the greedy answer (its characters and the closing ⁇).")
+    format="percent", help="Probability of the greedy answer (its characters and the closing ⁇).")
 VERDICT = st.column_config.TextColumn(
-    width=80, help="Where the answer can come from, by the corpus: retrieved (a document about this person names "
+    help="Where the answer can come from, by the corpus: retrieved (a document about this person names "
                    "it), borrowed (a document about someone sharing a name part does), made up (neither).")
 VERDICT_COLOURS = {"retrieved": "green", "borrowed": "orange", "made up": "red"}
-RANK = st.column_config.TextColumn("truth's rank", width=75, help="Where the true place ranks among the candidates.")
+RANK = st.column_config.TextColumn("truth's rank", help="Where the true place ranks among the candidates.")
 ATTENTION_VIEWS = {"layers": "every layer (mean over heads)", "heads": "every head of one layer"}
 
 
@@ -128,7 +128,8 @@ def show_evidence(evidence: corpus.Evidence) -> None:
         st.text("The true place is " + ("among them." if evidence.truth_mentioned else "NOT among them."))
 
 
-def show_example(p: Probe, question: str, name: str, truth: str | None, source: str | None, key: str) -> None:
+def show_example(p: Probe, question: str, name: str, truth: str | None, source: str | None, key: str,
+                 room: int = MAIN_WIDTH) -> None:
     """Every selected model's answer to one question, the focus model's candidates and attention."""
     models, focus, data = p.models, p.focus, p.data
     labels = tuple(data.labels)
@@ -143,14 +144,13 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     st.markdown(f":{VERDICT_COLOURS[found.label]}-badge[{found.label}] " + plain(corpus.verdict_sentence(
         focus, name, answer, found, bool(data.index.documents_about(name)))), help="; ".join(
         f"{label}: {meaning}" for label, meaning in corpus.VERDICTS.items()))
-    # Widths that add up to the column at 1024 px; "a place?" and "on the list" read like approval and are left
-    # out (the verdict says where the answer comes from; the candidates chart shows the list)
-    st.dataframe(answers.answers_frame(by_model, truth, {m: v.label for m, v in verdicts.items()}), hide_index=True,
-                 column_config={"model": st.column_config.TextColumn(width=170),
-                                "greedy answer": st.column_config.TextColumn("answer", width=90),
-                                "confidence": CONFIDENCE, "probability on the candidate list": None,
-                                "answer is a training label": None, "rank of the truth": RANK,
-                                "verdict": VERDICT, "correct": st.column_config.CheckboxColumn(width=60)})
+    # "a place?" and "on the list" read like approval and are left out (the verdict says where the answer comes
+    # from; the candidates chart shows the list)
+    table = answers.answers_frame(by_model, truth, {m: v.label for m, v in verdicts.items()})
+    st.dataframe(table, hide_index=True, column_config=fitted_columns(table, room, {
+        "greedy answer": st.column_config.TextColumn("answer"), "confidence": CONFIDENCE,
+        "probability on the candidate list": None, "answer is a training label": None, "rank of the truth": RANK,
+        "verdict": VERDICT}))
     left, right = st.columns(2)
     with left:
         ranking = by_model[focus].ranking
