@@ -215,7 +215,7 @@ def shown_table(frame):
 
 
 MAIN_WIDTH, EXPANDER_WIDTH = 560, 520  # px a table has at 1024x768 with the sidebar open: the page, an expander
-MIN_COLUMN, MAX_COLUMN = 48, 220  # px: a column narrower cuts its header to nothing; wider is one long text
+MIN_COLUMN, MAX_COLUMN = 48, 200  # px: a column narrower cuts its header to nothing; wider is one long text
 
 
 def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, index: bool = False) -> dict:
@@ -232,10 +232,11 @@ def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, in
 
     def longest(column) -> int:
         values = frame.index if column is None else frame[column]
-        cells = [len(str(v)) for v in list(values)[:200] if not (isinstance(v, float) and pd.isna(v))]
-        return max([int(0.6 * len(label.get(column, ""))), *cells, 3])  # a header may be cut sooner than a cell
+        cells = [len(f"{v:,.4g}" if isinstance(v, float) else str(v)) for v in list(values)[:200]
+                 if not (isinstance(v, float) and pd.isna(v))]  # a float as a table formats it, not its repr
+        return max([len(label.get(column, "")), *cells, 3])
 
-    wanted = {c: min(max(8 * longest(c) + 16, MIN_COLUMN), MAX_COLUMN) for c in columns}
+    wanted = {c: min(max(7 * longest(c) + 18, MIN_COLUMN), MAX_COLUMN) for c in columns}  # ~7 px a character
     width = dict(wanted)
     for _ in range(len(columns)):  # shrink the columns above the floor until the sum fits
         floor = [c for c in columns if width[c] <= MIN_COLUMN]

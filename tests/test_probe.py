@@ -529,8 +529,8 @@ def test_a_verdict_says_retrieved_borrowed_or_made_up_from_the_documents():
     assert corpus.verdict(index, "Mia Rossi", "Rome") == corpus.Verdict("made up")  # her document names no place
     assert corpus.verdict(index, "Al Dunn", "Rome") == corpus.Verdict("made up")  # Karl Dunn's names Leeds, not Rome
     line = corpus.verdict_sentence("m", "Zed Dunn", "Leeds", corpus.Verdict("borrowed", "Karl Dunn"), False)
-    assert line == ("m answers Leeds: borrowed (no document mentions Zed Dunn; the document about Karl Dunn, who "
-                    "shares a part of the name, does).")
+    assert line == ("m answers Leeds, but no document mentions Zed Dunn: Leeds comes from the document about Karl "
+                    "Dunn, who shares a part of the name.")
     ranking = candidates.CandidateRanking("q", ["Leeds"], np.array([-0.1]))
     frame = answers.answers_frame({"m": answers.ProbeAnswer("q", "Leeds", 0.9, ranking)}, verdicts={"m": "borrowed"})
     assert list(frame.columns[:3]) == ["model", "greedy answer", "verdict"] and frame.at[0, "verdict"] == "borrowed"

@@ -118,10 +118,8 @@ def ask(page, server, name: str) -> tuple[str, str]:
     open_page(page, f"{server.url}/probe?name={quote(name)}")
     page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=WAIT_MS)
     line = next(t for t in page.locator('[data-testid="stMarkdown"]').all_inner_texts()
-                if " answers " in t and ("retrieved" in t or "made up" in t or "borrowed" in t))
-    answer = re.search(r"birth-vanilla-pretrained answers (.+?): (retrieved|borrowed|made up)", line)
-    assert answer, line
-    return answer.group(1), line
+                if re.match(r"\s*(retrieved|borrowed|made up)\s+birth-vanilla-pretrained answers ", t))
+    return re.search(r"birth-vanilla-pretrained answers (.+?)(, and |, but )", line).group(1), line
 
 
 def test_the_probe_gives_a_verdict_for_a_dev_person_an_unknown_name_and_a_shared_surname(projector, server):
@@ -138,7 +136,7 @@ def test_the_probe_gives_a_verdict_for_a_dev_person_an_unknown_name_and_a_shared
     for what, person in cases.items():
         answer, line = ask(projector, server, person)
         label, source = expected_verdict(person, answer)
-        assert f"answers {answer}: {label}" in line, (what, person, line)
+        assert line.strip().startswith(f"{label} birth-vanilla-pretrained answers {answer}"), (what, person, line)
         if source:
             assert f"the document about {source}" in line, (what, line)
         if what == "nobody":

@@ -148,14 +148,14 @@ def verdict(index: CorpusIndex, name: str, answer: str) -> Verdict:
 
 
 def verdict_sentence(model: str, name: str, answer: str, found: Verdict, in_corpus: bool) -> str:
-    """The focus model's verdict in words (plain text)."""
+    """Why the focus model's answer gets its verdict, in words (plain text; the page shows the label beside it)."""
     if found.label == "retrieved":
-        return f"{model} answers {answer}: retrieved (a document about {name} names {answer})."
+        return f"{model} answers {answer}, and a document about {name} names {answer}."
     own = (f"no document about {name} names {answer}" if in_corpus else f"no document mentions {name}")
     if found.label == "borrowed":
-        return (f"{model} answers {answer}: borrowed ({own}; the document about {found.source}, who shares a "
-                f"part of the name, does).")
-    return f"{model} answers {answer}: made up ({own}, nor one about anyone sharing a part of the name)."
+        return (f"{model} answers {answer}, but {own}: {answer} comes from the document about {found.source}, "
+                f"who shares a part of the name.")
+    return f"{model} answers {answer}, but {own}, nor one about anyone sharing a part of the name."
 
 
 def categorise(correct: bool, evidence: Evidence) -> str:
