@@ -87,7 +87,8 @@ def fabricate_tab(p: Probe) -> None:
     pick_focus(p)
     models, focus, data, stamp = p.models, p.focus, p.data, p.stamp
     finding, chart = st.container(), st.container()  # the finding first; the names' settings below it
-    with st.expander("Which names: locales, how many, seed"):
+    names_box = st.expander("Which names: locales, how many, seed")
+    with names_box:
         st.write("Names drawn like the world's people but absent from the corpus and the training questions: "
                  "the model cannot know them, so its answers show what it does when it does not know.")
         locales = st.multiselect("Locales of the names", list(LOCALES), default=list(LOCALES),
@@ -101,7 +102,7 @@ def fabricate_tab(p: Probe) -> None:
         finding.warning(plain(exc))
         return
     questions = tuple(inputs.question_for(name) for name, _ in people)
-    with finding:
+    with names_box:  # about the names, so with them: above the finding it pushed the figure down
         warn_unknown(p, questions)
     predictions = {m: cached_answers(*version(loaded), questions, loaded) for m, loaded in models.items()}
     found = fabricated.strategy(people, predictions, data.train_places)

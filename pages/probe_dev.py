@@ -115,8 +115,9 @@ def every_question(p: Probe, focused: analysis.DevAnalysis, label: str) -> None:
     frame = focused.frame
     columns = st.columns([1, 2, 2, 1])
     outcome = columns[0].radio("Outcome", analysis.OUTCOMES, key="probe_dev_outcome")
-    categories = columns[1].multiselect("Evidence category", list(corpus.CATEGORIES),
-                                        default=list(corpus.CATEGORIES), key="probe_dev_categories_filter", wrap=True)
+    categories = columns[1].multiselect("Where the answer comes from", list(corpus.CATEGORIES),
+                                        default=list(corpus.CATEGORIES), key="probe_dev_categories_filter", wrap=True,
+                                        format_func=lambda c: PLAIN_CATEGORIES.get(c, c))
     confidence = columns[2].slider("Confidence", 0.0, 1.0, (0.0, 1.0), 0.05,
                                    key="probe_dev_confidence_filter")
     places = ["(any)"] + sorted(set(frame["truth"]) | set(frame["prediction"]))

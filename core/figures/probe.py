@@ -172,11 +172,11 @@ def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.F
 
 
 PLAIN_CATEGORIES = {  # the legend in plain words (keys: core.lens.probe.corpus.CATEGORIES)
-    "retrieved": "right: the person's document names it",
-    "wrong despite evidence": "wrong, though the document names the place",
-    "correct by prior": "right by a guess (no document names it)",
-    "unseen name": "wrong: nobody wrote about the person",
-    "wrong, no evidence": "wrong: the document names no birthplace",
+    "retrieved": "right, as documented",
+    "wrong despite evidence": "wrong, though documented",
+    "correct by prior": "right by a guess",
+    "unseen name": "wrong, nobody wrote about them",
+    "wrong, no evidence": "wrong, place not documented",
 }
 
 
@@ -201,9 +201,8 @@ def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> 
                           "<extra></extra>"))
     fig.update_yaxes(autorange="reversed", **index_axis(models))
     fig.update_xaxes(title="share of questions", range=[0, 1], tickformat=".0%")
-    base_layout(fig, html.escape(title) if title else None, 230 + 40 * max(len(models), 1))
-    # the legend below: its plain-word labels are long, and a legend at the right took half the plot at 1024 px
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, xanchor="left"))
+    base_layout(fig, html.escape(title) if title else None, 140 + 40 * max(len(models), 1))
+    fig.update_layout(barmode="stack", legend=LEGEND_RIGHT)
     return fig
 
 
