@@ -140,8 +140,9 @@ def rope_distance_figure(distances, ones_scores, random_scores, bound_distances,
     fig.update_xaxes(title="relative distance m - n")
     fig.update_yaxes(title="q·k", row=1, col=1)
     fig.update_yaxes(title="upper bound", row=1, col=2)
-    base_layout(fig, html.escape(title) if title else None, 380)
-    fig.update_layout(legend=LEGEND_RIGHT, margin=dict(t=110))
+    base_layout(fig, html.escape(title) if title else None, 440)
+    # the legend under the panels: at the right it took the width the two panels need apart at 1024 px
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), margin=dict(t=110))
     return fig
 
 

@@ -218,7 +218,7 @@ ROPE_JS = """() => {
     const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
     return {titles: Array.from(chart.querySelectorAll('.annotation-text')).map(box),
             y2title: box(chart.querySelector('.g-y2title text')),
-            left: Array.from(chart.querySelectorAll('.subplot.xy .xtick text')).map(box)};
+            left: Array.from(chart.querySelectorAll('.subplot.xy .xtick text, .subplot.xy .plot')).map(box)};
 }"""
 
 
@@ -229,7 +229,7 @@ def test_the_rope_panels_keep_their_titles_apart(projector, server):
     (a, b) = found["titles"][:2]
     assert a[2] <= b[0], f"the panel titles overlap: {a} {b}"
     right_edge = max(box[2] for box in found["left"])
-    assert found["y2title"][0] >= right_edge, f"the right panel's y title sits on the left panel: {found}"
+    assert found["y2title"][0] >= right_edge, f"the right panel's y title sits on the left panel's lines: {found}"
 
 
 @pytest.mark.parametrize("path", ["attention", "positional", "curves", "probe"])
