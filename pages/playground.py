@@ -38,7 +38,8 @@ def show_table(frame: pd.DataFrame, **kwargs) -> None:
 def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.ndarray:
     """An editable table; empty or non-numeric cells count as 0 (and we say so)."""
     st.markdown(f"**{label}**")
-    frame = pg.to_frame(matrix, row_name)
+    # float noise of a least-squares solve (8.9e-16) rounded away: in a narrow cell it read as "000000008"
+    frame = pg.to_frame(np.round(matrix, 6) + 0.0, row_name)
     # narrow number columns: two tables side by side keep every column in view at 1024 px up to d = 4
     edited = st.data_editor(frame, key=key, num_rows="fixed", width="stretch",
                             column_config={c: st.column_config.NumberColumn(width=56) for c in frame.columns})
