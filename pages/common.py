@@ -1,8 +1,10 @@
 """What every page shares: the sidebar model picker and the cached model loader.
 
 Not a page itself (app.py lists pages explicitly). The selected checkpoint lives in
-`st.session_state["checkpoint"]`, in `st.session_state["model_choice"]` (so a page switch keeps it) and
-in the URL as `?model=<name>` (core.urlstate), so a reload or a copied link reopens it.
+`st.session_state["checkpoint"]`, in `st.session_state["model_choice"]` (so a page switch keeps a model someone
+picked) and in the URL as `?model=<name>` (core.urlstate), so a reload or a copied link reopens it. Until someone
+picks one, each page opens on its own default (`PageModels`: the model that shows the page's point). Tables get
+widths that fit a 1024 px projector from `fitted_columns`.
 """
 
 from __future__ import annotations
