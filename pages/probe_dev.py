@@ -55,7 +55,11 @@ def dev_questions(p: Probe) -> tuple[bytes, str] | None:
 
 def pick_example(view) -> int:
     """A row clicked in the table (when it changed) or the selectbox's question number."""
-    widths = fitted_columns(view, EXPANDER_WIDTH - 40, {"confidence": CONFIDENCE}, index=True)  # 40: the tick box
+    # the question (the name says it) and the four evidence flags (the category sums them up) are left out of
+    # the view, not of the CSV: eleven columns cannot fit 1024 px
+    hidden = {c: None for c in ("question", "in_corpus", "truth_in_document", "prediction_in_document",
+                                "prediction_is_label")}
+    widths = fitted_columns(view, EXPANDER_WIDTH - 40, {"confidence": CONFIDENCE, **hidden}, index=True)  # 40: ticks
     event = st.dataframe(view, on_select="rerun", selection_mode="single-row", key="probe_dev_table",
                          column_config=widths)
     rows = list(event.selection.rows) if event is not None else []
