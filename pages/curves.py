@@ -41,8 +41,7 @@ OPENING = hist.ComparisonPreset(("names-pretrained", "names-scratch"), "accuracy
 checkpoint_picker(PageModels("curves", ("names-pretrained", "names-scratch"), "classify",
                              "pretrained vs scratch: the same classifier with and without pretraining"))
 st.title("Training curves")
-st.write("Compare how runs trained: pick runs, a metric and an x axis. Solid lines are training, dashed "
-         "lines validation; a star marks each run's best validation value.")
+st.write("Solid: training · dashed: validation · star: each run's best validation value.")
 
 
 def show_notes(notes: list[str]) -> None:
@@ -96,7 +95,8 @@ def load_runs(names: list[str], sources: dict[str, hist.RunSource],
 
 # --- where runs come from -------------------------------------------------------------------
 allowed = folders.allowed_dirs()
-with st.expander("More runs: a folder of checkpoints and training logs, or uploaded files"):
+# in the sidebar: above the runs it pushed the chart towards the fold at 1024x768
+with st.sidebar.expander("More runs: a folder of checkpoints and training logs, or uploaded files"):
     folder_text = ""
     if allowed:
         folder_text = st.text_input("Folder on this machine", key="curves_folder",
@@ -157,12 +157,11 @@ def apply_comparison(available: list[str]) -> None:
 
 
 preset_name = st.selectbox("Ready-made comparison", [CHOOSE_YOURSELF, *hist.COMPARISONS],
-                           key="curves_preset", on_change=apply_comparison, args=(names,))
+                           key="curves_preset", on_change=apply_comparison, args=(names,),
+                           help="; ".join(f"{name}: {p.story}" for name, p in hist.COMPARISONS.items()))
 if preset_name in hist.COMPARISONS:
     preset = hist.COMPARISONS[preset_name]
-    if hist.preset_runs(preset, names):
-        st.caption(preset.story)
-    else:
+    if not hist.preset_runs(preset, names):
         st.info(f"None of the checkpoints for this comparison are here (it looks for "
                 f"{', '.join(preset.patterns)}). Run `make checkpoints` to train them.")
 selected = st.multiselect("Runs", names, key="curves_runs",
