@@ -171,9 +171,6 @@ if not selected:
     st.stop()
 
 loaded = load_runs(selected, sources, uploads)
-if st.session_state.get("curves_smoothing") is None:
-    longest = int(loaded.frame.groupby(["run", "split", "metric"]).size().max()) if len(loaded.frame) else 0
-    st.session_state["curves_smoothing"] = hist.default_smoothing(longest)
 comparison = hist.COMPARISONS.get(preset_name)
 verdicts = hist.first_epoch_gaps(comparison, loaded.frame) + hist.comparison_verdicts(comparison, loaded.frame)
 if verdicts:
@@ -183,6 +180,10 @@ if st.session_state.get("curves_metric") not in metrics:
     st.session_state["curves_metric"] = "loss" if "loss" in metrics else metrics[0]
 left, middle, right, far = st.columns([2, 2, 3, 2])
 metric = left.selectbox("Metric", metrics, key="curves_metric")
+if st.session_state.get("curves_smoothing") is None:  # by the longest curve of this metric: short ones unsmoothed
+    shown = loaded.frame[loaded.frame["metric"] == metric]
+    st.session_state["curves_smoothing"] = hist.default_smoothing(
+        int(shown.groupby(["run", "split"]).size().max()) if len(shown) else 0)
 x_axis = middle.selectbox("X axis", list(hist.X_AXES), format_func=hist.X_AXES.get, key="curves_x")
 smoothing = right.slider("Smoothing", 0.0, hist.MAX_SMOOTHING, step=0.001, format="%.3f",
                          key="curves_smoothing",
