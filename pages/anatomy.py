@@ -10,10 +10,10 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
-from pages.common import checkpoint_picker, require_model, selected_info, show_figure
+from pages.common import PageModels, checkpoint_picker, require_model, selected_info, show_figure
 from pages.shared import figure
 
-checkpoint_picker()
+checkpoint_picker(PageModels("anatomy", ("lm-learned",), "lm"))
 
 st.title("Model anatomy")
 st.write("Where a model's parameters are, with the formula you would write by hand next to each "
@@ -46,11 +46,11 @@ else:
     st.caption(preset.source + " Built as a real torch module on the meta device and counted.")
     stated = preset.stated_parameters
 
-columns = st.columns(4)
+columns = st.columns(2)  # four headline numbers in a row cut a 7-digit count to "3,323,…" at 1024 px
 columns[0].metric("Parameters", f"{totals.total:,}")
 columns[1].metric("Trainable", f"{totals.trainable:,}")
-columns[2].metric("Non-trainable", f"{totals.non_trainable:,}")
-columns[3].metric("Buffer values", f"{totals.buffer_values:,}", help="Buffers are stored but not trained.")
+st.caption(f"Non-trainable parameters: {totals.non_trainable:,} · buffer values (stored, not trained): "
+           f"{totals.buffer_values:,}")
 if stated is not None:
     verdict = "matches" if stated == totals.total else "does NOT match"
     st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")
@@ -60,11 +60,14 @@ frame = pd.DataFrame([{  # count, check and the whole formula first: at 1024 px 
     "formula": r.formula, "part": r.role, "formula value": r.formula_value, "where": r.where,
     "buffers": r.buffers, "note": r.note,
 } for r in rows])
+every_column = st.toggle("Every column (part, formula value, where, buffers, notes)", key="anatomy_columns",
+                         help="Off: the columns that fit a 1024 px projector.")
 st.dataframe(frame.fillna(""), hide_index=True, width="stretch", height="content",  # every row; "" not "None"
+             column_order=None if every_column else ("module", "parameters", "formula = count", "formula"),
              column_config={"module": st.column_config.TextColumn(pinned=True),
                             "formula = count": st.column_config.TextColumn(
                                 "=", width="small", help="✓: the formula's value equals the counted parameters"),
-                            "formula": st.column_config.TextColumn(width="large"),
+                            "formula": st.column_config.TextColumn(width="large" if every_column else 230),
                             "where": st.column_config.TextColumn(width="medium"),
                             "formula value": st.column_config.NumberColumn(format="localized"),
                             "parameters": st.column_config.NumberColumn(format="localized")})

@@ -18,7 +18,7 @@ from pages.attention_compare import show_compare
 from pages.attention_output import show_output, show_sanity
 from pages.attention_query_key import show_query_key
 from pages.attention_window import window_controls
-from pages.common import checkpoint_picker, require_model, show_figure
+from pages.common import PageModels, checkpoint_picker, require_model, show_figure
 from pages.shared import attention_run, figure
 from pages.training_steps import step_slider
 
@@ -31,8 +31,16 @@ WIDGET_KEYS = {"text": "attn_text", "layer": "attn_layer", "head": "attn_head", 
 
 
 def restore_widgets(loaded) -> None:
-    """Widget defaults: the URL on first render, else this session's last state (views come and go)."""
-    saved = st.session_state.get("attn_saved") or urlstate.decode(st.query_params.to_dict())
+    """Widget defaults: the URL on first render or when a link brings other values than this page wrote last
+    (the probe's "open this question" link, a pasted link), else this session's last state (views come and go)."""
+    params = st.query_params.to_dict()
+    ours = {k: v for k, v in params.items() if k in urlstate.URL_KEYS.values()}
+    last = st.session_state.get("attn_saved")
+    linked = last is not None and bool(ours) and ours != urlstate.encode(last)
+    if linked:
+        for key in WIDGET_KEYS.values():
+            st.session_state.pop(key, None)
+    saved = urlstate.decode(params) if linked or last is None else last
     default = av.default_sentence(loaded.task, loaded.tokenizer)
     previous_default = st.session_state.get("attn_default")
     if previous_default is not None and st.session_state.get("attn_text", saved.text) == previous_default:
@@ -121,7 +129,8 @@ VIEWS = {"single": show_single, "model": show_model, "token": show_token, "qk": 
          "combine": show_combine, "compare": show_compare}
 
 
-info = checkpoint_picker()
+info = checkpoint_picker(PageModels(
+    "attention", ("lm-learned",), "lm", "language models: their heads look at different things"))
 loaded = require_model()
 st.title("Attention")
 if info is None or loaded is None:
@@ -160,6 +169,8 @@ for note in run.notes:
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
 VIEWS[view](run, run_key, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
+if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
+    st.caption(av.untrained_message(run.untrained))
 st.caption(f"How the model reads it: {run.n_tokens} tokens")
 st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
 show_output(run.output)

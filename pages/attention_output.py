@@ -16,7 +16,7 @@ def show_output(output: ModelOutput) -> None:
         st.info(output.note)
     if output.completion is not None:
         st.text("Answer: " + (output.answer if output.answer else "(empty)"))
-        st.code(output.shown_completion, language=None)
+        st.code(output.shown_completion, language=None, wrap_lines=True)  # 32 characters ran off the right at 1024 px
     if output.rows:
         st.dataframe(pd.DataFrame(output.rows), hide_index=True)
 
@@ -27,5 +27,6 @@ def show_sanity(run: av.AttentionRun) -> None:
     if failed:
         st.error("Sanity check failed: " + "; ".join(failed) + ".")
     with st.expander("Sanity checks", expanded=bool(failed)):
-        st.dataframe(pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
-                                    "detail": c.detail} for c in checks]), hide_index=True)
+        # st.table wraps the details inside the column; a data grid scrolled them sideways at 1024 px
+        st.table(pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
+                                "detail": c.detail} for c in checks]).set_index("check"))

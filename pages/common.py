@@ -1,12 +1,15 @@
 """What every page shares: the sidebar model picker and the cached model loader.
 
 Not a page itself (app.py lists pages explicitly). The selected checkpoint lives in
-`st.session_state["checkpoint"]`, in `st.session_state["model_choice"]` (so a page switch keeps it) and
-in the URL as `?model=<name>` (core.urlstate), so a reload or a copied link reopens it.
+`st.session_state["checkpoint"]`, in `st.session_state["model_choice"]` (so a page switch keeps a model someone
+picked) and in the URL as `?model=<name>` (core.urlstate), so a reload or a copied link reopens it. Until someone
+picks one, each page opens on its own default (`PageModels`: the model that shows the page's point). Tables get
+widths that fit a 1024 px projector from `fitted_columns`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
@@ -79,20 +82,53 @@ def leave_legacy_multipage_mode() -> None:
 
 
 MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches (widget state is not)
+PICKER_PAGE = "picker_page"  # the page the picker last ran on
+MODEL_PICKED = "model_picked"  # someone chose it (the picker, a link, an upload): pages then keep it
 
 
-def initial_model(names: list[str]) -> str:
-    """The picker's value when it appears on a page: the link's model (a reload, a shared link, a
-    link from another page), else this session's last choice, else the first checkpoint."""
+@dataclass(frozen=True)
+class PageModels:
+    """Which models show a page's point: `prefer` by name (the bundled ones, first found wins), else the first
+    checkpoint of `task`; `why` says in a few words what such a model shows here."""
+
+    page: str  # which page asks (a link's model is read on a page's first run)
+    prefer: tuple[str, ...] = ()
+    task: str | None = None
+    why: str = ""
+
+    def suits(self, info: CheckpointInfo) -> bool:
+        return info.name in self.prefer or (self.task is not None and info.task == self.task)
+
+    def default(self, infos: list[CheckpointInfo]) -> str:
+        names = [i.name for i in infos]
+        return next((n for n in self.prefer if n in names), None) or next(
+            (i.name for i in infos if self.suits(i)), names[0])
+
+
+def initial_model(names: list[str], default: str, page: str) -> tuple[str, bool]:
+    """The picker's value on this run and whether someone chose it: a link asking for a model the page did
+    not write itself (a shared link, a link from another page), else this session's own choice, else the
+    page's default (a page switch without a choice opens each page on the model that shows its point)."""
     wanted = urlstate.decode_model(st.query_params.to_dict())
-    if wanted is not None and wanted not in names:
+    # A page switch clears the URL, so a model in it on a page's first run came with the link
+    arrived = st.session_state.get(PICKER_PAGE) != page
+    st.session_state[PICKER_PAGE] = page
+    if wanted is not None and (arrived or wanted != st.session_state.get(MODEL_CHOICE)):
+        if wanted in names:
+            return wanted, bool(st.session_state.get(MODEL_PICKED)) or wanted != default
         st.info(plain(f"The link asks for the model {wanted!r}, which is not here (models added on Open your "
                       f"model last only for the browser session that added them)."))
-    remembered = st.session_state.get(MODEL_CHOICE)
-    return next((n for n in (wanted, remembered) if n in names), names[0])
+    current = st.session_state.get("picker_model", st.session_state.get(MODEL_CHOICE))
+    if st.session_state.get(MODEL_PICKED) and current in names:
+        return current, True
+    return default, False
 
 
-def checkpoint_picker() -> CheckpointInfo | None:
+def _picked() -> None:
+    st.session_state[MODEL_PICKED] = True
+
+
+def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
     leave_legacy_multipage_mode()
     infos = [i for i in all_checkpoints() if not i.error]
     with st.sidebar:
@@ -104,9 +140,12 @@ def checkpoint_picker() -> CheckpointInfo | None:
         names = [i.name for i in infos]
         # Written back on every run: after a page switch the selectbox is a new widget that would
         # otherwise start on the first option, whatever the session state says (seen in a browser).
-        current = st.session_state.get("picker_model")
-        st.session_state["picker_model"] = current if current in names else initial_model(names)
-        name = st.selectbox("Checkpoint", names, key="picker_model")
+        st.session_state["picker_model"], st.session_state[MODEL_PICKED] = initial_model(
+            names, models.default(infos), models.page)
+        name = st.selectbox("Checkpoint", names, key="picker_model", on_change=_picked)
+        suited = [i.name for i in infos if models.suits(i)]
+        if suited and models.why:
+            st.caption(plain(f"Suits this page: {', '.join(suited)} ({models.why})."))
         st.session_state[MODEL_CHOICE] = name
         st.query_params.update(urlstate.encode_model(name))
         info = infos[names.index(name)]
@@ -127,8 +166,9 @@ def checkpoint_picker() -> CheckpointInfo | None:
 def select_checkpoint(name: str) -> None:
     """Make `name` the picker's choice on the next run (e.g. after an upload)."""
     st.session_state[MODEL_CHOICE] = name
+    st.session_state[MODEL_PICKED] = True
     st.query_params.update(urlstate.encode_model(name))
-    st.session_state.pop("picker_model", None)
+    st.session_state.pop("picker_model", None)  # the widget may be drawn already: its state cannot be set
 
 
 def plain(text: object) -> str:
@@ -182,6 +222,45 @@ def shown_table(frame):
         for column in holes:
             frame[column] = ["" if pd.isna(v) else _cell(v) for v in frame[column]]
     return frame
+
+
+MAIN_WIDTH, EXPANDER_WIDTH = 560, 520  # px a table has at 1024x768 with the sidebar open: the page, an expander
+MIN_COLUMN, MAX_COLUMN = 48, 200  # px: a column narrower cuts its header to nothing; wider is one long text
+
+
+def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, index: bool = False) -> dict:
+    """A column_config whose widths add up to `room` px, each column's share by its longest text (header or
+    cell, between MIN_COLUMN and MAX_COLUMN), so a table never scrolls sideways at 1024 px: a long cell is cut
+    with "…" inside the table instead. `config` entries keep their other settings (format, label, help);
+    `index`: the table shows its index (the first column)."""
+    import pandas as pd
+
+    config = dict(config or {})
+    hidden = {c: None for c in frame.columns if c in config and config[c] is None}
+    columns = ([None] if index else []) + [c for c in frame.columns if c not in hidden]
+    label = {c: str((config.get(c) or {}).get("label") or c) for c in frame.columns}
+
+    def longest(column) -> int:
+        values = frame.index if column is None else frame[column]
+        cells = [len(f"{v:,.4g}" if isinstance(v, float) else str(v)) for v in list(values)[:200]
+                 if not (isinstance(v, float) and pd.isna(v))]  # a float as a table formats it, not its repr
+        return max([len(label.get(column, "")), *cells, 3])
+
+    wanted = {c: min(max(7 * longest(c) + 18, MIN_COLUMN), MAX_COLUMN) for c in columns}  # ~7 px a character
+    width = dict(wanted)
+    for _ in range(len(columns)):  # shrink the columns above the floor until the sum fits
+        floor = [c for c in columns if width[c] <= MIN_COLUMN]
+        free = room - MIN_COLUMN * len(floor)
+        above = sum(wanted[c] for c in columns if c not in floor)
+        width = {c: MIN_COLUMN if c in floor else max(MIN_COLUMN, int(wanted[c] * min(1.0, free / max(above, 1))))
+                 for c in columns}
+        if sum(width.values()) <= room or len(floor) == len(columns):
+            break
+    out = dict(hidden)
+    for column in columns:
+        key = "_index" if column is None else column
+        out[key] = {**(config.get(key) or {}), "width": width[column]}
+    return out
 
 
 def image_format() -> str:

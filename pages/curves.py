@@ -17,18 +17,31 @@ from core.figures.curves import family_run_colors, training_curves_figure
 from core.io import folders
 from core.io.checkpoint import checkpoint_dir
 from core.lens import history as hist
-from pages.common import all_checkpoints, available_checkpoints, checkpoint_picker, plain, show_figure, shown_table
+from pages.common import (
+    MODEL_PICKED,
+    PageModels,
+    all_checkpoints,
+    available_checkpoints,
+    checkpoint_picker,
+    plain,
+    show_figure,
+    shown_table,
+)
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200
 REFRESH_SECONDS = 5
 CHOOSE_YOURSELF = "(choose runs yourself)"
 MAX_NOTES_SHOWN = 12
+OPENING_NAME = "pretrained vs from scratch"
+# What the page opens on: the same classifier finetuned with and without pretraining, accuracy by epoch
+OPENING = hist.ComparisonPreset(("names-pretrained", "names-scratch"), "accuracy", "",
+                                pairs=(("names-pretrained", "names-scratch"),))
 
-checkpoint_picker()
+checkpoint_picker(PageModels("curves", ("names-pretrained", "names-scratch"), "classify",
+                             "pretrained vs scratch: the same classifier with and without pretraining"))
 st.title("Training curves")
-st.write("Compare how runs trained: pick runs, a metric and an x axis. Solid lines are training, dashed "
-         "lines validation; a star marks each run's best validation value.")
+st.write("Solid: training · dashed: validation · star: each run's best validation value.")
 
 
 def show_notes(notes: list[str]) -> None:
@@ -82,7 +95,8 @@ def load_runs(names: list[str], sources: dict[str, hist.RunSource],
 
 # --- where runs come from -------------------------------------------------------------------
 allowed = folders.allowed_dirs()
-with st.expander("More runs: a folder of checkpoints and training logs, or uploaded files"):
+# in the sidebar: above the runs it pushed the chart towards the fold at 1024x768
+with st.sidebar.expander("More runs: a folder of checkpoints and training logs, or uploaded files"):
     folder_text = ""
     if allowed:
         folder_text = st.text_input("Folder on this machine", key="curves_folder",
@@ -120,9 +134,17 @@ if "curves_runs" not in st.session_state:
         params = urlstate.encode_curves(st.session_state["curves_saved"])
     url, url_notes = urlstate.decode_curves(params, names)
     picked = st.session_state.get("checkpoint")  # the sidebar's model: the run you are looking at
-    default = [picked.name] if picked is not None and picked.name in sources else names[:1]
-    st.session_state.update(curves_runs=url.runs or default, curves_metric=url.metric, curves_x=url.x,
-                            curves_smoothing=url.smoothing, curves_logy=url.logy)
+    opening = hist.preset_runs(OPENING, [n for n in names if n in OPENING.patterns])  # pretrained vs scratch
+    if url.runs:
+        st.session_state.update(curves_runs=url.runs, curves_metric=url.metric, curves_x=url.x)
+    elif len(opening) == 2 and not st.session_state.get(MODEL_PICKED):
+        st.session_state.update(curves_runs=opening, curves_metric=OPENING.metric, curves_x="epoch",
+                                curves_preset=OPENING_NAME)
+    else:
+        default = [picked.name] if picked is not None and picked.name in sources else names[:1]
+        st.session_state.update(curves_runs=default, curves_metric=url.metric, curves_x=url.x)
+    # No smoothing in the URL: chosen once the runs are read (none for short runs: it would hide their end)
+    st.session_state.update(curves_smoothing=url.smoothing if "smoothing" in params else None, curves_logy=url.logy)
     show_notes(url_notes)
 st.session_state["curves_runs"] = [n for n in st.session_state["curves_runs"] if n in names]
 
@@ -135,12 +157,11 @@ def apply_comparison(available: list[str]) -> None:
 
 
 preset_name = st.selectbox("Ready-made comparison", [CHOOSE_YOURSELF, *hist.COMPARISONS],
-                           key="curves_preset", on_change=apply_comparison, args=(names,))
+                           key="curves_preset", on_change=apply_comparison, args=(names,),
+                           help="; ".join(f"{name}: {p.story}" for name, p in hist.COMPARISONS.items()))
 if preset_name in hist.COMPARISONS:
     preset = hist.COMPARISONS[preset_name]
-    if hist.preset_runs(preset, names):
-        st.caption(preset.story)
-    else:
+    if not hist.preset_runs(preset, names):
         st.info(f"None of the checkpoints for this comparison are here (it looks for "
                 f"{', '.join(preset.patterns)}). Run `make checkpoints` to train them.")
 selected = st.multiselect("Runs", names, key="curves_runs",
@@ -150,13 +171,19 @@ if not selected:
     st.stop()
 
 loaded = load_runs(selected, sources, uploads)
-for line in hist.comparison_verdicts(hist.COMPARISONS.get(preset_name), loaded.frame):
-    st.caption(plain(line))  # computed from the final values in the table below
+comparison = hist.COMPARISONS.get(preset_name)
+verdicts = hist.first_epoch_gaps(comparison, loaded.frame) + hist.comparison_verdicts(comparison, loaded.frame)
+if verdicts:
+    st.caption(plain(" ".join(verdicts)))  # computed from the values in the chart and the table below
 metrics = hist.ordered_metrics(loaded.frame["metric"].unique()) or ["loss"]
 if st.session_state.get("curves_metric") not in metrics:
     st.session_state["curves_metric"] = "loss" if "loss" in metrics else metrics[0]
 left, middle, right, far = st.columns([2, 2, 3, 2])
 metric = left.selectbox("Metric", metrics, key="curves_metric")
+if st.session_state.get("curves_smoothing") is None:  # by the longest curve of this metric: short ones unsmoothed
+    shown = loaded.frame[loaded.frame["metric"] == metric]
+    st.session_state["curves_smoothing"] = hist.default_smoothing(
+        int(shown.groupby(["run", "split"]).size().max()) if len(shown) else 0)
 x_axis = middle.selectbox("X axis", list(hist.X_AXES), format_func=hist.X_AXES.get, key="curves_x")
 smoothing = right.slider("Smoothing", 0.0, hist.MAX_SMOOTHING, step=0.001, format="%.3f",
                          key="curves_smoothing",
@@ -189,8 +216,12 @@ def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
         st.caption(plain(line))
     show_notes(current.notes + plot.notes)
     st.subheader("Final and best values")
-    st.dataframe(shown_table(hist.summarize_runs(current.frame, settings.runs, settings.metric)),
-                 hide_index=True, width="stretch")
+    summary = shown_table(hist.summarize_runs(current.frame, settings.runs, settings.metric))
+    if "best at epoch" in summary:  # the epoch says when; the step and the count of points would not fit 1024 px
+        summary = summary.drop(columns=["points", "best at step"], errors="ignore")
+    st.dataframe(summary, hide_index=True, width="stretch", column_config={
+        "run": st.column_config.TextColumn(width=150),
+        **{c: st.column_config.Column(width=78) for c in summary.columns if c != "run"}})
     # A callable: the CSV (megabytes for long runs) is built only when someone clicks, not every refresh.
     st.download_button("Download CSV (selected runs, every metric and point)",
                        lambda frame=current.frame: hist.to_csv(frame), file_name="training-curves.csv",

@@ -1,9 +1,9 @@
 import streamlit as st
 
 from core.io.checkpoint import checkpoint_dir
-from pages.common import NO_CHECKPOINTS, all_checkpoints, checkpoint_picker
+from pages.common import NO_CHECKPOINTS, PageModels, all_checkpoints, checkpoint_picker
 
-checkpoint_picker()
+checkpoint_picker(PageModels("home", ("lm-learned",), "lm"))
 
 st.title("Attention Lab")
 st.write("Look inside small transformer models: what each head attends to, what positional "

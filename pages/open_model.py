@@ -15,9 +15,9 @@ import streamlit as st
 
 from core.io import folders, hf, uploads
 from core.io.checkpoint import CheckpointError
-from pages.common import all_checkpoints, checkpoint_picker, plain, select_checkpoint
+from pages.common import PageModels, all_checkpoints, checkpoint_picker, plain, select_checkpoint
 
-checkpoint_picker()
+checkpoint_picker(PageModels("open_model"))
 allowed = folders.allowed_dirs()  # server folders a browser may name: none unless the operator says
 
 

@@ -11,10 +11,10 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens import playground as pg
-from pages.common import checkpoint_picker, show_figure
+from pages.common import PageModels, checkpoint_picker, show_figure
 from pages.shared import figure
 
-checkpoint_picker()
+checkpoint_picker(PageModels("playground"))
 
 st.title("Attention playground")
 st.write("Small attention calculations to do by hand before any training: choose a query so that "
@@ -38,7 +38,11 @@ def show_table(frame: pd.DataFrame, **kwargs) -> None:
 def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.ndarray:
     """An editable table; empty or non-numeric cells count as 0 (and we say so)."""
     st.markdown(f"**{label}**")
-    edited = st.data_editor(pg.to_frame(matrix, row_name), key=key, num_rows="fixed", width="stretch")
+    # float noise of a least-squares solve (8.9e-16) rounded away: in a narrow cell it read as "000000008"
+    frame = pg.to_frame(np.round(matrix, 6) + 0.0, row_name)
+    # narrow number columns: two tables side by side keep every column in view at 1024 px up to d = 4
+    edited = st.data_editor(frame, key=key, num_rows="fixed", width="stretch",
+                            column_config={c: st.column_config.NumberColumn(width=56) for c in frame.columns})
     values, missing = pg.from_frame(edited)
     if missing:
         st.warning(f"{missing} empty or non-numeric cell(s) in {label} count as 0.")
@@ -75,12 +79,14 @@ with by_hand:
 
     # One key per setting: a new preset or size gives fresh tables, edits persist otherwise.
     version = f"{preset_name}-{n}-{d}-{beta}-{scaled}"
-    tables = st.columns([2, 2, 2])
-    with tables[0]:
+    # Two tables a row up to d = 4, one beyond: three in a row hid a column at d = 3 at 1024 px
+    per_row = 2 if d <= 4 else 1
+    boxes = [box for _ in range(-(-3 // per_row)) for box in st.columns(per_row)][:3]
+    with boxes[0]:
         K = edit_table("Keys K (one row per key)", setup.K, "k", f"pg_K_{version}")
-    with tables[1]:
+    with boxes[1]:
         V = edit_table("Values V (one row per value)", setup.V, "v", f"pg_V_{version}")
-    with tables[2]:
+    with boxes[2]:
         Q = edit_table("Queries Q (one row per query)", setup.Q, "q", f"pg_Q_{version}")
 
     try:
@@ -102,15 +108,6 @@ with by_hand:
             show_table(pd.DataFrame(result.scores, index=queries, columns=keys))
             st.markdown("**Weights** softmax over the keys (each row sums to 1)")
             show_table(pd.DataFrame(result.weights, index=queries, columns=keys))
-            st.markdown(r"**Output** $c = \sum_i \alpha_i v_i$, next to the preset's target "
-                        f"{setup.target_label}")
-            outputs = pg.to_frame(result.output, "c")
-            target = setup.target if setup.target.shape == result.output.shape else None
-            if target is not None:
-                outputs["‖c − target‖"] = np.linalg.norm(result.output - target, axis=1)
-            show_table(outputs)
-            if target is not None:
-                show_table(pg.to_frame(target, "target"))
         with right:
             st.markdown("**Least squares for your keys**: q = lstsq(K, t) with t = β at key i, 0 elsewhere")
             index = st.selectbox("select v_i with i =", list(range(n)), key="pg_solve_index")
@@ -119,6 +116,16 @@ with by_hand:
             show_table(pg.to_frame(solved_q[None, :], "q"))
             st.caption(f"This q puts weight {solved.weights[0, index]:.4f} on v_{index} for the keys above "
                        "(paste it into Q to try it).")
+        # full width: d values and the distance to the target did not fit half a column at 1024 px
+        st.markdown(r"**Output** $c = \sum_i \alpha_i v_i$, next to the preset's target "
+                    f"{setup.target_label}")
+        outputs = pg.to_frame(result.output, "c")
+        target = setup.target if setup.target.shape == result.output.shape else None
+        if target is not None:
+            outputs["‖c − target‖"] = np.linalg.norm(result.output - target, axis=1)
+        show_table(outputs)
+        if target is not None:
+            show_table(pg.to_frame(target, "target"))
 
 with two_heads:
     st.write("Keys are noisy: k_i ~ N(μ_i, αI) with orthonormal means μ_i = e_i (also the values, "

@@ -16,7 +16,7 @@ from core import urlstate as url
 from core.lens import positional as pv
 from core.text import markdown_escape
 from pages import positional_tabs as sections
-from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, selected_info
+from pages.common import PageModels, all_checkpoints, checkpoint_picker, load_checkpoint, selected_info
 from pages.positional_extrapolation import extrapolation
 
 WIDGETS = {"section": "pos_tab", "text": "pos_text", "layer": "pos_layer", "head": "pos_head",
@@ -51,7 +51,9 @@ def clip(key: str, count: int) -> None:
         st.session_state[key] = 0
 
 
-checkpoint_picker()
+checkpoint_picker(PageModels(
+    "positional", ("lm-learned", "lm-sinusoidal", "lm-alibi", "lm-rope"), None,
+    "language models that differ only in their positional encoding"))
 st.title("Positional encodings")
 st.caption("Attention alone does not know word order. Sinusoidal (Vaswani et al. 2017) and learned vectors are "
            "added to the tokens; ALiBi (Press et al. 2022) adds a distance penalty to the scores; RoPE (Su et "

@@ -19,12 +19,23 @@ from core.data.datasets import DataError
 from core.data.world_tables import LOCALES
 from core.figures import probe as viz
 from core.lens.probe import corpus, fabricated, files, inputs
-from pages.common import all_checkpoints, checkpoint_picker, load_checkpoint, plain, show_figure
+from pages.common import (
+    EXPANDER_WIDTH,
+    PageModels,
+    all_checkpoints,
+    checkpoint_picker,
+    fitted_columns,
+    load_checkpoint,
+    plain,
+    show_figure,
+)
 from pages.probe_dev import dev_tab
 from pages.probe_parts import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
 from pages.training_steps import show_answers_by_step
 
 TABS = tuple(urlstate.PROBE_TABS.values())
+# The model whose details the page opens on: pretrained on the corpus, so it can retrieve what it read
+PROBE_MODELS = ("birth-vanilla-pretrained", "birth-vanilla-scratch", "birth-synthesizer-pretrained")
 
 
 @st.cache_resource(show_spinner="Reading the corpus…", max_entries=4)
@@ -75,48 +86,60 @@ def ask_tab(p: Probe) -> None:
 def fabricate_tab(p: Probe) -> None:
     pick_focus(p)
     models, focus, data, stamp = p.models, p.focus, p.data, p.stamp
-    st.write("Names drawn like the world's people but absent from the corpus and the training questions: "
-             "the model cannot know them, so its answers show its fallback strategy.")
-    columns = st.columns([4, 1, 1])
-    locales = columns[0].multiselect("Locales of the names", list(LOCALES), default=list(LOCALES),
-                                     format_func=lambda loc: f"{loc} ({LOCALES[loc].label})", key="probe_locales",
-                                     wrap=True)  # in a column it would keep one row and hide the rest
-    n = columns[1].number_input("Names", 1, fabricated.MAX_FABRICATED, 48, key="probe_n")
-    seed = columns[2].number_input("Seed", 0, 1_000_000, 0, key="probe_seed")
+    finding, chart = st.container(), st.container()  # the finding first; the names' settings below it
+    names_box = st.expander("Which names: locales, how many, seed")
+    with names_box:
+        st.write("Names drawn like the world's people but absent from the corpus and the training questions: "
+                 "the model cannot know them, so its answers show what it does when it does not know.")
+        locales = st.multiselect("Locales of the names", list(LOCALES), default=list(LOCALES),
+                                 format_func=lambda loc: f"{loc} ({LOCALES[loc].label})", key="probe_locales")
+        columns = st.columns(2)
+        n = columns[0].number_input("Names", 1, fabricated.MAX_FABRICATED, 48, key="probe_n")
+        seed = columns[1].number_input("Seed", 0, 1_000_000, 0, key="probe_seed")
     try:
         people = cached_people(int(n), tuple(locales), int(seed), stamp, data)
     except ValueError as exc:
-        st.warning(plain(exc))
+        finding.warning(plain(exc))
         return
     questions = tuple(inputs.question_for(name) for name, _ in people)
-    warn_unknown(p, questions)
+    with names_box:  # about the names, so with them: above the finding it pushed the figure down
+        warn_unknown(p, questions)
     predictions = {m: cached_answers(*version(loaded), questions, loaded) for m, loaded in models.items()}
     found = fabricated.strategy(people, predictions, data.train_places)
-    st.dataframe(found.summary, hide_index=True,
-                 column_config={c: PERCENT for c in ("its share", "share in the name's country",
-                                                     "share = the country's prior", "share that are training labels")})
-    st.text(fabricated.strategy_sentence(found, focus))
-    st.dataframe(found.frame, hide_index=True)
-    st.download_button("Download these predictions (CSV)", files.table_csv(found.frame),
-                       "fabricated-predictions.csv", "text/csv", key="probe_fab_csv")
-    show_figure(viz.place_share_bars(found.shares,
-                                     title="Predicted places for fabricated names vs. the training labels"),
-                "fabricated-place-shares", key="probe_fab_shares")
-    show_figure(viz.locale_place_heatmap(found.locale_counts[focus],
-                                         title=f"{focus}: predicted place by the name's locale"),
-                f"{focus}-locale-places", key="probe_fab_heatmap")
+    finding.markdown("**" + plain(fabricated.strategy_sentence(found, focus)) + "**")
+    summary = found.summary
+    with chart:
+        show_figure(viz.home_share_bars(list(summary["model"]), list(summary["share in the name's country"]),
+                                        found.chance, title="Answers in the name's country, against chance"),
+                    "fabricated-home-country", key="probe_fab_home")
+    with st.expander("Per model: distinct answers, the most common one, shares"):
+        st.dataframe(summary, hide_index=True, column_config=fitted_columns(summary, EXPANDER_WIDTH, {
+            c: PERCENT for c in ("its share", "share in the name's country", "share = the country's prior",
+                                 "share that are training labels")}))
+    with st.expander("Every name and each model's answer"):
+        st.dataframe(found.frame, hide_index=True, column_config=fitted_columns(found.frame, EXPANDER_WIDTH))
+        st.download_button("Download these predictions (CSV)", files.table_csv(found.frame),
+                           "fabricated-predictions.csv", "text/csv", key="probe_fab_csv")
+    with st.expander("Which places they answer"):
+        show_figure(viz.place_share_bars(found.shares,
+                                         title="Predicted places for fabricated names vs. the training labels"),
+                    "fabricated-place-shares", key="probe_fab_shares")
+        show_figure(viz.locale_place_heatmap(found.locale_counts[focus],
+                                             title=f"{focus}: predicted place by the name's locale"),
+                    f"{focus}-locale-places", key="probe_fab_heatmap")
 
 
-info = checkpoint_picker()
+info = checkpoint_picker(PageModels(
+    "probe", PROBE_MODELS, "birthplace", "the birthplace models: pretrained vs scratch, vanilla vs synthesizer"))
 st.title("Birthplace probe")
-st.write("What does a birthplace model retrieve from its pretraining corpus, and what does it make up? Ask "
-         "about one name, fabricate names nobody wrote about, or sort every dev-set answer by its evidence.")
+st.write("What does a birthplace model retrieve from its pretraining corpus, and what does it make up?")
 birth = [i for i in all_checkpoints() if not i.error and i.task == "birthplace"]
 if not birth:
     st.info("There is no birthplace checkpoint yet: `make checkpoints` trains the bundled ones.")
     st.stop()
 names = [i.name for i in birth]
-chosen_names = st.multiselect("Birthplace models to compare", names, default=names, key="probe_models")
+# in the sidebar: in the page its three names took two rows and pushed the answers' figure below the fold
+chosen_names = st.sidebar.multiselect("Birthplace models to compare", names, default=names, key="probe_models")
 models = {i.name: loaded for i in birth
           if i.name in chosen_names and (loaded := load_checkpoint(i)) is not None}
 if not models:
@@ -134,7 +157,7 @@ except DataError as exc:
 saved = restore_state(data)
 current = st.session_state.get("probe_focus")  # written back every run: the tabs' pickers are new widgets
 st.session_state["probe_focus"] = current if current in models else next(
-    (n for n in (saved.focus, info.name if info else None) if n in models), next(iter(models)))
+    (n for n in (saved.focus, info.name if info else None, *PROBE_MODELS) if n in models), next(iter(models)))
 tabs = st.tabs(TABS, key="probe_tab", on_change="rerun")
 chosen = Probe(models, st.session_state["probe_focus"], data, stamp)
 for tab, show in zip(tabs, (ask_tab, fabricate_tab, dev_tab)):

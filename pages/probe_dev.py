@@ -12,8 +12,9 @@ import hashlib
 import streamlit as st
 
 from core.figures import probe as viz
+from core.figures.probe import PLAIN_CATEGORIES
 from core.lens.probe import analysis, corpus, files
-from pages.common import plain, show_figure
+from pages.common import EXPANDER_WIDTH, fitted_columns, plain, show_figure, shown_table
 from pages.probe_knowledge import knowledge_section
 from pages.probe_parts import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, version, warn_unknown
 
@@ -54,8 +55,13 @@ def dev_questions(p: Probe) -> tuple[bytes, str] | None:
 
 def pick_example(view) -> int:
     """A row clicked in the table (when it changed) or the selectbox's question number."""
+    # the question (the name says it) and the four evidence flags (the category sums them up) are left out of
+    # the view, not of the CSV: eleven columns cannot fit 1024 px
+    hidden = {c: None for c in ("question", "in_corpus", "truth_in_document", "prediction_in_document",
+                                "prediction_is_label")}
+    widths = fitted_columns(view, EXPANDER_WIDTH - 40, {"confidence": CONFIDENCE, **hidden}, index=True)  # 40: ticks
     event = st.dataframe(view, on_select="rerun", selection_mode="single-row", key="probe_dev_table",
-                         column_config={"confidence": CONFIDENCE})
+                         column_config=widths)
     rows = list(event.selection.rows) if event is not None else []
     if rows and rows != st.session_state.get("probe_dev_clicked"):
         st.session_state["probe_dev_example"] = int(view.index[rows[0]])
@@ -83,27 +89,39 @@ def dev_tab(p: Probe) -> None:
     analyses = {m: cached_analysis(*version(loaded), digest, stamp, m, loaded, questions.pairs, data)
                 for m, loaded in models.items()}
     comparison = analysis.compare(analyses, {m: loaded.metadata for m, loaded in models.items()}, data.train_places)
-    st.dataframe(comparison.table, hide_index=True, column_config={"accuracy": PERCENT, "mean confidence": CONFIDENCE})
-    st.caption("Categories describe the corpus, not the model: a model that was not pretrained never read "
-               "the documents, so its 'retrieved' answers are what it got right without them.")
-    knowledge_section(p, analyses, questions.pairs, digest)
+    st.markdown("**" + plain(analysis.dev_finding(comparison.table)) + "**")  # the finding, then its figure
     show_figure(viz.category_share_bars(comparison.categories, title="Where each model's answers come from"),
                 "evidence-categories", key="probe_dev_categories")
-    with st.expander("What the categories mean"):
-        st.dataframe([{"category": c, "meaning": m} for c, m in corpus.CATEGORIES.items()], hide_index=True)
-    st.text("Expected calibration error: " + ", ".join(f"{m} {e:.3f}" for m, e in comparison.calibration.items()))
-    show_figure(viz.reliability_figure(comparison.reliability, title="Reliability: accuracy by confidence"),
-                "reliability", key="probe_dev_reliability")
-    focused = analyses[focus]
-    fig = viz.confidence_by_category(focused.frame,
-                                     title=f"{focus}: can confidence tell retrieval from invention?")
-    show_figure(fig, f"{focus}-confidence", key="probe_dev_confidence")
-    st.subheader(plain(f"Every question ({focus})"))
+    with st.expander("Accuracy per model, and what the colours mean"):
+        numbers = shown_table(comparison.table[["model", "accuracy", "correct", "questions", "mean confidence"]])
+        st.dataframe(numbers, hide_index=True, column_config=fitted_columns(
+            numbers, EXPANDER_WIDTH, {"accuracy": PERCENT, "mean confidence": CONFIDENCE}))
+        st.caption("The colours describe the corpus, not the model: a model that was not pretrained never read "
+                   "the documents, so its green answers are what it got right without them.")
+        st.markdown("\n".join(f"- **{PLAIN_CATEGORIES[c]}**: {m}" for c, m in corpus.CATEGORIES.items()))
+    with st.expander("Did pretraining store the fact, and does finetuning reach it?"):
+        knowledge_section(p, analyses, questions.pairs, digest)
+    with st.expander("Can its confidence be trusted?"):
+        st.text("Expected calibration error (how far confidence is from accuracy, on average): "
+                + ", ".join(f"{m} {e:.3f}" for m, e in comparison.calibration.items()))
+        show_figure(viz.reliability_figure(comparison.reliability, title="Reliability: accuracy by confidence"),
+                    "reliability", key="probe_dev_reliability")
+        focused = analyses[focus]
+        fig = viz.confidence_by_category(focused.frame,
+                                         title=f"{focus}: is it as sure when it guesses as when it retrieves?")
+        show_figure(fig, f"{focus}-confidence", key="probe_dev_confidence")
+    with st.expander(plain(f"Every question ({focus}), one at a time")):
+        every_question(p, analyses[focus], label)
+
+
+def every_question(p: Probe, focused: analysis.DevAnalysis, label: str) -> None:
+    focus = p.focus
     frame = focused.frame
     columns = st.columns([1, 2, 2, 1])
     outcome = columns[0].radio("Outcome", analysis.OUTCOMES, key="probe_dev_outcome")
-    categories = columns[1].multiselect("Evidence category", list(corpus.CATEGORIES),
-                                        default=list(corpus.CATEGORIES), key="probe_dev_categories_filter", wrap=True)
+    categories = columns[1].multiselect("Where the answer comes from", list(corpus.CATEGORIES),
+                                        default=list(corpus.CATEGORIES), key="probe_dev_categories_filter", wrap=True,
+                                        format_func=lambda c: PLAIN_CATEGORIES.get(c, c))
     confidence = columns[2].slider("Confidence", 0.0, 1.0, (0.0, 1.0), 0.05,
                                    key="probe_dev_confidence_filter")
     places = ["(any)"] + sorted(set(frame["truth"]) | set(frame["prediction"]))
@@ -122,4 +140,4 @@ def dev_tab(p: Probe) -> None:
         return
     number = pick_example(view)
     row = frame.loc[number]
-    show_example(p, row["question"], row["name"], row["truth"], label, "probe_dev_example_view")
+    show_example(p, row["question"], row["name"], row["truth"], label, "probe_dev_example_view", EXPANDER_WIDTH)

@@ -14,7 +14,7 @@ from core.figures import probe as viz
 from core.io.checkpoint import CheckpointError
 from core.lens.birthplace import memorized
 from core.lens.probe import knowledge
-from pages.common import load_cached, plain, show_figure
+from pages.common import EXPANDER_WIDTH, fitted_columns, load_cached, plain, show_figure
 from pages.probe_parts import Probe
 
 
@@ -34,7 +34,6 @@ def pretrained_file(loaded) -> Path | None:
 
 
 def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
-    st.subheader("Stored in pretraining, reached by finetuning?")
     corpus_text = "\n".join(p.data.index.documents)
     tables, skipped = {}, []
     for model, loaded in p.models.items():
@@ -55,7 +54,8 @@ def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
     if not tables:
         return
     show_figure(viz.knowledge_grids({m: t.counts for m, t in tables.items()},
-                                    title="Dev people: memorised x answered"),
+                                    title="Dev people: fact stored by pretraining (rows) x answered after "
+                                          "finetuning (columns)"),
                 "stored-vs-extractable", key="probe_dev_knowledge")
     for model, table in tables.items():
         counts = table.counts
@@ -74,4 +74,5 @@ def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
     stored, answered = cell_box.selectbox(
         "People in", cells, key="probe_dev_knowledge_cell",
         format_func=lambda c: f"{c[0]} x {c[1]} ({counts.at[c]}): {knowledge.CELLS[c]}")
-    st.dataframe(tables[model].cell(stored, answered), hide_index=True)
+    people = tables[model].cell(stored, answered)
+    st.dataframe(people, hide_index=True, column_config=fitted_columns(people, EXPANDER_WIDTH))

@@ -19,20 +19,18 @@ from core.figures import probe as viz
 from core.io.checkpoint import LoadedCheckpoint
 from core.lens.birthplace import predict_birthplaces
 from core.lens.probe import answers, corpus, inputs
-from core.model.tokenizer import MASK_CHAR
 from core.text import MASK_LABEL
-from pages.common import plain, show_figure
+from pages.common import MAIN_WIDTH, fitted_columns, plain, show_figure
 from pages.shared import figure
 
 TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
 CONFIDENCE = st.column_config.NumberColumn(
     format="percent", help="Probability of the greedy answer (its characters and the closing ⁇).")
-MASS = st.column_config.NumberColumn(  # short labels: at 1024 px the whole table fits without a scroll
-    "on the list", format="percent",
-    help="Probability on the candidate list: the total probability of the training places as answers "
-         "(the rest: other strings).")
-KNOWN = st.column_config.CheckboxColumn("a place?", help="The answer is a training label (one of the places).")
+VERDICT = st.column_config.TextColumn(
+    help="Where the answer can come from, by the corpus: retrieved (a document about this person names "
+                   "it), borrowed (a document about someone sharing a name part does), made up (neither).")
+VERDICT_COLOURS = {"retrieved": "green", "borrowed": "orange", "made up": "red"}
 RANK = st.column_config.TextColumn("truth's rank", help="Where the true place ranks among the candidates.")
 ATTENTION_VIEWS = {"layers": "every layer (mean over heads)", "heads": "every head of one layer"}
 
@@ -80,7 +78,9 @@ def warn_unknown(p: Probe, texts) -> None:
 
 
 def attention_link(model_name: str, question: str) -> None:
-    params = {"model": model_name, "text": question + MASK_CHAR}
+    # The question as typed: the Attention page appends the MASK to a birthplace question itself (its box
+    # would show the ⁇ as two more question marks, "born???")
+    params = {"model": model_name, "text": question}
     try:
         st.page_link("pages/attention.py", label="Open this question on the Attention page",
                      icon=":material/visibility:", query_params=params)
@@ -128,7 +128,8 @@ def show_evidence(evidence: corpus.Evidence) -> None:
         st.text("The true place is " + ("among them." if evidence.truth_mentioned else "NOT among them."))
 
 
-def show_example(p: Probe, question: str, name: str, truth: str | None, source: str | None, key: str) -> None:
+def show_example(p: Probe, question: str, name: str, truth: str | None, source: str | None, key: str,
+                 room: int = MAIN_WIDTH) -> None:
     """Every selected model's answer to one question, the focus model's candidates and attention."""
     models, focus, data = p.models, p.focus, p.data
     labels = tuple(data.labels)
@@ -138,15 +139,25 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}] · {known}",
                 help="The page appends the MASK character (⁇, U+2047) to the question: the model writes its "
                      "answer after it, as in the assignment. You type '?' (or nothing); never the MASK.")
-    st.dataframe(answers.answers_frame(by_model, truth), hide_index=True,
-                 column_config={"confidence": CONFIDENCE, "probability on the candidate list": MASS,
-                                "answer is a training label": KNOWN, "rank of the truth": RANK})
+    verdicts = {m: corpus.verdict(data.index, name, a.answer) for m, a in by_model.items()}
+    found, answer = verdicts[focus], by_model[focus].answer
+    st.markdown(f":{VERDICT_COLOURS[found.label]}-badge[{found.label}] " + plain(corpus.verdict_sentence(
+        focus, name, answer, found, bool(data.index.documents_about(name)))), help="; ".join(
+        f"{label}: {meaning}" for label, meaning in corpus.VERDICTS.items()))
+    # "a place?" and "on the list" read like approval and are left out (the verdict says where the answer comes
+    # from; the candidates chart shows the list)
+    table = answers.answers_frame(by_model, truth, {m: v.label for m, v in verdicts.items()})
+    st.dataframe(table, hide_index=True, column_config=fitted_columns(table, room, {
+        "greedy answer": st.column_config.TextColumn("answer"), "confidence": CONFIDENCE,
+        "probability on the candidate list": None, "answer is a training label": None, "rank of the truth": RANK,
+        "verdict": VERDICT}))
     left, right = st.columns(2)
     with left:
         ranking = by_model[focus].ranking
         if not ranking.places:
             st.info(plain(f"No candidate place fits in {focus}'s context with this question."))
         else:
+            chart = st.container()  # the chart first, its slider under it: the figure starts above the fold
             k = st.slider("Top candidates", 3, min(40, len(ranking.places)), min(TOP_K, len(ranking.places)),
                           key=f"{key}_k") if len(ranking.places) > 3 else len(ranking.places)
             top = ranking.top(k)
@@ -154,7 +165,8 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
                          lambda: viz.candidate_bars(list(top["place"]), top["probability"], by_model[focus].answer,
                                                     truth, title=f"{focus}: top {len(top)} of {len(ranking.places)} "
                                                                  "candidates"), k)
-            show_figure(fig, f"{focus}-candidates", key=f"{key}_candidates")
+            with chart:
+                show_figure(fig, f"{focus}-candidates", key=f"{key}_candidates")
     with right:
         show_evidence(data.index.evidence(name, truth))
     show_attention(p, question, key)

@@ -15,7 +15,7 @@ from core import urlstate
 from core.io import snapshots as snap_files
 from core.io.loaded import LoadedCheckpoint
 from core.lens import training_steps as ts
-from pages.common import load_cached, plain, select_checkpoint
+from pages.common import EXPANDER_WIDTH, fitted_columns, load_cached, plain, select_checkpoint
 
 STEP_KEY = "attn_step"  # the attention page's slider (its URL key: core.urlstate's "step")
 
@@ -145,10 +145,9 @@ def show_answers_by_step(loaded: LoadedCheckpoint, name: str, question: str, pla
     with box:
         result = cached_answers_by_step(*_stamp(loaded), question, places, truth, loaded, found)
         st.text(ts.answer_story(result.table))
-        st.dataframe(result.table, hide_index=True, column_config={  # at 1024 px: the answer cut, the rest in view
-            "greedy answer": st.column_config.TextColumn(width="small"),
+        st.dataframe(result.table, hide_index=True, column_config=fitted_columns(result.table, EXPANDER_WIDTH, {
             "confidence": st.column_config.NumberColumn(format="percent"),
             "training loss": st.column_config.NumberColumn("loss", format="%.3f", help="Training loss at that step"),
-            "tokens": st.column_config.NumberColumn("tokens seen", format="localized")})
+            "tokens": st.column_config.NumberColumn("tokens seen", format="localized")}))  # fits 1024 px
         show_figure(candidate_steps_figure(result.probabilities, truth, f"{name}: candidates at each kept step"),
                     f"{name}-candidates-by-step", key="probe_steps_chart")

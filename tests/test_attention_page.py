@@ -267,7 +267,7 @@ def test_combine_hides_the_first_token_and_renormalises(monkeypatch, tiny_checkp
 
 def test_sanity_panel_and_csv_download_are_there(monkeypatch, tiny_checkpoints):
     at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm")
-    sanity = [d.value for d in at.dataframe if "check" in d.value.columns][0]
+    sanity = [t.value.reset_index() for t in at.table if t.value.index.name == "check"][0]
     assert sanity["result"].tolist() == ["pass", "pass", "pass"]
     assert "Causal mask respected" in sanity["check"].tolist()
     assert at.get("download_button")

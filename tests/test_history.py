@@ -393,3 +393,29 @@ def test_a_log_counts_as_running_only_while_it_is_being_written(tmp_path):
     os.utime(path, (old, old))
     assert not hist.is_running(path)
     assert not hist.is_running(tmp_path / "missing.log.jsonl")
+
+
+def test_smoothing_never_hides_where_a_short_run_ended():
+    """Issue 35: 9 points smoothed at 0.6 ended near 0.6 while the last raw value was 0.121. A short run opens
+    unsmoothed, and a smoothed chart marks each curve's last raw value."""
+    values = [2.0, 1.5, 1.2, 1.0, 0.8, 0.6, 0.4, 0.2, 0.121]
+    frame = frame_of([record(s, v) for s, v in enumerate(values, 1)])
+    assert hist.default_smoothing(len(values)) == 0.0 and hist.default_smoothing(500) == hist.DEFAULT_SMOOTHING
+    plot = hist.build_curves(frame, ["r"], "loss", "step", smoothing=0.6)
+    assert plot.curves[0].smooth_y[-1] > 0.3  # what the smoothed line alone showed
+    fig = training_curves_figure(plot)
+    (last,) = [t for t in fig.data if t.meta and t.meta.get("kind") == "last"]
+    assert list(last.x) == [9.0] and list(last.y) == [0.121]
+    unsmoothed = training_curves_figure(hist.build_curves(frame, ["r"], "loss", "step", smoothing=0.0))
+    assert not [t for t in unsmoothed.data if t.meta and t.meta.get("kind") == "last"]  # the line itself ends there
+
+
+def test_the_first_epoch_gap_is_read_from_both_runs_histories():
+    frame = frame_of([record(s, v, split="val", metric="accuracy", run=r, epoch=e)
+                      for r, rows in {"a": [(10, 0.30, 1), (20, 0.60, 2)], "b": [(10, 0.35, 1), (20, 0.50, 2)]}.items()
+                      for s, v, e in rows])
+    preset = hist.ComparisonPreset(("a", "b"), "accuracy", "", pairs=(("a", "b"),))
+    assert hist.first_epoch_gaps(preset, frame) == [
+        "After epoch 1, a has 30.0% validation accuracy and b 35.0%: -5.0 points."]
+    assert hist.comparison_verdicts(preset, frame)[0].startswith("a ends at 60.0% validation accuracy, b at 50.0%")
+    assert hist.first_epoch_gaps(None, frame) == []

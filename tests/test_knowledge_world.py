@@ -105,8 +105,8 @@ def test_subword_round_trip_is_exact_with_pad_and_mask_as_ids_0_and_1(bpe) -> No
 def test_subword_pieces_show_the_text_they_cover_and_unseen_pieces_are_named(bpe) -> None:
     got = bpe.tokenize("Ada Lovelace born?")
     assert "".join(got.tokens) == "Ada Lovelace born?"
-    assert got.unknown == ["?"]  # no document of wiki.txt has a question mark
-    assert bpe.tokenize("李").unknown  # bytes the corpus never had
+    assert got.untrained == ["?"] and got.unknown == []  # no document of wiki.txt has a question mark
+    assert bpe.tokenize("李").untrained  # bytes the corpus never had: in the vocabulary, never trained
 
 
 def test_a_broken_subword_description_is_one_sentence() -> None:
@@ -231,9 +231,9 @@ def test_the_probe_names_pieces_a_subword_model_never_read(bpe) -> None:
     from core.lens.probe.inputs import unknown_summary
 
     finetuned = bpe.reading(["Where was Ada born?"])  # finetuning reads the questions' pieces too
-    assert "?" in bpe.tokenize("born?").unknown and not finetuned.tokenize("born?").unknown
-    unseen = [piece for piece in finetuned.tokenize("Where was 李 Qxzyk born?").unknown]
+    assert "?" in bpe.tokenize("born?").untrained and not finetuned.tokenize("born?").untrained
+    unseen = [piece for piece in finetuned.tokenize("Where was 李 Qxzyk born?").untrained]
     assert unseen
     message = unknown_summary(["Where was 李 Qxzyk born?"], {"m": finetuned})
-    assert message.startswith("m has never seen") and "initial embeddings" in message and "PAD" not in message
+    assert message.startswith("m has never seen") and "learned nothing" in message and "PAD" not in message
     assert unknown_summary(["Where was Ada born?"], {"m": finetuned}) is None

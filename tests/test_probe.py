@@ -515,3 +515,22 @@ def test_candidate_percentages_sit_beside_the_bars_in_a_readable_font():
     bar = fig.data[0]
     assert list(bar.text) == ["99.5%", "0.5%"] and bar.textposition == "outside"
     assert bar.textfont.size >= 12 and fig.layout.xaxis.range[1] > 1.0  # room for "99.5%" right of the bar
+
+
+def test_a_verdict_says_retrieved_borrowed_or_made_up_from_the_documents():
+    text = ("Ada Lovelace. Ada Lovelace was born in London and worked in Paris .\n"
+            "Karl Dunn. Karl Dunn was born in Leeds .\n"
+            "Mia Rossi. Mia Rossi is an artist .")
+    index = corpus.CorpusIndex.build(text, ["London", "Paris", "Leeds", "Rome"])
+    assert corpus.verdict(index, "Ada Lovelace", "Paris") == corpus.Verdict("retrieved")
+    assert corpus.verdict(index, "Zed Dunn", "Leeds") == corpus.Verdict("borrowed", "Karl Dunn")  # the surname
+    assert corpus.verdict(index, "Ada Quill", "London") == corpus.Verdict("borrowed", "Ada Lovelace")  # first name
+    assert corpus.verdict(index, "Zed Quill", "Leeds") == corpus.Verdict("made up")  # shares no name part
+    assert corpus.verdict(index, "Mia Rossi", "Rome") == corpus.Verdict("made up")  # her document names no place
+    assert corpus.verdict(index, "Al Dunn", "Rome") == corpus.Verdict("made up")  # Karl Dunn's names Leeds, not Rome
+    line = corpus.verdict_sentence("m", "Zed Dunn", "Leeds", corpus.Verdict("borrowed", "Karl Dunn"), False)
+    assert line == ("m answers Leeds, but no document mentions Zed Dunn: Leeds comes from the document about Karl "
+                    "Dunn, who shares a part of the name.")
+    ranking = candidates.CandidateRanking("q", ["Leeds"], np.array([-0.1]))
+    frame = answers.answers_frame({"m": answers.ProbeAnswer("q", "Leeds", 0.9, ranking)}, verdicts={"m": "borrowed"})
+    assert list(frame.columns[:3]) == ["model", "greedy answer", "verdict"] and frame.at[0, "verdict"] == "borrowed"

@@ -99,7 +99,8 @@ def test_ask_shows_every_model_answer_truth_and_evidence(monkeypatch, models, sm
     link = at.get("page_link")[0].proto
     focus = at.selectbox(key="probe_focus").value
     assert link.page == "attention"
-    assert parse_qs(link.query_string) == {"model": [focus], "text": [question + MASK_CHAR]}
+    # the question as typed: the Attention page appends the MASK itself (its box would show ⁇ as "born???")
+    assert parse_qs(link.query_string) == {"model": [focus], "text": [question]}
 
 
 def test_ask_shows_the_candidates_of_the_focus_model(monkeypatch, models, small_world):
@@ -141,11 +142,17 @@ def test_fabricate_compares_models_side_by_side(monkeypatch, models, small_world
     assert len(table) == 12
     corpus_text = (small_world / corpus.CORPUS_FILE).read_text(encoding="utf-8")
     assert not any(name in corpus_text for name in table["name"])
-    sentence = next(t for t in texts(at) if "drawing from the training labels would give" in t)
-    row = summary.set_index("model").loc[sentence.split(" answers ")[0]]  # the focus model, from the numbers
+    # the lead sentence (bold Markdown, escaped) is the focus model's numbers from the summary table
+    sentence = next(m.value.replace("\\", "").strip("*") for m in at.markdown if "of the time" in m.value)
+    focus = at.selectbox(key="probe_focus").value
+    row = summary.set_index("model").loc[focus]
     home, prior = row["share in the name's country"], row["share = the country's prior"]
-    assert f"for {home:.0%} of these names" in sentence and f"(its prior) for {prior:.0%}" in sentence
-    assert len(at.get("plotly_chart")) == 2
+    assert sentence.startswith(f"For 12 names nobody wrote about, {focus} answers a city of the name's country "
+                               f"{home:.0%} of the time")
+    assert f"{prior:.0%} of its answers are that country's most common birthplace" in sentence
+    assert len(at.get("plotly_chart")) == 3  # the lead figure, then the places and the heatmap (expander)
+    lead = at.get("plotly_chart")[0].proto.spec
+    assert '"kind":"home share"' in lead  # the lead figure: each model's home-country share vs chance
     at.multiselect(key="probe_locales").set_value([]).run()
     assert not at.exception and any("at least one locale" in m for m in messages(at.warning))
 
@@ -239,7 +246,7 @@ def test_page_file_runs_on_its_own(monkeypatch, models, small_world):
     focus = at.selectbox(key="probe_focus").value
     link = next(t for t in texts(at) if t.startswith("Attention page: "))
     assert link.startswith(f"Attention page: attention?model={focus}&text=Where%20was%20")
-    assert link.endswith("%20born%3F%E2%81%87")  # the question and its ⁇, URL-encoded
+    assert link.endswith("%20born%3F")  # the question, URL-encoded, without the ⁇ (the page adds it)
 
 
 def bundled_birthplace() -> bool:
@@ -263,7 +270,7 @@ def test_bundled_birthplace_models_show_what_they_stored_and_what_finetuning_rea
     set tab's 2x2 per model adds up to the dev file, and its sentences are the figure's counts."""
     monkeypatch.delenv(corpus.WORLD_ENV, raising=False)
     at = open_page(monkeypatch, BUNDLED, None, "Dev set")
-    chart = next(c for c in at.get("plotly_chart") if "Dev people: memorised x answered" in c.proto.spec)
+    chart = next(c for c in at.get("plotly_chart") if "Dev people: fact stored" in c.proto.spec)
     spec = json.loads(chart.proto.spec)
     dev = len(corpus.load_probe_data(ROOT / "data" / "knowledge").dev_pairs)
     assert dev >= 200

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from core.figures.common import LEGEND_RIGHT, base_layout, finished, log_axis, run_color, run_colors
@@ -67,6 +68,20 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
                 connectgaps=False, hovertemplate=hover, line=dict(color=color, dash=dash, width=2),
                 uid=f"{curve.run}|{curve.split}|smooth",
                 meta={"run": curve.run, "split": curve.split, "kind": "smoothed"}))
+    if smoothed:
+        # The smoothed line lags: each curve's last raw value as a dot, so smoothing never hides where a run ended
+        for curve in plot.curves:
+            finite = np.flatnonzero(np.isfinite(curve.y))
+            if finite.size > 1:  # a single point is drawn as a marker already
+                last = finite[-1]
+                fig.add_trace(scatter(
+                    x=[curve.x[last]], y=[curve.y[last]], mode="markers", name="last value",
+                    legendgroup=html.escape(curve.run), showlegend=False,
+                    marker=dict(size=8, color=colors.get(curve.run, run_color(0)), line=dict(color="white", width=1)),
+                    hovertemplate=f"<b>{html.escape(f'{curve.run} · {curve.split}')}</b> last value %{{y:.4g}}"
+                                  "<extra></extra>",
+                    uid=f"{curve.run}|{curve.split}|last", meta={"run": curve.run, "split": curve.split,
+                                                                 "kind": "last"}))
     if plot.best:
         # One small star per run, in the run's legend group (hiding a run hides its star), drawn on top;
         # runs that peak at the same step no longer pile into one big marker of one colour.

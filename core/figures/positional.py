@@ -123,8 +123,10 @@ def rope_distance_figure(distances, ones_scores, random_scores, bound_distances,
 
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=[
-        f"q·k after rotation (head size {head_size})", "Su et al.'s relative upper bound (long-term decay)"])
+    # Two-line titles and room between the panels: at 1024 px one-line titles overlapped each other and the
+    # right panel's y-axis title sat on the left panel's lines
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16, subplot_titles=[
+        f"q·k after rotation<br>(head size {head_size})", "Su et al.'s relative upper bound<br>(long-term decay)"])
     fig.add_trace(go.Scatter(x=distances, y=ones_scores, mode="lines", name="all-ones q = k",
                              line=dict(color=scheme_color("rope")),
                              hovertemplate="m - n = %{x}<br>q·k %{y:.4g}<extra>all-ones</extra>"),
@@ -137,9 +139,10 @@ def rope_distance_figure(distances, ones_scores, random_scores, bound_distances,
                              hovertemplate="m - n = %{x}<br>bound %{y:.4g}<extra></extra>"), row=1, col=2)
     fig.update_xaxes(title="relative distance m - n")
     fig.update_yaxes(title="q·k", row=1, col=1)
-    fig.update_yaxes(title="relative upper bound", row=1, col=2)
-    base_layout(fig, html.escape(title) if title else None, 380)
-    fig.update_layout(legend=LEGEND_RIGHT, margin=dict(t=90))
+    fig.update_yaxes(title="upper bound", row=1, col=2)
+    base_layout(fig, html.escape(title) if title else None, 440)
+    # the legend under the panels: at the right it took the width the two panels need apart at 1024 px
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), margin=dict(t=110))
     return fig
 
 

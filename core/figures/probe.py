@@ -83,6 +83,30 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
 
 
 @finished
+def home_share_bars(models: list[str], shares: list[float], chance: float, title: str | None = None) -> go.Figure:
+    """One bar per model: the share of its answers for names nobody wrote about that are a city of the name's
+    country; a dashed line at `chance` (a model ignoring the name, drawing from the training labels)."""
+    import html
+
+    colors = run_colors(models)
+    fig = go.Figure(go.Bar(
+        x=shares, y=list(range(len(models))), orientation="h", marker_color=[colors[m] for m in models],
+        text=[f"{s:.0%}" for s in shares], textposition="outside", cliponaxis=False,
+        customdata=[html.escape(m) for m in models], meta={"kind": "home share"},
+        hovertemplate="%{customdata}: %{x:.1%} in the name's country<extra></extra>"))
+    fig.add_vline(x=chance, line=dict(color="black", dash="dash", width=2))
+    fig.add_annotation(x=chance, y=1, yref="paper", yanchor="bottom", text=f"chance {chance:.0%}",
+                       showarrow=False, font=dict(size=12))
+    fig.update_yaxes(autorange="reversed", **index_axis(models))
+    top = max([chance, *shares]) if shares else 1
+    fig.update_xaxes(title="answers that are a city of the name's country", range=[0, min(1.0, top * 1.25 + 0.05)],
+                     tickformat=".0%")
+    fig = base_layout(fig, html.escape(title) if title else None, 150 + 40 * max(len(models), 1))
+    fig.update_layout(showlegend=False, margin=dict(t=fig.layout.margin.t + 20))
+    return fig
+
+
+@finished
 def place_share_bars(shares, title: str | None = None) -> go.Figure:
     """Grouped bars: share of each place (rows of `shares`) per column (training labels, then one per
     model). `shares` is `core.lens.probe.fabricated.place_shares`' frame."""
@@ -147,6 +171,15 @@ def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.F
     return fig
 
 
+PLAIN_CATEGORIES = {  # the legend in plain words (keys: core.lens.probe.corpus.CATEGORIES)
+    "retrieved": "right, as documented",
+    "wrong despite evidence": "wrong, though documented",
+    "correct by prior": "right by a guess",
+    "unseen name": "wrong, nobody wrote about them",
+    "wrong, no evidence": "wrong, place not documented",
+}
+
+
 @finished
 def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> go.Figure:
     """Stacked horizontal bars: each model's questions split by evidence category (one trace per
@@ -160,11 +193,12 @@ def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> 
         shares = [float(summaries[m].set_index("category").loc[category, "share"]) for m in models]
         counts = [int(summaries[m].set_index("category").loc[category, "count"]) for m in models]
         fig.add_trace(go.Bar(
-            x=shares, y=list(range(len(models))), orientation="h", name=category,
+            x=shares, y=list(range(len(models))), orientation="h", name=PLAIN_CATEGORIES.get(category, category),
             marker_color=PROBE_CATEGORY_COLORS.get(category, "#636EFA"), customdata=counts,
             text=[f"{s:.0%}" if s >= 0.04 else "" for s in shares], textposition="inside",
             meta={"category": category},
-            hovertemplate=f"{category}: %{{x:.1%}} (%{{customdata}} questions)<extra></extra>"))
+            hovertemplate=f"{PLAIN_CATEGORIES.get(category, category)}: %{{x:.1%}} (%{{customdata}} questions)"
+                          "<extra></extra>"))
     fig.update_yaxes(autorange="reversed", **index_axis(models))
     fig.update_xaxes(title="share of questions", range=[0, 1], tickformat=".0%")
     base_layout(fig, html.escape(title) if title else None, 140 + 40 * max(len(models), 1))

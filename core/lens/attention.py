@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,6 +54,7 @@ class AttentionRun(AttentionShape):
     notes: list[str]
     output: ModelOutput
     queries_keys: list[LayerQueryKey | None] | None = None  # per layer, from the same pass, when asked for
+    untrained: list[str] = field(default_factory=list)  # pieces in the vocabulary no training text had
 
 
 # --- text and tokens ---------------------------------------------------------------------------
@@ -74,6 +75,15 @@ def unknown_message(unknown: list[str], fallback_token: str, limit: int = 20) ->
             f"{markdown_escape(visible_token(fallback_token))}: {shown}{more}.")
 
 
+def untrained_message(untrained: list[str], limit: int = 20) -> str:
+    """One sentence for pieces the vocabulary has (each its own id) but no training text had; Markdown-safe."""
+    shown = ", ".join(describe_piece(p) for p in untrained[:limit])
+    more = f" and {len(untrained) - limit} more" if len(untrained) > limit else ""
+    noun = "piece never occurs" if len(untrained) == 1 else "pieces never occur"
+    return (f"{len(untrained)} {noun} in this model's training text, so it learned nothing about "
+            f"{'it' if len(untrained) == 1 else 'them'}: {shown}{more}.")
+
+
 def token_chips(tokens: list[str]) -> str:
     """Plain text, one bracketed chip per token, for st.code (never Markdown/HTML)."""
     return " ".join(f"[{t}]" for t in tokens)
@@ -91,7 +101,7 @@ def default_sentence(task: str, tokenizer: Tokenizer) -> str:
     candidates = DEFAULT_SENTENCES.get(task, DEFAULT_SENTENCES["lm"])
     for sentence in candidates:
         tokenized = tokenizer.tokenize(sentence)
-        if tokenized.ids and not tokenized.unknown:
+        if tokenized.ids and not tokenized.unknown and not tokenized.untrained:
             return sentence
     return candidates[0]
 
@@ -149,6 +159,7 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
     ids, raw = tokenized.ids[:limit], tokenized.tokens[:limit]
     kept = set(raw)
     unknown = [p for p in tokenized.unknown if p in kept]
+    untrained = [p for p in tokenized.untrained if p in kept]
     fallback = tokenizer.decode([ids[raw.index(unknown[0])]]) if unknown else ""
     try:
         record = trace(model, ids, raw, queries_keys=queries_keys)
@@ -161,6 +172,7 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
         tokens=record.tokens,
         unknown=unknown,
         fallback_token=fallback,
+        untrained=untrained,
         attention=record.attention,  # (L, H, T, T)
         allowed=record.allowed,  # (T, T): exactly the model's mask
         special=np.array([i in specials for i in ids], dtype=bool),

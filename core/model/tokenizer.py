@@ -21,7 +21,10 @@ from core.text import MASK_CHAR, PAD_CHAR  # noqa: F401  (part of the tokenizer'
 class Tokenized:
     ids: list[int]
     tokens: list[str]  # one display string per id
-    unknown: list[str] = field(default_factory=list)  # distinct input pieces not in the vocabulary
+    unknown: list[str] = field(default_factory=list)  # distinct input pieces not in the vocabulary (read as another)
+    # distinct pieces in the vocabulary that no training text had: read as themselves, but their embeddings
+    # never learned anything (a byte-level vocabulary has every text's pieces, so only these can be "new")
+    untrained: list[str] = field(default_factory=list)
 
 
 class TokenizerError(ValueError):
@@ -143,8 +146,9 @@ class SubwordTokenizer:
     """Byte-level BPE (Hugging Face `tokenizers`, as GPT-2 and RoBERTa use) learned from a corpus, with the
     CS224N PAD and MASK as its two special tokens (PAD=0, MASK=1). Decoding gives back exactly the text
     that was encoded, so every birthplace routine that splits a completion on MASK works unchanged; a name
-    the corpus never had is not `<unk>` but a few pieces. `tokenize(...).unknown` lists the pieces the
-    training corpus never produced: the model has never read them (its embedding is only initialised)."""
+    the corpus never had is not `<unk>` but a few pieces, so `tokenize(...).unknown` is always empty;
+    `.untrained` lists the pieces the training corpus never produced: the model has never read them (their
+    embeddings are only initialised), though each has its own id."""
 
     kind = "bpe"
     unit = "piece"
@@ -192,9 +196,9 @@ class SubwordTokenizer:
         encoding = self.hf.encode(text)
         # each piece as the text it covers (a character cut into two byte pieces shows in both)
         tokens = [text[start:end] for start, end in encoding.offsets]
-        unknown = list(dict.fromkeys(t for i, t in zip(encoding.ids, tokens, strict=True)
-                                     if i not in self.seen and i > self.mask_id))
-        return Tokenized(ids=list(encoding.ids), tokens=tokens, unknown=unknown)
+        untrained = list(dict.fromkeys(t for i, t in zip(encoding.ids, tokens, strict=True)
+                                       if i not in self.seen and i > self.mask_id))
+        return Tokenized(ids=list(encoding.ids), tokens=tokens, untrained=untrained)
 
     def encode(self, text: str) -> list[int]:
         return list(self.hf.encode(text).ids)

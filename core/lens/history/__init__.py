@@ -22,17 +22,17 @@ for the curves page, the tests and bench (`from core.lens import history as hist
 
 from core.lens.history.curves import N_BUCKETS, X_AXES, build_curves
 from core.lens.history.logs import LIVE_WINDOW_S, LogFollower, is_running, log_stem
-from core.lens.history.presets import COMPARISONS, ComparisonPreset, comparison_verdicts, preset_runs
+from core.lens.history.presets import COMPARISONS, ComparisonPreset, comparison_verdicts, first_epoch_gaps, preset_runs
 from core.lens.history.reading import parse_jsonl, read_checkpoint_history, read_uploaded_history
 from core.lens.history.records import COLUMNS, LoadedHistory, combine, label_runs, records_frame, to_csv
 from core.lens.history.runs import RunSource, catalog, file_signature
-from core.lens.history.smoothing import DEFAULT_SMOOTHING, MAX_SMOOTHING, bucket_minmax, smooth_ema
+from core.lens.history.smoothing import DEFAULT_SMOOTHING, MAX_SMOOTHING, bucket_minmax, default_smoothing, smooth_ema
 from core.lens.history.summary import ordered_metrics, summarize_runs
 
 __all__ = [
     "bucket_minmax", "build_curves", "catalog", "COLUMNS", "combine", "comparison_verdicts", "ComparisonPreset",
-    "COMPARISONS", "DEFAULT_SMOOTHING", "file_signature", "is_running", "label_runs", "LIVE_WINDOW_S",
-    "LoadedHistory", "log_stem", "LogFollower", "MAX_SMOOTHING", "N_BUCKETS", "ordered_metrics", "parse_jsonl",
-    "preset_runs", "read_checkpoint_history", "read_uploaded_history", "records_frame", "RunSource", "smooth_ema",
-    "summarize_runs", "to_csv", "X_AXES",
+    "COMPARISONS", "DEFAULT_SMOOTHING", "default_smoothing", "file_signature", "first_epoch_gaps", "is_running",
+    "label_runs", "LIVE_WINDOW_S", "LoadedHistory", "log_stem", "LogFollower", "MAX_SMOOTHING", "N_BUCKETS",
+    "ordered_metrics", "parse_jsonl", "preset_runs", "read_checkpoint_history", "read_uploaded_history",
+    "records_frame", "RunSource", "smooth_ema", "summarize_runs", "to_csv", "X_AXES",
 ]

@@ -70,3 +70,27 @@ def comparison_verdicts(preset: ComparisonPreset | None, frame: pd.DataFrame, mi
         lines.append(f"{with_} ends at {shown[0]} validation {preset.metric}, {without} at {shown[1]}: "
                      f"{size}{unit} ({verdict}).")
     return lines
+
+
+def first_epoch_gaps(preset: ComparisonPreset | None, frame: pd.DataFrame) -> list[str]:
+    """One sentence per (with, without) pair: both runs' validation values at the first epoch they were both
+    evaluated at, and the difference (pretraining's head start, before finetuning catches up or not);
+    `comparison_verdicts` says where they end."""
+    if preset is None:
+        return []
+    subset = frame[(frame["metric"] == preset.metric) & (frame["split"] == "val")].dropna(subset=["epoch", "value"])
+    lines = []
+    for with_, without in preset.pairs:
+        a, b = (subset[subset["run"] == run].groupby("epoch")["value"].last() for run in (with_, without))
+        common = sorted(set(a.index) & set(b.index))
+        if not common:
+            continue
+        epoch = common[0]
+        if preset.metric == "accuracy":
+            diff = round(100 * a[epoch], 1) - round(100 * b[epoch], 1)
+            shown, size = (f"{100 * a[epoch]:.1f}%", f"{100 * b[epoch]:.1f}%"), f"{diff:+.1f} points"
+        else:
+            shown, size = (f"{a[epoch]:.4g}", f"{b[epoch]:.4g}"), f"{a[epoch] - b[epoch]:+.3g}"
+        lines.append(f"After epoch {epoch:g}, {with_} has {shown[0]} validation {preset.metric} and {without} "
+                     f"{shown[1]}: {size}.")
+    return lines

@@ -10,6 +10,13 @@ import pandas as pd
 
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
 MAX_SMOOTHING = 0.999
+SHORT_RUN = 50  # points: fewer, and a moving average mostly shows where the run was, not where it ended
+
+
+def default_smoothing(n_points: int) -> float:
+    """The smoothing a chart opens with: none for a short curve (9 points smoothed at 0.6 end far above the
+    last value), TensorBoard's default for long noisy ones."""
+    return DEFAULT_SMOOTHING if n_points >= SHORT_RUN else 0.0
 
 
 def smooth_ema(y: Sequence[float] | np.ndarray, weight: float) -> np.ndarray:

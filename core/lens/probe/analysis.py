@@ -189,3 +189,20 @@ def compare(analyses: Mapping[str, DevAnalysis], metadata: Mapping[str, Mapping[
                          categories={m: category_summary(a.frame) for m, a in analyses.items()},
                          reliability=reliability,
                          calibration={m: expected_calibration_error(t) for m, t in reliability.items()})
+
+
+def dev_finding(table: pd.DataFrame) -> str:
+    """The Dev set tab's lead sentence, from `comparison_table`: each model's accuracy, best first, against
+    always answering the most common place."""
+    models = table[~table["model"].str.startswith("baseline:")].sort_values("accuracy", ascending=False, kind="stable")
+    baseline = table[table["model"].str.startswith("baseline: always")]
+    if models.empty:
+        return ""
+    total = int(models["questions"].iloc[0])
+    parts = [f"{row.model} {row.accuracy:.0%}" for row in models.itertuples()]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    line = f"Right answers on the {total} dev questions: {listed}"
+    if not baseline.empty:
+        line += (f"; always answering the most common birthplace would score "
+                 f"{baseline['accuracy'].iloc[0]:.0%}")
+    return line + "."

@@ -43,12 +43,17 @@ def ask(model: Transformer, tokenizer: Tokenizer, question: str, places: Sequenc
     return ProbeAnswer(question=question, answer=answer, confidence=confidence, ranking=ranking)
 
 
-def answers_frame(answers: Mapping[str, ProbeAnswer], truth: str | None = None) -> pd.DataFrame:
-    """One row per model: its greedy answer, confidence, and where the truth ranks among the candidates
-    (the truth's columns only when it is known: never a column of blanks)."""
+def answers_frame(answers: Mapping[str, ProbeAnswer], truth: str | None = None,
+                  verdicts: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per model: its greedy answer, its verdict (where it can come from: corpus.verdict), confidence,
+    and where the truth ranks among the candidates (the truth's columns only when it is known: never a column
+    of blanks)."""
     rows = []
     for model, a in answers.items():
-        row = {"model": model, "greedy answer": a.answer, "confidence": a.confidence}
+        row = {"model": model, "greedy answer": a.answer}
+        if verdicts is not None:
+            row["verdict"] = verdicts[model]
+        row["confidence"] = a.confidence
         if truth:
             row["correct"] = a.answer == truth
         row["answer is a training label"] = a.answer_is_candidate

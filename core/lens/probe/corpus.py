@@ -116,6 +116,48 @@ class CorpusIndex:
                         truth_mentioned=mentioned)
 
 
+VERDICTS: Mapping[str, str] = {
+    "retrieved": "a document about this person names this place",
+    "borrowed": "no document about this person names it, but a document about someone who shares a part of the "
+                "name does",
+    "made up": "no document about this person names this place (or none mentions the person at all)",
+}
+
+
+@dataclass
+class Verdict:
+    """Where an answer can have come from, by the corpus alone: `label` is a key of VERDICTS; `source` the
+    person whose document a borrowed answer comes from."""
+
+    label: str
+    source: str | None = None
+
+
+def verdict(index: CorpusIndex, name: str, answer: str) -> Verdict:
+    """Retrieved, borrowed or made up: does a document about `name` name `answer`; if not, does a document
+    about someone sharing a name part (first name or surname, 3+ characters) name it."""
+    name = normalise_name(name)
+    if answer in index.evidence(name).places:
+        return Verdict("retrieved")
+    parts = {p for p in name.split() if len(p) >= MIN_NAME_CHARS}
+    for other in index.by_name:
+        if other != name and parts & set(other.split()):
+            if answer in index.evidence(other).places:
+                return Verdict("borrowed", other)
+    return Verdict("made up")
+
+
+def verdict_sentence(model: str, name: str, answer: str, found: Verdict, in_corpus: bool) -> str:
+    """Why the focus model's answer gets its verdict, in words (plain text; the page shows the label beside it)."""
+    if found.label == "retrieved":
+        return f"{model} answers {answer}, and a document about {name} names {answer}."
+    own = (f"no document about {name} names {answer}" if in_corpus else f"no document mentions {name}")
+    if found.label == "borrowed":
+        return (f"{model} answers {answer}, but {own}: {answer} comes from the document about {found.source}, "
+                f"who shares a part of the name.")
+    return f"{model} answers {answer}, but {own}, nor one about anyone sharing a part of the name."
+
+
 def categorise(correct: bool, evidence: Evidence) -> str:
     """The `CATEGORIES` key of one prediction, from its correctness and its name's evidence."""
     if evidence.truth_mentioned:

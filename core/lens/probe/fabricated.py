@@ -152,9 +152,11 @@ def strategy(people: Sequence[tuple[str, str]], predictions: Mapping[str, Sequen
 
 
 def strategy_sentence(found: FabricatedStrategy, model: str) -> str:
-    """What the focus model does with names it cannot know, in numbers from the summary table."""
+    """The Fabricate tab's lead sentence, in numbers from the summary table: how often the focus model answers
+    a city of the name's country, against a model that ignores the name."""
     row = found.summary.set_index("model").loc[model]
     home, prior = row["share in the name's country"], row["share = the country's prior"]
-    return (f"{model} answers a city of the name's country for {home:.0%} of these names, and exactly the "
-            f"country's most frequent training birthplace (its prior) for {prior:.0%}; ignoring the name and "
-            f"drawing from the training labels would give {found.chance:.0%} and {found.prior_chance:.0%}.")
+    return (f"For {len(found.frame)} names nobody wrote about, {model} answers a city of the name's country "
+            f"{home:.0%} of the time, against {found.chance:.0%} by chance (ignoring the name, drawing from the "
+            f"training birthplaces); {prior:.0%} of its answers are that country's most common birthplace "
+            f"({found.prior_chance:.0%} by chance).")

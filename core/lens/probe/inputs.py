@@ -66,7 +66,8 @@ def unknown_characters(texts: Iterable[str], tokenizer: Tokenizer) -> list[str]:
     (the model reads them as PAD), or subword pieces its pretraining corpus never produced."""
     seen: dict[str, None] = {}
     for text in texts:
-        seen.update(dict.fromkeys(tokenizer.tokenize(text).unknown))
+        tokenized = tokenizer.tokenize(text)
+        seen.update(dict.fromkeys(tokenized.unknown + tokenized.untrained))
     return list(seen)
 
 
@@ -101,7 +102,6 @@ def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, Tokenizer], l
     kinds = {getattr(t, "kind", "char") for m, t in tokenizers.items() if missing[m]}
     if kinds == {"char"}:
         return f"{head}; {reader} {it} as PAD, so answers for names with {it} are guesses about a different string."
-    kept = "it kept its" if len(chars) == 1 else "they kept their"
-    untrained = (f"{head}: no training text had {it}, so {kept} initial embeddings and names with "
-                 f"{it} look alike to the model")
+    untrained = (f"{head}: no training text had {it}, so the model learned nothing about {it} and names with "
+                 f"{it} look alike to it")
     return untrained + ("; the character models read them as PAD." if "char" in kinds else ".")
