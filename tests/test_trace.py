@@ -50,8 +50,8 @@ def test_labels_must_match_the_ids():
 # --- the activation record ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("overrides", [{}, {"positional": "alibi"}, {"attention": "synthesizer"}, {"positional": "rope"},
-                                       {"positional": "sinusoidal"}])
+@pytest.mark.parametrize("overrides", [{}, {"positional": "alibi"}, {"attention": "synthesizer"},
+                                       {"positional": "rope"}, {"positional": "sinusoidal"}])
 def test_the_activation_record_adds_up_to_the_models_own_logits(overrides):
     model = tiny_model(30, **overrides)
     ids = [3, 1, 4, 1, 5, 9, 2, 6]

@@ -36,7 +36,7 @@ import torch
 
 from core.lens.probe.inputs import name_from_question
 from core.lens.trace import Trace, TraceError, cut_to_limit, model_device, trace
-from core.model.hooks import Hooks
+from core.model.hooks import Hooks, Recorder
 from core.model.tokenizer import MASK_CHAR
 from core.model.transformer import Transformer
 from core.text import visible_token
@@ -50,6 +50,7 @@ NOISE = 3.0  # ROME: 3 standard deviations of the subject's embeddings
 SAMPLES = 10  # ROME's number of noise draws
 SEED = 0
 IG_STEPS = 30
+NOTHING_CORRUPTED = 1e-6  # a total effect smaller than this: the corruption changed nothing
 SMALL_MODEL_LAYERS = 4  # up to this many layers, restore one layer at a time
 ROME_WINDOW = 10
 
@@ -394,7 +395,7 @@ class CausalTrace:
     def recovered(self, kind: str) -> np.ndarray:
         """The share of the total effect a restoration brings back (1: all of it). With nothing corrupted there
         is nothing to recover: every cell that can reach the answer is 1."""
-        if abs(self.total_effect) < 1e-9:
+        if abs(self.total_effect) < NOTHING_CORRUPTED:
             out = np.ones_like(self.scores[kind])
         else:
             out = self.effect(kind) / self.total_effect
@@ -417,7 +418,7 @@ class CausalTrace:
                  "the name's last piece" if self.name_positions and t == self.name_positions[-1] else
                  "a piece of the name" if t in self.name_positions else f"position {t}")
         unit = "probability" if self.metric == "probability" else "logit difference"
-        if abs(self.total_effect) < 1e-9:
+        if abs(self.total_effect) < NOTHING_CORRUPTED:
             return "The corruption did not change the answer, so there is nothing to recover."
         return (f"Apart from the final state itself, restoring the {best} output of layer {layer} at {where} "
                 f"({self.tokens[t]!r}) brings back the most: {grid[layer, t]:.0%} of the {unit} the corruption took "
@@ -504,9 +505,14 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
     device = model_device(model)
     L, T = acts.resid_post.shape[:2]
     window = default_window(L) if window is None else max(1, min(int(window), L))
-    clean_states = {"residual": [torch.from_numpy(x).to(device) for x in acts.resid_post],
-                    "attention": [torch.from_numpy(x).to(device) for x in acts.attn_out],
-                    "MLP": [torch.from_numpy(x).to(device) for x in acts.mlp_out]}
+    # the clean states from the same (fused-attention) path as the patched batch, so that restoring a state
+    # changes nothing but that state (the Trace's explicit softmax differs in the last float32 bits)
+    clean_pass = Recorder()
+    with torch.inference_mode():
+        model.hidden_states(torch.tensor([q.ids], dtype=torch.long, device=device), hooks=clean_pass)
+    clean_states = {"residual": [x.to(device) for x in clean_pass.post],
+                    "attention": [x.to(device) for x in clean_pass.attn],
+                    "MLP": [x.to(device) for x in clean_pass.mlp]}
     impossible = impossible_cells(L, T)
     names = q.name_positions
     skipped = impossible | untouched_cells(L, T, names[0] if names and corruption != "none" else 0)
@@ -540,8 +546,9 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
             noise_rows = torch.zeros(len(sample_ids), T, emb.size(-1))
             noise_rows[:, names] = draws * noise * embed_std
     S = len(sample_ids)
-    B = S * per_sample
-    idx = torch.tensor(sample_ids, dtype=torch.long, device=device).repeat_interleave(per_sample, dim=0)  # (B, T)
+    B = S * per_sample + 1  # every sample's rows, then one clean row (measured in the same batch as the rest)
+    idx = torch.tensor(sample_ids + [q.ids], dtype=torch.long, device=device)
+    idx = torch.cat([idx[:S].repeat_interleave(per_sample, dim=0), idx[S:]])  # (B, T)
     masks: dict[tuple[str, int], torch.Tensor] = {}
 
     def mark(row: int, kind: str, layer: int, positions: Sequence[int]) -> None:
@@ -562,10 +569,10 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
             row += 1
     noise_batch = None
     if noise_rows is not None:
-        noise_batch = noise_rows.to(device).repeat_interleave(per_sample, dim=0)
+        noise_batch = torch.cat([noise_rows.repeat_interleave(per_sample, dim=0), noise_rows[:1] * 0]).to(device)
     with torch.inference_mode():
         logits = last_logits(model, idx, _Restore(clean_states, masks, noise_batch)).double().cpu()
-    clean_logits = rec.logits[0, -1].double().cpu()
+    clean_logits, logits = logits[-1], logits[:-1]
     a = q.answer_id
     corrupted_rows = logits[::per_sample]  # (S, V)
     if metric == "probability":
@@ -578,7 +585,7 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
             top2 = row.topk(2).indices.tolist()
             against.append(top2[1] if top2[0] == a else top2[0])
         other = torch.tensor(against).repeat_interleave(per_sample)
-        values = logits[:, a] - logits[torch.arange(B), other]
+        values = logits[:, a] - logits[torch.arange(B - 1), other]
         clean = float(np.mean([float(clean_logits[a] - clean_logits[b]) for b in against]))
     values = values.view(S, per_sample).mean(0).numpy()  # the mean over samples
     corrupted = float(values[0])
@@ -593,7 +600,7 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
     summary: dict[str, dict[str, float]] = {}
     total = clean - corrupted
     for kind, layer, label, _positions in joint_rows:
-        share = (values[at] - corrupted) / total if abs(total) > 1e-9 else 1.0
+        share = (values[at] - corrupted) / total if abs(total) > NOTHING_CORRUPTED else 1.0
         summary.setdefault(kind, {})[f"layer {layer}, {label}"] = float(share)
         at += 1
     return CausalTrace(tokens=rec.tokens, name_positions=list(names), answer_piece=q.answer_piece,

@@ -143,6 +143,8 @@ class AveragedTraces:
         best = None
         for kind in KINDS:
             grid = self.grid(group, kind)
+            if kind == "residual":
+                grid[-1, -1] = np.nan  # the final state itself: always all of it, so it says nothing
             if np.isfinite(grid).any():
                 layer, c = np.unravel_index(int(np.nanargmax(grid)), grid.shape)
                 if best is None or grid[layer, c] > best[0]:
@@ -150,7 +152,8 @@ class AveragedTraces:
         if best is None:
             return "Nothing was recovered anywhere."
         share, kind, layer, where = best
-        return (f"Over {g.count} questions ({group}), restoring the {kind} output of layer {layer} at {where} "
+        return (f"Over {g.count} questions ({group}), apart from the final state itself, restoring the {kind} "
+                f"output of layer {layer} at {where} "
                 f"brings back the most: {share:.0%} of the mean {self.metric} the corruption took away "
                 f"({g.clean:.3f} clean, {g.corrupted:.3f} corrupted, means).")
 
@@ -252,6 +255,7 @@ def keep(checkpoint: str | Path, model, questions_text: str, key: str, averages:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     with os.fdopen(handle, "w", encoding="utf-8") as out:
         json.dump(data, out, allow_nan=False)
+    os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from a server running as another user
     os.replace(temporary, path)
     return path
 
