@@ -380,7 +380,9 @@ class CausalTrace:
     corrupted_answer: str  # the corrupted run's top piece (logit difference is taken against it)
     scores: dict[str, np.ndarray]  # kind -> (L, T): the metric with that one state restored (mean over samples)
     impossible: np.ndarray  # (L, T) bool: cannot reach the answer by construction (exactly 0 effect)
-    summary: dict[str, dict[str, float]] = field(default_factory=dict)  # kind -> joint restorations (see below)
+    # "residual" -> "layer l, name's last piece" | "layer l, all name pieces" | "layer l, last position" -> the
+    # share of the total effect that restoring the residual stream there (all those positions at once) brings back
+    summary: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def total_effect(self) -> float:
@@ -517,9 +519,11 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
     names = q.name_positions
     skipped = impossible | untouched_cells(L, T, names[0] if names and corruption != "none" else 0)
     cells = [(layer, t) for layer in range(L) for t in range(T) if not skipped[layer, t]]
+    # ROME's sentences, as rows of the same batch: the residual stream of one layer restored at the name's last
+    # piece, at all its pieces at once, at the last position (never a restoration that cannot matter)
     joint = {"name's last piece": names[-1:], "all name pieces": names, "last position": [T - 1]}
-    joint_rows = [(kind, layer, label, positions) for kind in KINDS for layer in range(L)
-                  for label, positions in joint.items() if positions]
+    joint_rows = [("residual", layer, label, positions) for layer in range(L)
+                  for label, positions in joint.items() if positions and not impossible[layer, positions].all()]
     per_sample = 1 + len(KINDS) * len(cells) + len(joint_rows)
 
     generator = torch.Generator().manual_seed(int(seed))
