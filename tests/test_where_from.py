@@ -66,6 +66,16 @@ def test_attribution_adds_up_to_the_answer_logit_for_every_dev_question(bundled,
         assert attribution.logit == pytest.approx(float(rec.logits[0, -1, q.answer_id]))
 
 
+def test_every_dev_name_is_found_even_where_a_letter_is_two_byte_pieces(bundled, dev_pairs):
+    for question, truth in dev_pairs:
+        q = wf.read_question(bundled.model, bundled.tokenizer, question, truth)
+        assert q.name_positions, question
+        assert q.raw[q.name_positions[0]] == q.name[:len(q.raw[q.name_positions[0]])]
+        assert q.raw[q.name_positions[-1] + 1] == " "  # the name ends where the question goes on
+    q = wf.read_question(bundled.model, bundled.tokenizer, "Where was Nela \u0160vecov\u00e1 born?", "Prague")
+    assert [q.raw[p] for p in q.name_positions] == ["N", "ela", "\u0160", "\u0160", "v", "ec", "ov\u00e1"]
+
+
 def test_the_name_and_the_answer_are_found_in_the_question(bundled):
     q = wf.read_question(bundled.model, bundled.tokenizer, "Where was Michelle Lefort born?", "Paris")
     assert "".join(q.raw[p] for p in range(q.name_positions[0], q.name_positions[-1] + 1)) == "Michelle Lefort"

@@ -110,6 +110,18 @@ def pieces_covering(raw_tokens: Sequence[str], span: tuple[int, int]) -> list[in
     return out
 
 
+def name_pieces(tokenizer, prompt: str, ids: Sequence[int], raw: Sequence[str], span: tuple[int, int]) -> list[int]:
+    """Positions of the pieces that spell the name at `span` (whitespace pieces left out): the pieces of the text
+    before the name and up to its end, when the tokenizer splits the prompt there (it does at a space); else
+    the pieces whose characters overlap the span (when the pieces spell the text); else none."""
+    before, upto = tokenizer.encode(prompt[:span[0]]), tokenizer.encode(prompt[:span[1]])
+    if list(ids[:len(before)]) == before and list(ids[:len(upto)]) == upto:
+        return [p for p in range(len(before), len(upto)) if raw[p].strip()]
+    if "".join(raw) == prompt:
+        return pieces_covering(raw, span)
+    return []
+
+
 def context_of(model) -> int:
     return model.max_length or model.config.block_size
 
@@ -142,10 +154,10 @@ def read_question(model, tokenizer, question: str, truth: str | None = None) -> 
     ids, raw = tokenized.ids[window], tokenized.tokens[window]
     name = name_from_question(question)
     span = name_span(prompt, name)
-    spelled = "".join(tokenized.tokens) == prompt
     positions = []
-    if span is not None and spelled:
-        positions = [p - window.start for p in pieces_covering(tokenized.tokens, span) if p >= window.start]
+    if span is not None:
+        found = name_pieces(tokenizer, prompt, tokenized.ids, tokenized.tokens, span)
+        positions = [p - window.start for p in found if p >= window.start]
     truth = truth.strip() if truth else None
     if truth:
         answer_id = answer_piece_id(tokenizer, tokenized.ids, prompt, truth)
@@ -464,33 +476,32 @@ def _layers_of(layer: int, window: int, n_layer: int) -> range:
 
 def swap_candidates(tokenizer, q: Question, names: Sequence[str]) -> list[tuple[str, list[int]]]:
     """Other names whose pieces in this question's frame are as many as the name's (symmetric replacement)."""
-    n = len(q.name_positions)
     out, seen = [], {q.name}
     for other in names:
         other = " ".join(other.split())
         if other in seen or not other:
             continue
         seen.add(other)
-        ids, raw = _prompt_pieces(tokenizer, q.question.replace(q.name, other, 1) + MASK_CHAR)
-        if len(ids) != len(q.ids) + q.cut:
+        prompt = q.question.replace(q.name, other, 1) + MASK_CHAR
+        ids, raw = _prompt_pieces(tokenizer, prompt)
+        span = name_span(prompt, other)
+        if len(ids) != len(q.ids) + q.cut or span is None:
             continue
+        theirs = [p - q.cut for p in name_pieces(tokenizer, prompt, ids, raw, span)]
         ids = ids[q.cut:]
         changed = [i for i, (a, b) in enumerate(zip(ids, q.ids)) if a != b]
-        if changed and set(changed) <= set(q.name_positions) and len(pieces_of(raw, q, other)) == n:
+        if changed and set(changed) <= set(q.name_positions) and theirs == q.name_positions:
             out.append((other, ids))
     return out
 
 
-def pieces_of(raw: Sequence[str], q: Question, other: str) -> list[int]:
-    prompt = q.question.replace(q.name, other, 1) + MASK_CHAR
-    span = name_span(prompt, other)
-    return pieces_covering(raw, span) if span else []
-
-
 def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corruption: str = "noise",
                  metric: str | None = None, noise: float = NOISE, samples: int = SAMPLES, seed: int = SEED,
-                 window: int | None = None, swap_names: Sequence[str] = ()) -> CausalTrace:
-    """The three restoration grids for one question, all in one batched forward pass (see the module doc)."""
+                 window: int | None = None, swap_names: Sequence[str] = (), noise_std: float | None = None
+                 ) -> CausalTrace:
+    """The three restoration grids for one question, all in one batched forward pass (see the module doc).
+    `noise_std`: the standard deviation the noise is a multiple of (default: that of the name pieces' token
+    embeddings; ROME measures it over a corpus of subjects)."""
     if corruption not in CORRUPTIONS:
         raise WhereFromError(f"Corruption must be one of {', '.join(CORRUPTIONS)}, not {corruption!r}.")
     metric = metric or ("probability" if corruption != "swap" else "logit difference")
@@ -545,7 +556,7 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
         if corruption == "noise":
             with torch.no_grad():
                 emb = model.tok_emb.weight[torch.tensor([q.ids[p] for p in names], device=device)]
-            embed_std = float(emb.float().std())
+            embed_std = float(emb.float().std()) if noise_std is None else float(noise_std)
             draws = torch.randn(len(sample_ids), len(names), emb.size(-1), generator=generator)
             noise_rows = torch.zeros(len(sample_ids), T, emb.size(-1))
             noise_rows[:, names] = draws * noise * embed_std
