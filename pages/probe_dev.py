@@ -13,6 +13,7 @@ import streamlit as st
 
 from core.figures import probe as viz
 from core.lens.probe import analysis, corpus, files
+from pages import where_from_view
 from pages.common import plain, show_figure
 from pages.probe_knowledge import knowledge_section
 from pages.probe_parts import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, version, warn_unknown
@@ -87,6 +88,7 @@ def dev_tab(p: Probe) -> None:
     st.caption("Categories describe the corpus, not the model: a model that was not pretrained never read "
                "the documents, so its 'retrieved' answers are what it got right without them.")
     knowledge_section(p, analyses, questions.pairs, digest)
+    where_from_view.dev_view(p.models[focus], focus, data.folder / corpus.DEV_FILE)
     show_figure(viz.category_share_bars(comparison.categories, title="Where each model's answers come from"),
                 "evidence-categories", key="probe_dev_categories")
     with st.expander("What the categories mean"):
