@@ -360,3 +360,20 @@ def test_a_bad_question_file_is_one_sentence(tmp_path, capsys, content, expected
     assert err.startswith("error:") and expected in err and "Traceback" not in err and err.count("\n") == 0
     assert cli.main([str(BUNDLED), "--questions", str(tmp_path / "missing.tsv")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_bert_folder_records_its_residual_stream_and_refuses_the_lens_in_one_sentence(tmp_path):
+    pytest.importorskip("transformers")
+    from tests.hf_models import bert_folder
+
+    loaded = load_hf(bert_folder(tmp_path / "bert"))
+    ids = loaded.tokenizer.encode("the cat sat on the mat")
+    rec = wf.analyses.trace(loaded.model, ids, activations=True)
+    acts = rec.activations
+    with torch.no_grad():
+        hidden = loaded.model.inner(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
+    assert acts.resid_pre.shape == (2, len(ids), 16) and acts.head_out is None and acts.final_scale is None
+    np.testing.assert_allclose(acts.resid_post[-1], hidden[-1][0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(acts.resid_pre[0], hidden[0][0].numpy(), atol=1e-6)
+    with pytest.raises(wf.WhereFromError, match="BERT"):
+        wf.logit_lens(loaded.model, loaded.tokenizer, rec, 5)
