@@ -236,7 +236,7 @@ def dev_view(loaded, name: str, questions_path: str | Path, key: str = "wf_dev")
     st.caption(plain(averages.sentence(group)))
     impossible = wf.impossible_cells(averages.n_layer, len(averages.classes))
     fig = viz.causal_trace_panels({k: averages.grid(group, k) for k in wf.KINDS}, impossible, averages.classes,
-                                  title=f"{name}: {group}, mean over people")
+                                  title=f"{name}: {group}, mean over people", pieces=False)
     show_figure(fig, f"{name}-causal-trace-{group}", key=f"{key}_chart")
     medians = averages.groups[group].medians.get("residual", {})
     if medians:

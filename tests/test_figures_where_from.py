@@ -47,3 +47,10 @@ def test_salience_chips_scale_each_row_and_keep_the_raw_values():
     np.testing.assert_allclose(chips.z, [[0.5, -1, 0], [0, 0, 0]])
     np.testing.assert_allclose(chips.customdata, [[1, -2, 0], [0, 0, 0]])
     assert chips.text[0][1] == "&lt;i&gt;"
+
+
+def test_position_classes_are_labels_not_pieces():
+    impossible = np.array([[False, False], [True, False]])
+    fig = viz.causal_trace_panels({"residual": np.zeros((2, 2))}, impossible, ["before the name", "last position"],
+                                  pieces=False)
+    assert list(fig.data[0].x) == ["before the name", "last position"]

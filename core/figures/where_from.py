@@ -31,9 +31,9 @@ IMPOSSIBLE_COLOR = "#B4B4B4"  # darker than a 0 cell (white in RdBu): "cannot ma
 IMPOSSIBLE_TEXT = "cannot reach the answer (the last layer at an earlier position)"
 
 
-def _labels(tokens: Sequence[str], bold: Sequence[int] = ()) -> list[str]:
-    """Escaped, visible, distinct category labels; positions in `bold` (the name's pieces) drawn bold."""
-    shown = [html.escape(visible_token(t) or "∅") for t in tokens]
+def _labels(tokens: Sequence[str], bold: Sequence[int] = (), pieces: bool = True) -> list[str]:
+    """Escaped, distinct category labels (pieces: whitespace made visible); positions in `bold` drawn bold."""
+    shown = [html.escape((visible_token(t) if pieces else str(t)) or "∅") for t in tokens]
     shown = [f"<b>{s}</b>" if i in set(bold) else s for i, s in enumerate(shown)]
     return token_categories(shown)
 
@@ -86,8 +86,8 @@ def attribution_bars(names: Sequence[str], values, logit: float, answer_piece: s
 
 @finished
 def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray, columns: Sequence[str],
-                        bold: Sequence[int] = (), measure: str = "share recovered", title: str | None = None
-                        ) -> go.Figure:
+                        bold: Sequence[int] = (), measure: str = "share recovered", title: str | None = None,
+                        pieces: bool = True) -> go.Figure:
     """One panel per kind (residual, attention, MLP), rows = layers, columns = positions (or position classes):
     the share of the corruption's effect that restoring that one state brings back. Cells that cannot reach the
     answer are drawn grey (a second trace per panel, z = 1 there), not as 0. fig.data[2k] is panel k's values
@@ -95,7 +95,7 @@ def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray,
     kinds = list(grids)
     impossible = np.asarray(impossible, dtype=bool)
     n_layer = impossible.shape[0]
-    x = _labels(columns, bold)
+    x = _labels(columns, bold, pieces)  # pieces=False: columns are position classes (dev-set averages)
     grid = subplot_grid(len(kinds), 1, [html.escape(k) for k in kinds], vertical_spacing=0.12)
     traces = []
     finite = [np.asarray(g, dtype=float)[~impossible] for g in grids.values()]
@@ -119,7 +119,9 @@ def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray,
     fig.update_layout(coloraxis=dict(colorscale=DIVERGING, cmin=-top, cmax=top,
                                      colorbar=dict(title=dict(text=html.escape(measure), side="right"),
                                                    tickformat=".0%", thickness=12)))
-    return base_layout(fig, html.escape(title) if title else None, 160 + len(kinds) * (60 + 28 * n_layer))
+    fig = base_layout(fig, html.escape(title) if title else None, 160 + len(kinds) * (60 + 28 * n_layer))
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + 24))  # the first panel's title below the chart's
+    return fig
 
 
 @finished
