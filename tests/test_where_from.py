@@ -377,3 +377,10 @@ def test_a_bert_folder_records_its_residual_stream_and_refuses_the_lens_in_one_s
     np.testing.assert_allclose(acts.resid_pre[0], hidden[0][0].numpy(), atol=1e-6)
     with pytest.raises(wf.WhereFromError, match="BERT"):
         wf.logit_lens(loaded.model, loaded.tokenizer, rec, 5)
+
+
+def test_a_tiny_total_effect_is_called_out():
+    note = wf.analyses.weak_effect_note("probability", 0.016, 0.014)
+    assert "shares of almost nothing" in note and "+0.002" in note
+    assert wf.analyses.weak_effect_note("probability", 0.78, 0.03) == ""
+    assert wf.analyses.weak_effect_note("logit difference", 12.3, -14.1) == ""

@@ -46,6 +46,7 @@ from core.lens.where_from.analyses import (
     logit_lens,
     read_question,
     record,
+    weak_effect_note,
 )
 
 SIDECAR_SUFFIX = ".where_from.json"
@@ -159,7 +160,8 @@ class AveragedTraces:
         return (f"Over {g.count} questions ({group}), apart from the final state itself, restoring the {kind} "
                 f"output of layer {layer} at {where} "
                 f"brings back the most: {share:.0%} of the mean {self.metric} the corruption took away "
-                f"({g.clean:.3f} clean, {g.corrupted:.3f} corrupted, means).")
+                f"({g.clean:.3f} clean, {g.corrupted:.3f} corrupted, means)."
+                + weak_effect_note(self.metric, g.clean, g.corrupted))
 
 
 def _group_of(memorised: bool | None, answered: bool) -> str:
