@@ -50,9 +50,11 @@ NOISE = 3.0  # ROME: 3 standard deviations of the subject's embeddings
 SAMPLES = 10  # ROME's number of noise draws
 SEED = 0
 IG_STEPS = 30
+SMALL_MODEL_LAYERS = 4  # up to this many layers, restore one layer at a time
+ROME_WINDOW = 10
 NOTHING_CORRUPTED = 1e-6  # a total effect smaller than this: the corruption changed nothing
 # A total effect below this (in the metric's unit) is too small for shares of it to mean anything: a model that
-# gives the answer 2% before and 1.4% after the corruption (birth-vanilla-scratch) has nothing to trace.
+# gives the answer 1.6% before and 1.4% after the corruption (birth-vanilla-scratch) has nothing to trace.
 WEAK_EFFECT = {"probability": 0.05, "logit difference": 1.0}
 
 
@@ -63,8 +65,6 @@ def weak_effect_note(metric: str, clean: float, corrupted: float) -> str:
         return ""
     return (f" Careful: the corruption moves the {metric} by only {total:+.3f} ({clean:.3f} clean), so these shares "
             "are shares of almost nothing: the model did not hold this answer to begin with.")
-SMALL_MODEL_LAYERS = 4  # up to this many layers, restore one layer at a time
-ROME_WINDOW = 10
 
 
 class WhereFromError(ValueError):
