@@ -219,7 +219,8 @@ def dev_view(loaded, name: str, questions_path: str | Path, key: str = "wf_dev")
     st.caption(plain(f"Over {Path(questions_path).name}, every question traced with its true answer; kept beside "
                      f"the checkpoint ({dev_set.sidecar_path(loaded.path).name})."))
     if averages is None:
-        st.caption(plain(f"Not computed yet for {name} ({len(rows)} questions, about a third of a second each)."))
+        st.caption(plain(f"Not computed yet for {name} ({len(rows)} questions, {dev_set.DEV_SAMPLES} noise draws "
+                         "each)."))
         if not st.button("Compute the averaged traces", key=f"{key}_run"):
             return
         bar = st.progress(0.0, text="Tracing every dev question…")
