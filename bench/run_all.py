@@ -94,6 +94,7 @@ BENCHMARKS = [
     Benchmark("train_throughput", "bench.train_throughput", [], ["--steps", "4", "--width", "128", "--heads", "4"],
               from_result_line),
     Benchmark("knowledge_throughput", "bench.knowledge_throughput", [], ["--steps", "3"], from_result_line),
+    Benchmark("where_from", "bench.where_from", [], ["--repeats", "1", "--limit", "10"], from_result_line),
 ]
 # Through `make serve`'s proxy, one replica per core, as a class would be served (issue 29).
 LOAD = Benchmark("load", "bench.load",

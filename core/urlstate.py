@@ -343,3 +343,42 @@ def encode_positional(state: PositionalPageState) -> dict[str, str]:
             continue
         params[POSITIONAL_KEYS[f.name]] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     return params
+
+
+# --- the "Where from" view (probe page's Ask and Dev set tabs, attention page) ------------------------------
+
+WHERE_FROM_CORRUPTIONS = ("noise", "swap")
+WHERE_FROM_SAMPLES = range(1, 21)
+WHERE_FROM_SEEDS = range(0, 10000)
+
+
+@dataclass(frozen=True)
+class WhereFromState:
+    """What a link to a "Where from" view reopens: whether it is open, the corruption, its samples and seed."""
+
+    open: bool = False
+    corruption: str = "noise"
+    samples: int = 10
+    seed: int = 0
+
+
+WHERE_FROM_KEYS = {"open": "wf", "corruption": "wf_corrupt", "samples": "wf_samples", "seed": "wf_seed"}
+
+
+def decode_where_from(params: Mapping[str, Any]) -> WhereFromState:
+    d = WhereFromState()
+    get = {name: _last(params.get(key)) for name, key in WHERE_FROM_KEYS.items()}
+    return WhereFromState(open=_flag(get["open"], d.open),
+                          corruption=_choice(get["corruption"], WHERE_FROM_CORRUPTIONS, d.corruption),
+                          samples=_int_in(get["samples"], WHERE_FROM_SAMPLES, d.samples),
+                          seed=_int_in(get["seed"], WHERE_FROM_SEEDS, d.seed))
+
+
+def encode_where_from(state: WhereFromState) -> dict[str, str]:
+    """Values at their defaults are left out (a page writing these drops the WHERE_FROM_KEYS that are absent)."""
+    default, params = WhereFromState(), {}
+    for f in fields(state):
+        value = getattr(state, f.name)
+        if value != getattr(default, f.name):
+            params[WHERE_FROM_KEYS[f.name]] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return params

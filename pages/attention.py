@@ -14,6 +14,7 @@ from core import urlstate
 from core.figures import attention as figs
 from core.lens import attention as av
 from core.lens import token_window as tw
+from pages import where_from_view
 from pages.attention_compare import show_compare
 from pages.attention_output import show_output, show_sanity
 from pages.attention_query_key import show_query_key
@@ -174,6 +175,7 @@ if run.untrained:  # in the vocabulary, so read as themselves: a note under the 
 st.caption(f"How the model reads it: {run.n_tokens} tokens")
 st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
 show_output(run.output)
+where_from_view.next_piece_view(loaded, info.name, text)
 show_sanity(run)
 st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),
                    file_name=f"{info.name}-attention.csv", mime="text/csv",

@@ -19,6 +19,7 @@ from core.data.datasets import DataError
 from core.data.world_tables import LOCALES
 from core.figures import probe as viz
 from core.lens.probe import corpus, fabricated, files, inputs
+from pages import where_from_view
 from pages.common import (
     EXPANDER_WIDTH,
     PageModels,
@@ -81,6 +82,8 @@ def ask_tab(p: Probe) -> None:
     truth, source = p.data.truth(asked.name) or (None, None)
     show_example(p, asked.question, asked.name, truth, source, "probe_ask")
     show_answers_by_step(p.models[p.focus], p.focus, asked.question, tuple(p.data.labels), truth)
+    where_from_view.question_view(p.models[p.focus], p.focus, asked.question, truth,
+                                  where_from_view.names_of(p.data.train_pairs + p.data.dev_pairs))
 
 
 def fabricate_tab(p: Probe) -> None:

@@ -14,6 +14,7 @@ import streamlit as st
 from core.figures import probe as viz
 from core.figures.probe import PLAIN_CATEGORIES
 from core.lens.probe import analysis, corpus, files
+from pages import where_from_view
 from pages.common import EXPANDER_WIDTH, fitted_columns, plain, show_figure, shown_table
 from pages.probe_knowledge import knowledge_section
 from pages.probe_parts import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, version, warn_unknown
@@ -101,6 +102,7 @@ def dev_tab(p: Probe) -> None:
         st.markdown("\n".join(f"- **{PLAIN_CATEGORIES[c]}**: {m}" for c, m in corpus.CATEGORIES.items()))
     with st.expander("Did pretraining store the fact, and does finetuning reach it?"):
         knowledge_section(p, analyses, questions.pairs, digest)
+    where_from_view.dev_view(p.models[focus], focus, data.folder / corpus.DEV_FILE)
     with st.expander("Can its confidence be trusted?"):
         st.text("Expected calibration error (how far confidence is from accuracy, on average): "
                 + ", ".join(f"{m} {e:.3f}" for m, e in comparison.calibration.items()))

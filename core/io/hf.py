@@ -27,6 +27,7 @@ from torch import nn
 
 from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
 from core.model.attention import QueryKey
+from core.model.hooks import Hooks
 from core.model.tokenizer import PAD_CHAR, Tokenized
 
 ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra")
@@ -174,27 +175,78 @@ class HFModel(nn.Module):
         return torch.where(real.any(dim=1, keepdim=True), real, torch.ones_like(real)).long()
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        logits, loss, _ = self._run(idx, targets, attention=False)
+        logits, loss, _, _ = self._run(idx, targets, attention=False)
         return logits, loss
 
-    def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None
-                           ) -> tuple[torch.Tensor, torch.Tensor]:
+    def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None,
+                           hooks: Hooks | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """With a `queries_keys` list, each layer's queries and keys are captured in the same pass by forward
-        hooks on its projections, with the module's own `scaling` (HF adds no score bias to these models)."""
+        hooks on its projections, with the module's own `scaling` (HF adds no score bias to these models).
+        With `hooks` (core.model.hooks, read-only here), the same pass reports the residual stream and, for
+        GPT-2 (pre-norm), each head's, attention's and MLP's output, through torch forward hooks."""
         handles, captured, modules = [], [], []
         if queries_keys is not None:
             modules = self._self_attentions()
             captured = [{} for _ in modules]
             handles = [h for module, slot in zip(modules, captured) for h in self._capture(module, slot)]
+        if hooks is not None:
+            handles += self._report(hooks)
         try:
-            logits, _, attention = self._run(idx, None, attention=True)
+            logits, _, attention, hidden = self._run(idx, None, attention=True, hidden=hooks is not None)
         finally:
             for handle in handles:
                 handle.remove()
+        if hooks is not None and not self._gpt2_blocks():  # an encoder: its hidden states are the stream
+            for layer, (before, after) in enumerate(zip(hidden[:-1], hidden[1:])):
+                hooks.resid_pre(layer, before)
+                hooks.resid_post(layer, after)
         for module, slot in zip(modules, captured):
             heads = [t.view(*t.shape[:2], self.config.n_head, -1).transpose(1, 2) for t in (slot["q"], slot["k"])]
             queries_keys.append(QueryKey(heads[0], heads[1], float(module.scaling), None))  # (B, nh, T, hs)
         return logits, attention  # (L, B, H, T, T)
+
+    def _gpt2_blocks(self) -> list[nn.Module]:
+        transformer = getattr(self.inner, "transformer", None)
+        return list(transformer.h) if transformer is not None and hasattr(transformer, "h") else []
+
+    def _report(self, hooks: Hooks) -> list:
+        """Forward hooks that call `hooks` at GPT-2's hook points (read-only: returns change nothing)."""
+        handles = []
+        transformer = getattr(self.inner, "transformer", None)
+        for layer, block in enumerate(self._gpt2_blocks()):
+            def pre(_m, args, layer=layer):
+                hooks.resid_pre(layer, args[0])
+
+            def post(_m, _args, out, layer=layer):
+                hooks.resid_post(layer, out[0] if isinstance(out, tuple) else out)
+
+            def merged(_m, args, layer=layer, block=block):
+                z = args[0]  # c_proj's input: the heads' sums, concatenated (B, T, nh * hs)
+                heads = z.view(*z.shape[:2], self.config.n_head, -1).transpose(1, 2)  # (B, nh, T, hs)
+                conv = block.attn.c_proj  # Conv1D: y = z @ W + b, W (nh * hs, C)
+                hooks.heads(layer, heads, _Projection(conv.weight.T, conv.bias))
+
+            def attn(_m, _args, out, layer=layer):
+                hooks.attn_out(layer, out[0] if isinstance(out, tuple) else out)
+
+            def mlp(_m, _args, out, layer=layer):
+                hooks.mlp_out(layer, out)
+
+            handles += [block.register_forward_pre_hook(pre), block.register_forward_hook(post),
+                        block.attn.c_proj.register_forward_pre_hook(merged), block.attn.register_forward_hook(attn),
+                        block.mlp.register_forward_hook(mlp)]
+        if transformer is not None and hasattr(transformer, "wte"):
+            handles.append(transformer.wte.register_forward_hook(lambda _m, _a, out: hooks.embed(out)))
+        return handles
+
+    def readout(self) -> tuple[nn.Module, torch.Tensor]:
+        """(final LayerNorm, unembedding (V, C)) of a GPT-2 language model; others refuse in one sentence."""
+        transformer = getattr(self.inner, "transformer", None)
+        head = getattr(self.inner, "lm_head", None)
+        if transformer is None or not hasattr(transformer, "ln_f") or head is None:
+            raise ValueError("Only GPT-2-family language models read their residual stream out as next-token "
+                             "logits; a post-norm encoder (BERT) normalises after every sublayer.")
+        return transformer.ln_f, head.weight
 
     def _self_attentions(self) -> list[nn.Module]:
         found = [m for m in self.inner.modules() if hasattr(m, "scaling") and (
@@ -217,17 +269,27 @@ class HFModel(nn.Module):
         return [getattr(module, q).register_forward_hook(keep("q")),
                 getattr(module, k).register_forward_hook(keep("k"))]
 
-    def _run(self, idx: torch.Tensor, targets: torch.Tensor | None, attention: bool):
+    def _run(self, idx: torch.Tensor, targets: torch.Tensor | None, attention: bool, hidden: bool = False):
         if idx.size(1) > self.max_length:
             raise ValueError(f"This model can read at most {self.max_length} tokens; the input has {idx.size(1)}.")
         mask = None if self.config.causal else self._padding(idx)
-        out = self.inner(input_ids=idx, attention_mask=mask, output_attentions=attention)
+        out = self.inner(input_ids=idx, attention_mask=mask, output_attentions=attention,
+                         output_hidden_states=hidden)
         logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
         loss = None
         if targets is not None and self.config.head in ("lm", "masked-lm"):
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
                                    ignore_index=self.config.pad_id)
-        return logits, loss, (torch.stack(out.attentions) if attention else None)  # (L, B, H, T, T)
+        return (logits, loss, torch.stack(out.attentions) if attention else None,  # (L, B, H, T, T)
+                out.hidden_states if hidden else None)
+
+
+@dataclass
+class _Projection:
+    """What a hook point is told of an output projection: y = z @ weight^T + bias (weight (C, nh * hs))."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
 
 
 class HFTokenizer:

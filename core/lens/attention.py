@@ -1,10 +1,11 @@
 """What the attention page shows, as plain data: pure functions, no streamlit.
 
 `run_attention(model, tokenizer, task, labels, text)` tokenises a sentence, cuts it to what the model
-can read, asks for ONE `Trace` (core.lens.trace) and returns an `AttentionRun` of numpy
-arrays and plain values (cacheable, picklable). Everything else here derives views from that run:
-combining heads, attention rollout (Abnar & Zuidema 2020), hiding tokens, differences between two
-models, sanity checks, the long-format CSV export, and (core.lens.outputs) the model's own output for the input.
+can read (core.lens.trace.trace_text, the one cutting rule), asks for ONE `Trace` and returns an
+`AttentionRun`: a view whose arrays are the Trace's own, plus plain values (cacheable, picklable).
+Everything else here derives views from that run: combining heads, attention rollout (Abnar & Zuidema
+2020), hiding tokens, differences between two models, sanity checks, the long-format CSV export, and
+(core.lens.outputs) the model's own output for the input.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.lens.outputs import MODEL_OUTPUTS, ModelOutput, lm_next_tokens
-from core.lens.trace import AttentionShape, LayerQueryKey, TraceError, trace
+from core.lens.trace import AttentionShape, LayerQueryKey, TraceError, trace_text
 from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.text import TYPED_QUESTION_MARKS, markdown_escape, visible_token
 
@@ -156,18 +157,17 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
                                   "type a sentence with words.")
     config = model.config
     limit = token_limit(model.max_length, config.block_size, run_past_block)
-    ids, raw = tokenized.ids[:limit], tokenized.tokens[:limit]
-    kept = set(raw)
-    unknown = [p for p in tokenized.unknown if p in kept]
-    untrained = [p for p in tokenized.untrained if p in kept]
-    fallback = tokenizer.decode([ids[raw.index(unknown[0])]]) if unknown else ""
     try:
-        record = trace(model, ids, raw, queries_keys=queries_keys)
+        record = trace_text(model, tokenizer, text, limit, "start", queries_keys=queries_keys, tokenized=tokenized)
     except TraceError as exc:
         raise AttentionInputError(str(exc)) from None
+    ids, unknown = record.ids, record.unknown
+    read = tokenized.tokens[:len(ids)]
+    untrained = [p for p in tokenized.untrained if p in set(read)]
+    fallback = tokenizer.decode([ids[read.index(unknown[0])]]) if unknown else ""
     specials = special_ids(tokenizer)
     output_fn = MODEL_OUTPUTS.get(task, lm_next_tokens)
-    return AttentionRun(
+    return AttentionRun(  # a view: the arrays are the Trace's own, not copies
         ids=ids,
         tokens=record.tokens,
         unknown=unknown,
@@ -179,8 +179,8 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
         causal=bool(config.causal),
         block_size=config.block_size,
         max_length=model.max_length,
-        n_input_tokens=len(tokenized.ids),
-        notes=cut_notes(len(tokenized.ids), limit, config.block_size, model.max_length),
+        n_input_tokens=record.n_input_tokens,
+        notes=cut_notes(record.n_input_tokens, limit, config.block_size, model.max_length),
         output=output_fn(model, tokenizer, record.idx, record.logits, labels or []),
         queries_keys=record.queries_keys,
     )

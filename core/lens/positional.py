@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ import torch
 from core.io.checkpoint import CheckpointInfo
 from core.lens.history.reading import history_from_metadata
 from core.lens.history.records import empty_frame
-from core.lens.trace import trace
+from core.lens.trace import Trace, TraceError, trace_text
 from core.model.positional import (
     alibi_bias,
     alibi_slopes,
@@ -244,23 +244,39 @@ class SentenceError(ValueError):
 
 @dataclass
 class SentenceAttention:
-    tokens: list[str]
-    attention: np.ndarray  # (n_layer, n_head, T, T): the model's own probabilities
-    allowed: np.ndarray  # (T, T) bool
-    unknown: list[str] = field(default_factory=list)
-    cut: int = 0  # tokens left out past the limit
+    """A view over one Trace of a sentence: its tokens, attention and mask, and how much was cut."""
+
+    record: Trace
+
+    @property
+    def tokens(self) -> list[str]:
+        return self.record.tokens
+
+    @property
+    def attention(self) -> np.ndarray:
+        return self.record.attention  # (n_layer, n_head, T, T): the model's own probabilities
+
+    @property
+    def allowed(self) -> np.ndarray:
+        return self.record.allowed  # (T, T) bool
+
+    @property
+    def unknown(self) -> list[str]:
+        return self.record.unknown
+
+    @property
+    def cut(self) -> int:
+        return self.record.cut  # tokens left out past the limit
 
 
 def sentence_attention(model, tokenizer, text: str, max_tokens: int) -> SentenceAttention:
     """Tokenise, keep at most max_tokens (and never more than the model can encode), one traced pass."""
-    tokenized = tokenizer.tokenize(text)
-    if not tokenized.ids:
-        raise SentenceError("The sentence is empty; type a few words.")
     limit = max_tokens if model.max_length is None else min(max_tokens, model.max_length)
-    record = trace(model, tokenized.ids[:limit], tokenized.tokens[:limit])
-    return SentenceAttention(tokens=record.tokens, attention=record.attention.astype(np.float64),
-                             allowed=record.allowed, unknown=tokenized.unknown,
-                             cut=len(tokenized.ids) - record.n_tokens)
+    try:
+        return SentenceAttention(trace_text(model, tokenizer, text, limit, "start"))
+    except TraceError as exc:
+        raise SentenceError("The sentence is empty; type a few words." if not text.strip() or
+                            "nothing to read" in str(exc) else str(exc)) from None
 
 
 def attention_by_distance(attention: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,10 @@ When a Step carries a `queries_keys` list, every layer appends a `QueryKey` to i
 its scores are made of (after the positional scheme), the scale and the score bias, recorded in the
 same pass (the query-key view reads them; there is no second implementation of attention). A layer
 without a query-key product (the synthesizer) appends None.
+
+When a Step carries `hooks` (core.model.hooks), every layer reports its heads' value-weighted sums and its
+output projection through `hooks.heads(layer, z, proj)` (each head's share of the residual: the where-from
+views' direct attribution).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.model.config import ModelConfig, register_choices
+from core.model.hooks import Hooks
 from core.model.positional import PositionalScheme
 
 
@@ -65,6 +70,7 @@ class Step:
     start: int = 0  # position of the first query: > 0 only when generating with a cache
     need_weights: bool = False  # return probabilities (explicit softmax) instead of the fused path
     queries_keys: list[QueryKey | None] | None = None  # when a list: each layer appends what its scores use
+    hooks: Hooks | None = None  # hook points to read or patch activations (core.model.hooks); None: none
 
     @property
     def plain_causal(self) -> bool:
@@ -83,6 +89,7 @@ class Attention(nn.Module):
     """Interface: a variant sets `max_positions` if it cannot run past some length."""
 
     max_positions: int | None = None
+    layer: int = 0  # this layer's index, set by its Block: what it reports to hook points
 
     @classmethod
     def incompatibility(cls, config: ModelConfig) -> str | None:
@@ -139,6 +146,8 @@ class VanillaAttention(Attention):
             else:
                 mask = allowed if bias is None else bias.masked_fill(~allowed, float("-inf"))
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        if step.hooks is not None:
+            step.hooks.heads(self.layer, y, self.proj)  # y (B, nh, T, hs): each head's sum before the projection
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.resid_drop(self.proj(y)), weights
 
@@ -192,6 +201,8 @@ class SynthesizerAttention(Attention):
             scores = scores + bias
         weights = masked_softmax(scores, allowed)
         y = self.attn_drop(weights) @ v  # (B, nh, T, hs)
+        if step.hooks is not None:
+            step.hooks.heads(self.layer, y, self.proj)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_drop(self.proj(y)), (weights if step.need_weights else None)
 

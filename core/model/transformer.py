@@ -23,14 +23,17 @@ from torch import nn
 
 from core.model.attention import ATTENTION, KVCache, QueryKey, Step
 from core.model.config import ModelConfig, register_choices
+from core.model.hooks import Hooks
 from core.model.positional import POSITIONAL, LearnedPositions
 
 
 class Block(nn.Module):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, layer: int = 0) -> None:
         super().__init__()
+        self.layer = layer  # what this block reports to hook points (core.model.hooks)
         self.ln1 = nn.LayerNorm(config.n_embd)
         self.attn = ATTENTION[config.attention](config)
+        self.attn.layer = layer
         self.ln2 = nn.LayerNorm(config.n_embd)
         self.mlp = nn.Sequential(
             nn.Linear(config.n_embd, config.feed_forward_width),
@@ -40,10 +43,17 @@ class Block(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, step: Step, cache: KVCache | None = None):
-        attended, weights = self.attn(self.ln1(x), step, cache)  # (B, T, C), (B, nh, T, Tk) | None
-        x = x + attended
-        x = x + self.mlp(self.ln2(x))
-        return x, weights
+        hooks = step.hooks
+        if hooks is None:
+            attended, weights = self.attn(self.ln1(x), step, cache)  # (B, T, C), (B, nh, T, Tk) | None
+            x = x + attended
+            x = x + self.mlp(self.ln2(x))
+            return x, weights
+        x = hooks.resid_pre(self.layer, x)  # the same sums, through the hook points (core.model.hooks)
+        attended, weights = self.attn(self.ln1(x), step, cache)
+        x = x + hooks.attn_out(self.layer, attended)
+        x = x + hooks.mlp_out(self.layer, self.mlp(self.ln2(x)))
+        return hooks.resid_post(self.layer, x), weights
 
 
 class LMHead(nn.Module):
@@ -142,7 +152,7 @@ class Transformer(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
         self.pos = POSITIONAL[config.positional](config)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.blocks = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embd)
         self.head = HEADS[config.head](config)
         self.apply(INITS[config.init])
@@ -178,31 +188,46 @@ class Transformer(nn.Module):
                              f"got {end}.")
 
     def hidden_states(self, idx: torch.Tensor, start: int = 0, caches: list[KVCache] | None = None,
-                      need_weights: bool = False, queries_keys: list[QueryKey | None] | None = None
-                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+                      need_weights: bool = False, queries_keys: list[QueryKey | None] | None = None,
+                      hooks: Hooks | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         B, T = idx.shape
         self._check_length(start + T)
-        x = self.drop(self.pos.embed(self.tok_emb(idx), start))  # (B, T, C)
-        step = Step(self.pos, self.attention_mask(idx, start, start + T), start, need_weights, queries_keys)
+        embedded = self.tok_emb(idx) if hooks is None else hooks.embed(self.tok_emb(idx))
+        x = self.drop(self.pos.embed(embedded, start))  # (B, T, C)
+        step = Step(self.pos, self.attention_mask(idx, start, start + T), start, need_weights, queries_keys, hooks)
         weights = []
         for i, block in enumerate(self.blocks):
             x, w = block(x, step, caches[i] if caches else None)
             if need_weights:
                 weights.append(w)
-        return self.ln_f(x), weights
+        return self.ln_f(x if hooks is None else hooks.final(x)), weights
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """idx (B, T) token ids -> (logits (B, T, V) or (B, n_classes), loss or None)."""
         h, _ = self.hidden_states(idx)
         return self.head(h, idx, targets)
 
-    def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None
-                           ) -> tuple[torch.Tensor, torch.Tensor]:
+    def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None,
+                           hooks: Hooks | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """idx (B, T) -> (logits, attention (n_layer, B, n_head, T, T)); rows sum to 1, masked entries 0.
-        With a `queries_keys` list, each layer appends what its scores were made of (QueryKey or None)."""
-        h, weights = self.hidden_states(idx, need_weights=True, queries_keys=queries_keys)
+        With a `queries_keys` list, each layer appends what its scores were made of (QueryKey or None);
+        with `hooks`, every hook point of core.model.hooks is called in the same pass."""
+        h, weights = self.hidden_states(idx, need_weights=True, queries_keys=queries_keys, hooks=hooks)
         logits, _ = self.head(h, idx, None)
         return logits, torch.stack(weights)
+
+    def run_with_hooks(self, idx: torch.Tensor, hooks: Hooks) -> torch.Tensor:
+        """idx (B, T) -> logits, every hook point called (the fused attention path: no weights kept)."""
+        h, _ = self.hidden_states(idx, hooks=hooks)
+        logits, _ = self.head(h, idx, None)
+        return logits
+
+    def readout(self) -> tuple[nn.LayerNorm, torch.Tensor]:
+        """(final LayerNorm, unembedding (V, C)): how a residual stream becomes next-token logits
+        (the logit lens and direct attribution read a stream through exactly these)."""
+        if self.config.head != "lm":
+            raise ValueError("Only language models read their residual stream out as next-token logits.")
+        return self.ln_f, self.head.unembed.weight
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, do_sample: bool = False,

@@ -12,7 +12,7 @@ import pandas as pd
 
 from core.lens.birthplace import ANSWER_CHARS, context_length, predict_birthplaces
 from core.lens.probe.candidates import CandidateRanking, answer_probabilities, check_generator, rank_candidates
-from core.lens.trace import trace
+from core.lens.trace import Trace, trace_text
 from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.model.transformer import Transformer
 
@@ -68,11 +68,21 @@ def answers_frame(answers: Mapping[str, ProbeAnswer], truth: str | None = None,
 @dataclass
 class AnswerAttention:
     """Where the model looks when it writes the answer's first character: the last row of the attention
-    over question + ⁇ (the ⁇ position predicts the first answer character)."""
+    over question + ⁇ (the ⁇ position predicts the first answer character). A view over one Trace."""
 
-    tokens: list[str]  # the prompt as read (cut from the front to the model's context)
-    weights: np.ndarray  # (n_layer, n_head, T)
-    cut: int = 0  # characters dropped from the front
+    record: Trace
+
+    @property
+    def tokens(self) -> list[str]:
+        return self.record.tokens  # the prompt as read (cut from the front to the model's context)
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self.record.attention[:, :, -1, :]  # (n_layer, n_head, T)
+
+    @property
+    def cut(self) -> int:
+        return self.record.cut  # tokens dropped from the front
 
     @property
     def layer_means(self) -> np.ndarray:
@@ -81,7 +91,5 @@ class AnswerAttention:
 
 def answer_attention(model: Transformer, tokenizer: Tokenizer, question: str) -> AnswerAttention:
     check_generator(model)
-    read = tokenizer.tokenize(question + MASK_CHAR)  # labels: the text each piece covers
-    cut = max(0, len(read.ids) - context_length(model))  # generation reads the last tokens, so does this
-    record = trace(model, read.ids[cut:], read.tokens[cut:])
-    return AnswerAttention(tokens=record.tokens, weights=record.attention[:, :, -1, :], cut=cut)
+    # generation reads the last tokens of the prompt, so does this (the one cutting rule, keep="end")
+    return AnswerAttention(trace_text(model, tokenizer, question + MASK_CHAR, context_length(model), "end"))

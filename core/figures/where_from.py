@@ -1,0 +1,146 @@
+"""Where an answer comes from: logit lens heatmap, sorted attribution bars, causal-trace panels, salience chips.
+
+Pure functions: plain arrays and labels in (core.lens.where_from computes them), a plotly Figure out. Every
+label a user typed (tokens, names) is escaped: plotly renders a subset of HTML in labels and hover text.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from core.figures.common import (
+    DIVERGING,
+    SEQUENTIAL,
+    TOKEN_FONT,
+    base_layout,
+    category_axis,
+    finished,
+    index_axis,
+    subplot_grid,
+    token_categories,
+)
+from core.text import visible_token
+
+POSITIVE_COLOR = "#1F77B4"  # pushes the answer up
+NEGATIVE_COLOR = "#D62728"  # pushes it down
+IMPOSSIBLE_COLOR = "#B4B4B4"  # darker than a 0 cell (white in RdBu): "cannot matter", not "did not matter"
+IMPOSSIBLE_TEXT = "cannot reach the answer (the last layer at an earlier position)"
+
+
+def _labels(tokens: Sequence[str], bold: Sequence[int] = (), pieces: bool = True) -> list[str]:
+    """Escaped, distinct category labels (pieces: whitespace made visible); positions in `bold` drawn bold."""
+    shown = [html.escape((visible_token(t) if pieces else str(t)) or "∅") for t in tokens]
+    shown = [f"<b>{s}</b>" if i in set(bold) else s for i, s in enumerate(shown)]
+    return token_categories(shown)
+
+
+@finished
+def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens: Sequence[str],
+                       row_labels: Sequence[str], answer_piece: str, title: str | None = None) -> go.Figure:
+    """The answer's first piece's probability when the stream after each layer (columns: embeddings, after layer
+    0, ...) is read out, at each position (rows, top to bottom: the question in order); each cell names the top
+    piece there (the columns are wide enough for it). `answer_prob` and `top_pieces` are (layers, T), as
+    core.lens.where_from.LogitLens holds them; fig.data[0].z is their transpose (T, layers)."""
+    z = np.asarray(answer_prob, dtype=float).T  # (T, layers)
+    y = _labels(tokens)
+    tops = [[html.escape(visible_token(p)) for p in row] for row in zip(*top_pieces)]  # (T, layers)
+    answer = html.escape(visible_token(answer_piece))
+    columns = [html.escape(str(r)) for r in row_labels]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=columns, y=y, colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0, text=tops, texttemplate="%{text}",
+        textfont=dict(size=12), xgap=2, ygap=1,
+        hovertemplate=f"%{{y}}, %{{x}}<br>p({answer}) = %{{z:.3f}}<br>top piece: %{{text}}<extra></extra>",
+        colorbar=dict(title=dict(text=f"p({answer})", side="right"), thickness=12)))
+    fig.update_xaxes(side="top", **category_axis())
+    fig.update_yaxes(autorange="reversed", title="the piece read", **category_axis())
+    return base_layout(fig, html.escape(title) if title else None, 110 + 20 * max(z.shape[0], 4))
+
+
+@finished
+def attribution_bars(names: Sequence[str], values, logit: float, answer_piece: str, top: int = 20,
+                     title: str | None = None) -> go.Figure:
+    """Each piece's share of the answer's logit, sorted by size (largest on top), the `top` largest by absolute
+    value; positive and negative coloured apart. fig.data[0] is the bars (x = values, in the order shown)."""
+    values = np.asarray(values, dtype=float)
+    order = np.argsort(-np.abs(values))[:top]
+    order = order[np.argsort(-values[order], kind="stable")]
+    shown = [html.escape(str(names[i])) for i in order]
+    v = values[order]
+    fig = go.Figure(go.Bar(
+        x=v, y=list(range(len(order))), orientation="h",
+        marker_color=[POSITIVE_COLOR if value >= 0 else NEGATIVE_COLOR for value in v],
+        text=[f"{value:+.2f}" for value in v], textposition="outside", textfont=TOKEN_FONT, cliponaxis=False,
+        customdata=shown, hovertemplate="%{customdata}: %{x:+.3f}<extra></extra>"))
+    span = float(np.abs(v).max()) if v.size else 1.0
+    low, high = min(0.0, float(v.min(initial=0))), max(0.0, float(v.max(initial=0)))
+    fig.update_yaxes(autorange="reversed", **index_axis(shown))
+    # room beyond the longest bars for their labels (outside the bar, in the axis font)
+    fig.update_xaxes(title=f"share of the logit of {html.escape(visible_token(answer_piece))} ({logit:.2f} in all)",
+                     range=[low - 0.3 * span, high + 0.3 * span], zeroline=True, zerolinecolor="#888")
+    return base_layout(fig, html.escape(title) if title else None, 110 + 24 * max(len(order), 3))
+
+
+@finished
+def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray, columns: Sequence[str],
+                        bold: Sequence[int] = (), measure: str = "share recovered", title: str | None = None,
+                        pieces: bool = True) -> go.Figure:
+    """One panel per kind (residual, attention, MLP), rows = layers, columns = positions (or position classes):
+    the share of the corruption's effect that restoring that one state brings back. Cells that cannot reach the
+    answer are drawn grey (a second trace per panel, z = 1 there), not as 0. fig.data[2k] is panel k's values
+    (NaN where impossible), fig.data[2k + 1] its grey cells."""
+    kinds = list(grids)
+    impossible = np.asarray(impossible, dtype=bool)
+    n_layer = impossible.shape[0]
+    x = _labels(columns, bold, pieces)  # pieces=False: columns are position classes (dev-set averages)
+    grid = subplot_grid(len(kinds), 1, [html.escape(k) for k in kinds], vertical_spacing=0.12)
+    traces = []
+    finite = [np.asarray(g, dtype=float)[~impossible] for g in grids.values()]
+    top = max([float(np.nanmax(np.abs(f))) for f in finite if f.size and np.isfinite(f).any()] + [1.0])
+    for n, kind in enumerate(kinds, start=1):
+        z = np.asarray(grids[kind], dtype=float).copy()
+        z[impossible] = np.nan
+        suffix = str(n) if n > 1 else ""
+        traces.append(go.Heatmap(
+            z=z, x=x, y=list(range(n_layer)), coloraxis="coloraxis", xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+            hovertemplate=f"{html.escape(kind)}, layer %{{y}}, %{{x}}<br>{html.escape(measure)}: %{{z:.1%}}"
+                          "<extra></extra>"))
+        traces.append(go.Heatmap(
+            z=np.where(impossible, 1.0, np.nan), x=x, y=list(range(n_layer)), showscale=False,
+            colorscale=[[0, IMPOSSIBLE_COLOR], [1, IMPOSSIBLE_COLOR]], xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+            hovertemplate=f"layer %{{y}}, %{{x}}: {IMPOSSIBLE_TEXT}<extra></extra>"))
+        grid[f"xaxis{suffix}"].update(category_axis(showticklabels=n == len(kinds)))
+        grid[f"yaxis{suffix}"].update(autorange="reversed", title="layer" if n == 1 else None,
+                                      **index_axis([str(i) for i in range(n_layer)]))
+    fig = go.Figure(traces, layout=grid)
+    fig.update_layout(coloraxis=dict(colorscale=DIVERGING, cmin=-top, cmax=top,
+                                     colorbar=dict(title=dict(text=html.escape(measure), side="right"),
+                                                   tickformat=".0%", thickness=12)))
+    fig = base_layout(fig, html.escape(title) if title else None, 160 + len(kinds) * (60 + 28 * n_layer))
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + 24))  # the first panel's title below the chart's
+    return fig
+
+
+@finished
+def salience_chips(tokens: Sequence[str], rows: Mapping[str, Sequence[float]], title: str | None = None
+                   ) -> go.Figure:
+    """LIT's salience chips: one row per method (gradient x input, integrated gradients), one chip per input
+    piece, coloured by its signed attribution (each row scaled to its own largest magnitude, so a signed and an
+    unsigned method read side by side); the chip's text is the piece. fig.data[0].z is the scaled values,
+    fig.data[0].customdata the raw ones."""
+    methods = list(rows)
+    raw = np.array([np.asarray(rows[m], dtype=float) for m in methods])
+    scale = np.abs(raw).max(axis=1, keepdims=True)
+    scaled = np.divide(raw, scale, out=np.zeros_like(raw), where=scale > 0)
+    labels = [html.escape(visible_token(t) or "∅") for t in tokens]
+    fig = go.Figure(go.Heatmap(
+        z=scaled, x=list(range(len(tokens))), y=list(range(len(methods))), colorscale=DIVERGING, zmin=-1, zmax=1,
+        text=[labels] * len(methods), texttemplate="%{text}", textfont=TOKEN_FONT, customdata=raw, xgap=3, ygap=6,
+        hovertemplate="%{text}: %{customdata:+.4f}<extra></extra>",
+        colorbar=dict(title=dict(text="share of the row's largest", side="right"), thickness=12)))
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, title="the question's pieces, in order")
+    fig.update_yaxes(autorange="reversed", **index_axis(methods))
+    return base_layout(fig, html.escape(title) if title else None, 130 + 46 * max(len(methods), 2))

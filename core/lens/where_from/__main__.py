@@ -1,0 +1,3 @@
+from core.lens.where_from.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,276 @@
+"""The "Where from" views: where a model's answer comes from (core.lens.where_from), drawn for the probe page's
+Ask tab (one question), its Dev set tab (the causal traces averaged over the dev people, kept beside the
+checkpoint) and the Attention page (the logit lens and direct attribution of the next piece of any sentence).
+
+Not a page (app.py lists pages explicitly): the pages call `question_view`, `dev_view` and `next_piece_view`.
+The options live in the URL (core.urlstate.WhereFromState); every table downloads as CSV and every chart as PNG
+(its toolbar camera). User text is shown only with st.text / st.caption(plain(...)) / dataframes / escaped plotly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core import urlstate
+from core.figures import where_from as viz
+from core.lens import where_from as wf
+from core.lens.attention import birthplace_prompt
+from core.lens.probe.files import table_csv
+from core.lens.probe.inputs import name_from_question
+from core.lens.where_from import dev_set
+from pages.common import plain, show_figure
+
+KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
+             "last layer at an earlier position, which cannot reach the answer (exactly 0).")
+
+
+def _version(loaded) -> tuple[str, float]:
+    """(file and training step, modification time): the cache key of a model (a kept step is another model)."""
+    path = Path(loaded.path)
+    step = getattr(loaded, "step", None)
+    return f"{path}@{step}" if step is not None else str(path), path.stat().st_mtime if path.exists() else 0.0
+
+
+def names_of(pairs) -> tuple[str, ...]:
+    """The names of (question, place) pairs: the people a name swap may draw from."""
+    return tuple(dict.fromkeys(name_from_question(q) for q, _ in pairs))
+
+
+def _state(key: str) -> urlstate.WhereFromState:
+    """The view's options: from the widgets once drawn, from the URL before."""
+    saved = urlstate.decode_where_from(st.query_params.to_dict())
+    if f"{key}_open" not in st.session_state:
+        st.session_state[f"{key}_open"] = saved.open
+        st.session_state[f"{key}_corruption"] = saved.corruption
+        st.session_state[f"{key}_samples"] = saved.samples
+        st.session_state[f"{key}_seed"] = saved.seed
+    return saved
+
+
+def _save(key: str) -> None:
+    state = urlstate.WhereFromState(open=bool(st.session_state.get(f"{key}_open")),
+                                    corruption=st.session_state.get(f"{key}_corruption", "noise"),
+                                    samples=int(st.session_state.get(f"{key}_samples", 10)),
+                                    seed=int(st.session_state.get(f"{key}_seed", 0)))
+    params = urlstate.encode_where_from(state)
+    for stale in set(urlstate.WHERE_FROM_KEYS.values()) - set(params):
+        st.query_params.pop(stale, None)
+    st.query_params.update(params)
+
+
+def _csv(frame: pd.DataFrame, label: str, filename: str, key: str) -> None:
+    st.download_button(label, table_csv(frame), file_name=filename, mime="text/csv", key=key)
+
+
+# --------------------------------------------------------------------------- cached core calls
+
+
+@st.cache_data(show_spinner="Reading the answer layer by layer…", max_entries=128)
+def cached_reading(path: str, modified: float, question: str, truth: str | None, _loaded):
+    q = wf.read_question(_loaded.model, _loaded.tokenizer, question, truth)
+    rec = wf.record(_loaded.model, q)
+    lens = wf.logit_lens(_loaded.model, _loaded.tokenizer, rec, q.answer_id)
+    attribution = wf.direct_attribution(_loaded.model, rec, q.answer_id, answer_piece=q.answer_piece)
+    salience = None
+    if isinstance(_loaded.model, wf.analyses.Transformer):
+        salience = wf.input_attribution(_loaded.model, q)
+    return q, lens, attribution, salience
+
+
+@st.cache_data(show_spinner="Corrupting the name and restoring one state at a time…", max_entries=128)
+def cached_trace(path: str, modified: float, question: str, truth: str | None, corruption: str, samples: int,
+                 seed: int, _swap_names: tuple[str, ...], _loaded) -> wf.CausalTrace:
+    q = wf.read_question(_loaded.model, _loaded.tokenizer, question, truth)
+    return wf.causal_trace(_loaded.model, _loaded.tokenizer, q, corruption=corruption, samples=samples, seed=seed,
+                           swap_names=_swap_names)
+
+
+@st.cache_data(show_spinner="Reading the next piece layer by layer…", max_entries=128)
+def cached_next_piece(path: str, modified: float, text: str, _loaded):
+    model, tokenizer = _loaded.model, _loaded.tokenizer
+    ids = tokenizer.encode(text)
+    if not ids:
+        raise wf.WhereFromError("The sentence has no pieces this model can read.")
+    limit = model.max_length or model.config.block_size
+    ids = ids[-limit:]
+    try:
+        rec = wf.analyses.trace(model, ids, [tokenizer.decode([i]) for i in ids], activations=True)
+    except wf.analyses.TraceError as exc:
+        raise wf.WhereFromError(str(exc)) from None
+    answer = int(rec.logits[0, -1].argmax())
+    piece = tokenizer.decode([answer])
+    lens = wf.logit_lens(model, tokenizer, rec, answer)
+    return lens, wf.direct_attribution(model, rec, answer, answer_piece=piece)
+
+
+# --------------------------------------------------------------------------- the parts
+
+
+def _lens_part(lens: wf.LogitLens, name: str, key: str) -> None:
+    st.markdown("**Logit lens**: the stream after each layer read through the final LayerNorm and the output head")
+    st.caption(plain(lens.sentence()))
+    fig = viz.logit_lens_heatmap(lens.answer_prob, lens.top_pieces, lens.tokens, lens.layers, lens.answer_piece,
+                                 title=f"{name}: p({lens.answer_piece}) by layer")
+    show_figure(fig, f"{name}-logit-lens", key=f"{key}_lens_chart")
+    _csv(pd.DataFrame(lens.rows()), "Logit lens (CSV)", f"{name}-logit-lens.csv", f"{key}_lens_csv")
+
+
+def _attribution_part(attribution: wf.Attribution, name: str, key: str) -> None:
+    st.markdown("**Direct attribution**: the answer's logit split over the embeddings, each head and each MLP")
+    st.caption(plain(f"{attribution.sentence()} The final LayerNorm's scale is frozen at its value in this pass, "
+                     f"as TransformerLens does, so the pieces add up to the logit: {attribution.total:.4f} against "
+                     f"{attribution.logit:.4f}."))
+    fig = viz.attribution_bars(attribution.names, attribution.values, attribution.logit, attribution.answer_piece,
+                               title=f"{name}: what writes {attribution.answer_piece}")
+    show_figure(fig, f"{name}-attribution", key=f"{key}_attr_chart")
+    _csv(pd.DataFrame(attribution.rows()), "Attribution (CSV)", f"{name}-attribution.csv", f"{key}_attr_csv")
+
+
+def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], key: str) -> None:
+    st.markdown("**Causal tracing** (ROME): corrupt the name, restore one clean state at a time")
+    corruption_box, samples_box, seed_box = st.columns(3)
+    corruption = corruption_box.selectbox("Corruption", urlstate.WHERE_FROM_CORRUPTIONS, key=f"{key}_corruption",
+                                          format_func={"noise": "noise on the name (3 std)",
+                                                       "swap": "another name swapped in"}.get)
+    samples = samples_box.number_input("Samples", 1, 20, key=f"{key}_samples",
+                                       help="Noise draws, or names swapped in; the grids are their mean.")
+    seed = seed_box.number_input("Seed", 0, 9999, key=f"{key}_seed")
+    try:
+        ct = cached_trace(*_version(loaded), q.question, q.truth, corruption, int(samples), int(seed), swap_names,
+                          loaded)
+    except wf.WhereFromError as exc:
+        st.info(plain(str(exc)))
+        return
+    st.caption(plain(ct.sentence()))
+    measure = "share recovered"
+    fig = viz.causal_trace_panels({k: ct.recovered(k) for k in wf.KINDS}, ct.impossible, q.tokens, q.name_positions,
+                                  measure=measure, title=f"{name}: restoring one state ({ct.metric})")
+    show_figure(fig, f"{name}-causal-trace", key=f"{key}_trace_chart")
+    swapped = f" Names swapped in: {', '.join(ct.swapped_names)}." if ct.swapped_names else ""
+    st.caption(plain(f"{KIND_HELP} The name's pieces are bold. {ct.samples} sample(s), seed {ct.seed}"
+                     + (f", noise {ct.noise:g} x {ct.noise_std:.3f}" if ct.corruption == "noise" else "")
+                     + f"; measured against the corrupted run's answer {ct.corrupted_answer!r}." + swapped))
+    rows = [{"panel": kind, "layer": layer, "position": t, "token": q.tokens[t],
+             "metric with this state restored": float(ct.scores[kind][layer, t]),
+             "share recovered": float(ct.recovered(kind)[layer, t]), "cannot matter": bool(ct.impossible[layer, t])}
+            for kind in wf.KINDS for layer in range(ct.impossible.shape[0]) for t in range(len(q.tokens))]
+    _csv(pd.DataFrame(rows), "Causal trace (CSV)", f"{name}-causal-trace.csv", f"{key}_trace_csv")
+
+
+def _salience_part(salience: wf.InputAttribution, name: str, key: str) -> None:
+    st.markdown("**Input attribution**: which pieces of the question the answer's log-probability leans on")
+    fig = viz.salience_chips(salience.tokens, {"gradient x input": salience.gradient_x_input,
+                                               f"integrated gradients ({salience.steps} steps)":
+                                                   salience.integrated_gradients},
+                             title=f"{name}: salience for {salience.answer_piece}")
+    show_figure(fig, f"{name}-salience", key=f"{key}_salience_chart")
+    st.caption(plain(f"Baseline: every token embedding zero (positions kept), the target piece "
+                     f"{salience.answer_piece!r} held fixed. The integrated gradients add up to log p(answer) minus "
+                     f"its value at the baseline ({salience.log_prob - salience.baseline_log_prob:+.3f}) within "
+                     f"{abs(salience.completeness_gap):.3f}."))
+    _csv(pd.DataFrame(salience.rows()), "Input attribution (CSV)", f"{name}-salience.csv", f"{key}_salience_csv")
+
+
+# --------------------------------------------------------------------------- the views
+
+
+def question_view(loaded, name: str, question: str, truth: str | None, swap_names=(), key: str = "wf_ask") -> None:
+    """The probe's "Where from" for one question and one model (a toggle; its options in the URL)."""
+    _state(key)
+    if not st.toggle("Where from: logit lens, attribution, causal tracing", key=f"{key}_open", on_change=_save,
+                     args=(key,)):
+        return
+    _save(key)
+    try:
+        q, lens, attribution, salience = cached_reading(*_version(loaded), question, truth, loaded)
+    except wf.WhereFromError as exc:
+        st.warning(plain(str(exc)))
+        return
+    (st.info if q.own_answer else st.caption)(plain(q.note))
+    left, right = st.columns(2)
+    with left:
+        _lens_part(lens, name, key)
+    with right:
+        _attribution_part(attribution, name, key)
+    _trace_part(loaded, name, q, tuple(swap_names), key)
+    if salience is not None:
+        _salience_part(salience, name, key)
+
+
+def dev_view(loaded, name: str, questions_path: str | Path, key: str = "wf_dev") -> None:
+    """The causal traces averaged over the dev people (stored x answered, wrong answers), kept beside the
+    checkpoint: read at once when kept, else computed on request with a progress bar."""
+    _state(key)
+    if not st.toggle("Where from, averaged over the dev people", key=f"{key}_open", on_change=_save, args=(key,)):
+        return
+    _save(key)
+    corruption = st.selectbox("Corruption", urlstate.WHERE_FROM_CORRUPTIONS, key=f"{key}_corruption",
+                              format_func={"noise": "noise on the name (3 std)", "swap": "another name swapped in"}.get)
+    options = dev_set.options_key(corruption, None, wf.NOISE, dev_set.DEV_SAMPLES, wf.SEED)
+    try:
+        rows, text = dev_set.read_questions(questions_path)
+        averages = dev_set.read_kept(loaded.path, loaded.model, text, options)
+    except wf.WhereFromError as exc:
+        st.warning(plain(str(exc)))
+        return
+    st.caption(plain(f"Over {Path(questions_path).name}, every question traced with its true answer; kept beside "
+                     f"the checkpoint ({dev_set.sidecar_path(loaded.path).name})."))
+    if averages is None:
+        st.caption(plain(f"Not computed yet for {name} ({len(rows)} questions, {dev_set.DEV_SAMPLES} noise draws "
+                         "each)."))
+        if not st.button("Compute the averaged traces", key=f"{key}_run"):
+            return
+        bar = st.progress(0.0, text="Tracing every dev question…")
+        averages, _ = dev_set.kept_averages(loaded.path, loaded, questions_path, corruption,
+                                            progress=lambda done, total: bar.progress(done / total))
+        bar.empty()
+    groups = [g for g in averages.groups if averages.groups[g].count]
+    if not groups:
+        reasons = "; ".join(f"{n} question(s): {r}" for r, n in averages.skipped.items())
+        st.info(plain(f"No question of {Path(questions_path).name} could be traced ({reasons})."))
+        return
+    group = st.selectbox("People", groups, key=f"{key}_group",
+                         format_func=lambda g: f"{g} ({averages.groups[g].count})")
+    st.caption(plain(averages.sentence(group)))
+    impossible = wf.impossible_cells(averages.n_layer, len(averages.classes))
+    fig = viz.causal_trace_panels({k: averages.grid(group, k) for k in wf.KINDS}, impossible, averages.classes,
+                                  title=f"{name}: {group}, mean over people", pieces=False)
+    show_figure(fig, f"{name}-causal-trace-{group}", key=f"{key}_chart")
+    medians = averages.groups[group].medians.get("residual", {})
+    if medians:
+        st.dataframe(pd.DataFrame({"restored (residual stream)": list(medians),
+                                   "median share recovered": list(medians.values())}), hide_index=True,
+                     column_config={"median share recovered": st.column_config.NumberColumn(format="percent")})
+    frame = pd.DataFrame([{"group": g, "panel": k, "layer": layer, "positions": c,
+                           "share recovered": averages.grid(g, k)[layer, i]}
+                          for g in groups for k in wf.KINDS for layer in range(averages.n_layer)
+                          for i, c in enumerate(averages.classes)])
+    _csv(frame, "Averaged traces (CSV)", f"{name}-averaged-traces.csv", f"{key}_csv")
+
+
+def next_piece_view(loaded, name: str, text: str, key: str = "wf_next") -> None:
+    """The Attention page's "Where from": the logit lens and direct attribution of the model's next piece."""
+    config = loaded.model.config
+    if not config.causal or config.head != "lm":
+        return  # an encoder or a classifier has no next piece to trace
+    _state(key)
+    if not st.toggle("Where the next piece comes from (logit lens, attribution)", key=f"{key}_open",
+                     on_change=_save, args=(key,)):
+        return
+    _save(key)
+    if loaded.task == "birthplace":
+        text = birthplace_prompt(text)  # as the page reads it: a typed '?' gets the MASK
+    try:
+        lens, attribution = cached_next_piece(*_version(loaded), text, loaded)
+    except wf.WhereFromError as exc:
+        st.info(plain(str(exc)))
+        return
+    st.caption(plain(f"The model's own next piece after the sentence is {lens.answer_piece!r}; the views trace it."))
+    left, right = st.columns(2)
+    with left:
+        _lens_part(lens, name, key)
+    with right:
+        _attribution_part(attribution, name, key)

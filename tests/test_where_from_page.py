@@ -1,0 +1,131 @@
+"""The "Where from" views through Streamlit's AppTest: the probe's Ask and Dev set tabs, the Attention page; their
+options in the URL; CSV downloads; bad input as one sentence."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core import urlstate
+from core.lens.probe import corpus
+from core.lens.where_from import dev_set
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+KNOWLEDGE = ROOT / "data" / "knowledge"
+MODEL = "birth-vanilla-pretrained"
+
+
+@pytest.fixture
+def bundled_one(tmp_path) -> Path:
+    """The bundled vanilla model alone (a link, not a copy), so the page compares one model."""
+    folder = tmp_path / "ckpts"
+    folder.mkdir()
+    os.symlink(ROOT / "checkpoints" / f"{MODEL}.safetensors", folder / f"{MODEL}.safetensors")
+    return folder
+
+
+@pytest.fixture
+def small_world(tmp_path) -> Path:
+    """The knowledge world with a 5-question dev file, so the Dev set tab is quick."""
+    folder = tmp_path / "world"
+    folder.mkdir()
+    for name in ("wiki.txt", "birth_places_train.tsv"):
+        shutil.copy(KNOWLEDGE / name, folder / name)
+    lines = (KNOWLEDGE / "birth_dev.tsv").read_text(encoding="utf-8").splitlines()[:5]
+    (folder / "birth_dev.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def open_probe(monkeypatch, checkpoints: Path, world: Path, **params) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(checkpoints))
+    monkeypatch.setenv(corpus.WORLD_ENV, str(world))
+    at = AppTest.from_file(str(ROOT / "pages" / "probe.py"), default_timeout=180)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    out = []
+    for chart in at.get("plotly_chart"):
+        title = json.loads(chart.proto.spec)["layout"].get("title") or {}
+        out.append((title.get("text", "") if isinstance(title, dict) else str(title)).replace("<br>", " "))
+    return out
+
+
+def param(at: AppTest, key: str):
+    value = at.query_params.get(key)
+    return value[-1] if isinstance(value, list) else value
+
+
+def test_the_ask_tab_draws_where_from_from_a_link(monkeypatch, bundled_one, small_world):
+    at = open_probe(monkeypatch, bundled_one, small_world, tab="ask", name="Michelle Lefort", wf="1",
+                    wf_samples="2", wf_seed="5")
+    assert at.toggle(key="wf_ask_open").value is True
+    assert at.number_input(key="wf_ask_samples").value == 2 and at.number_input(key="wf_ask_seed").value == 5
+    titles = chart_titles(at)
+    assert any("by layer" in t for t in titles) and any("what writes" in t for t in titles)
+    assert any("restoring one state (probability)" in t for t in titles) and any("salience" in t for t in titles)
+    captions = " ".join(c.value for c in at.caption)
+    assert "first becomes the top piece" in captions or "never becomes the top piece" in captions
+    assert "frozen at its value in this pass" in captions and "brings back the most" in captions
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert {"Logit lens (CSV)", "Attribution (CSV)", "Causal trace (CSV)", "Input attribution (CSV)"} <= set(labels)
+    at.selectbox(key="wf_ask_corruption").set_value("swap").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert param(at, "wf_corrupt") == "swap" and param(at, "wf") == "1" and param(at, "wf_samples") == "2"
+    assert any("logit difference" in t for t in chart_titles(at))
+    at.toggle(key="wf_ask_open").set_value(False).run()
+    assert param(at, "wf") is None and not any("what writes" in t for t in chart_titles(at))
+
+
+def test_a_fabricated_name_traces_the_models_own_answer(monkeypatch, bundled_one, small_world):
+    at = open_probe(monkeypatch, bundled_one, small_world, tab="ask", name="Mara Dunn", wf="1", wf_samples="1")
+    assert any("own first piece" in i.value for i in at.info)
+    assert any("what writes" in t for t in chart_titles(at))
+
+
+def test_the_dev_tab_computes_the_averaged_grids_once_and_keeps_them(monkeypatch, tmp_path, small_world):
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    shutil.copy(ROOT / "checkpoints" / f"{MODEL}.safetensors", folder)  # the sidecar is written beside it
+    at = open_probe(monkeypatch, folder, small_world, tab="dev", wf="1", wf_samples="2")
+    assert any("Not computed yet" in c.value for c in at.caption)
+    at.button(key="wf_dev_run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert dev_set.sidecar_path(folder / f"{MODEL}.safetensors").is_file()
+    assert any("mean over people" in t for t in chart_titles(at))
+    assert any("brings back the most" in c.value for c in at.caption)
+    again = open_probe(monkeypatch, folder, small_world, tab="dev", wf="1")
+    assert not any("Not computed yet" in c.value for c in again.caption)  # read back, not recomputed
+    assert any("mean over people" in t for t in chart_titles(again))
+
+
+def test_the_attention_page_traces_the_next_piece(monkeypatch, tiny_checkpoints):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
+    at = AppTest.from_file(str(ROOT / "pages" / "attention.py"), default_timeout=60)
+    at.query_params["wf"] = "1"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.toggle(key="wf_next_open").value is True
+    titles = chart_titles(at)
+    assert any("by layer" in t for t in titles) and any("what writes" in t for t in titles)
+    assert any("next piece after the sentence" in c.value for c in at.caption)
+
+
+def test_the_url_codec_keeps_only_what_differs_and_survives_bad_values():
+    state = urlstate.WhereFromState(open=True, corruption="swap", samples=3, seed=42)
+    params = urlstate.encode_where_from(state)
+    assert params == {"wf": "1", "wf_corrupt": "swap", "wf_samples": "3", "wf_seed": "42"}
+    assert urlstate.decode_where_from(params) == state
+    assert urlstate.encode_where_from(urlstate.WhereFromState()) == {}
+    bad = {"wf": "maybe", "wf_corrupt": "<script>", "wf_samples": "999", "wf_seed": "-1"}
+    assert urlstate.decode_where_from(bad) == urlstate.WhereFromState()
