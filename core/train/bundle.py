@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from core.io import checkpoint as ckpt
+from core.model.tokenizer import VocabularyChoice
 from core.train import recipes
 from core.train.recipes import ModelShape
 from core.train.trainer import TrainerConfig, log_path, resume_path
@@ -64,9 +65,17 @@ FINETUNE = TrainerConfig(max_epochs=10, batch_size=256, learning_rate=6e-4, warm
 FINETUNE_SCRATCH = TrainerConfig(max_epochs=75, batch_size=256, learning_rate=6e-4, warmup_tokens=512 * 20,
                                  seed=0, save_every=5)
 # The other families are this project's own: minGPT decay groups and a cosine that stays at its floor.
-LM_TRAIN = TrainerConfig(max_epochs=4, batch_size=32, learning_rate=2e-3, warmup_tokens=64 * 32 * 20, seed=0,
+LM_CHAR_TRAIN = TrainerConfig(max_epochs=4, batch_size=32, learning_rate=2e-3, warmup_tokens=64 * 32 * 20, seed=0,
+                              decay="mingpt", schedule="cosine-clamped")
+# The language-model family reads the knowledge world's pieces (the birthplace family's 2,000-piece BPE, built
+# the same way from the same wiki.txt) with the knowledge family's 2x128 shape and a paragraph of context
+# (128 pieces, ~300 characters); the four differ only in their positional encoding.
+LM_PIECES = shape(KNOW, block_size=128)
+LM_TRAIN = TrainerConfig(max_epochs=40, batch_size=32, learning_rate=1e-3, warmup_tokens=128 * 32 * 20, seed=0,
                          decay="mingpt", schedule="cosine-clamped")
-LM_SNAPSHOTS = replace(LM_TRAIN, snapshots=10)  # lm-learned: the attention page's training-step slider
+# lm-learned: the attention page's training-step slider; 5 float16 snapshots of 1.9 MB keep checkpoints/
+# within its 80 MB
+LM_SNAPSHOTS = replace(LM_TRAIN, snapshots=5)
 MLM = TrainerConfig(max_epochs=12, batch_size=64, learning_rate=2e-3, seed=0, decay="mingpt",
                     schedule="cosine-clamped")
 CLASSIFY = TrainerConfig(max_epochs=6, batch_size=32, learning_rate=1e-3, seed=0, decay="mingpt",
@@ -83,6 +92,7 @@ KNOW_FINETUNE = TrainerConfig(max_epochs=3, batch_size=32, learning_rate=3e-4, d
                               schedule="cosine-clamped", seed=0, save_every=3)
 KNOW_SCRATCH = replace(KNOW_FINETUNE, max_epochs=60, learning_rate=1e-3, save_every=20)
 SUBWORDS = dict(level="bpe", vocab_size=2000)
+PIECES = VocabularyChoice(level="bpe", vocab_size=SUBWORDS["vocab_size"])
 
 
 FOLDER = "checkpoints"
@@ -117,9 +127,13 @@ def birthplace_recipes(world: str, wiki: str, folder: str, shape_: ModelShape, p
 RECIPES: list[Recipe] = [
     *birthplace_recipes(KNOWLEDGE, KNOWLEDGE_WIKI, FOLDER, KNOW, KNOW_PRETRAIN, KNOW_FINETUNE, KNOW_SCRATCH,
                         SUBWORDS, dict(objective="lm"), "2,000 BPE pieces, next-token prediction"),
-    *[Recipe(f"lm-{p}", "train_lm", f"character LM on wiki.txt, {p} positions, block 64",
-             dict(corpus_path=WIKI), shape(LM, positional=p), LM_SNAPSHOTS if p == "learned" else LM_TRAIN)
+    *[Recipe(f"lm-{p}", "train_lm", f"piece LM on {KNOWLEDGE_WIKI}, {p} positions, block 128 pieces",
+             dict(corpus_path=KNOWLEDGE_WIKI, vocabulary=PIECES), shape(LM_PIECES, positional=p),
+             LM_SNAPSHOTS if p == "learned" else LM_TRAIN)
       for p in ("learned", "sinusoidal", "alibi", "rope")],
+    # uploaded CS224N .params files are character level: one character LM stays to compare them with
+    Recipe("lm-char", "train_lm", "character LM on wiki.txt, learned positions, block 64",
+           dict(corpus_path=WIKI), shape(LM, positional="learned"), LM_CHAR_TRAIN),
     Recipe("names-encoder", "pretrain_encoder", "masked-LM encoder pretraining on wiki.txt (intermediate)",
            dict(corpus_path=WIKI), ENCODER, MLM, bundled=False),
     Recipe("names-pretrained", "train_classifier", "name -> country, from the pretrained encoder",
