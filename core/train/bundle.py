@@ -39,7 +39,6 @@ KNOWLEDGE = "data/knowledge"
 KNOWLEDGE_WIKI = f"{KNOWLEDGE}/wiki.txt"
 KNOW = ModelShape(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0)  # the grid's choice
 LM = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=64, dropout=0.1)
-ENCODER = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=32, dropout=0.1)
 
 
 def shape(base: ModelShape, **changes) -> ModelShape:
@@ -76,8 +75,6 @@ LM_TRAIN = TrainerConfig(max_epochs=40, batch_size=32, learning_rate=1e-3, warmu
 # lm-learned: the attention page's training-step slider; 5 float16 snapshots of 1.9 MB keep checkpoints/
 # within its 80 MB
 LM_SNAPSHOTS = replace(LM_TRAIN, snapshots=5)
-MLM = TrainerConfig(max_epochs=12, batch_size=64, learning_rate=2e-3, seed=0, decay="mingpt",
-                    schedule="cosine-clamped")
 CLASSIFY = TrainerConfig(max_epochs=6, batch_size=32, learning_rate=1e-3, seed=0, decay="mingpt",
                          schedule="cosine-clamped")
 
@@ -124,6 +121,9 @@ def birthplace_recipes(world: str, wiki: str, folder: str, shape_: ModelShape, p
     ]
 
 
+NAMES = dict(train_path=f"{KNOWLEDGE}/names_train.tsv", test_path=f"{KNOWLEDGE}/names_test.tsv",
+             reading_params_path=_path("wiki-vanilla-pretrained"))
+
 RECIPES: list[Recipe] = [
     *birthplace_recipes(KNOWLEDGE, KNOWLEDGE_WIKI, FOLDER, KNOW, KNOW_PRETRAIN, KNOW_FINETUNE, KNOW_SCRATCH,
                         SUBWORDS, dict(objective="lm"), "2,000 BPE pieces, next-token prediction"),
@@ -134,13 +134,12 @@ RECIPES: list[Recipe] = [
     # uploaded CS224N .params files are character level: one character LM stays to compare them with
     Recipe("lm-char", "train_lm", "character LM on wiki.txt, learned positions, block 64",
            dict(corpus_path=WIKI), shape(LM, positional="learned"), LM_CHAR_TRAIN),
-    Recipe("names-encoder", "pretrain_encoder", "masked-LM encoder pretraining on wiki.txt (intermediate)",
-           dict(corpus_path=WIKI), ENCODER, MLM, bundled=False),
-    Recipe("names-pretrained", "train_classifier", "name -> country, from the pretrained encoder",
-           dict(train_path=f"{WORLD}/names_train.tsv", test_path=f"{WORLD}/names_test.tsv",
-                reading_params_path=_path("names-encoder")), ENCODER, CLASSIFY),
-    Recipe("names-scratch", "train_classifier", "name -> country, the same classifier from scratch",
-           dict(train_path=f"{WORLD}/names_train.tsv", test_path=f"{WORLD}/names_test.tsv"), ENCODER, CLASSIFY),
+    # pretraining's lesson: the birthplace family's pretrained LM (its pieces, shape and weights; a new head on
+    # the last piece) against the same model and pieces from fresh weights, same epochs and seed
+    Recipe("names-pretrained", "train_classifier", "name -> country, from wiki-vanilla-pretrained (a new head)",
+           NAMES, KNOW, CLASSIFY),
+    Recipe("names-scratch", "train_classifier", "name -> country, the same model and pieces from fresh weights",
+           {**NAMES, "warm_start": False}, KNOW, CLASSIFY),
 ]
 
 COURSE_FOLDER = "checkpoints/course"
@@ -169,6 +168,8 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
         record(out, trainer.device)
     if recipe.recipe == "pretrain":  # the knowledge it stored: what finetuning can reach (the probe's 2x2)
         trainer.metrics.update(record_memorisation(out))
+    if recipe.recipe == "train_classifier":  # names the corpus never mentions: what is left without knowledge
+        trainer.metrics.update(record_fabricated(out))
     seconds = time.perf_counter() - started
     resume_path(Path(out)).unlink(missing_ok=True)
     log_path(Path(out)).unlink(missing_ok=True)
@@ -202,6 +203,40 @@ def record_memorisation(path: str) -> dict[str, float]:
     return measured
 
 
+FABRICATED_NAMES, FABRICATED_SEED = 240, 0  # 20 per country of the world
+
+
+def measure_fabricated(loaded, folder: Path, n: int = FABRICATED_NAMES,
+                       seed: int = FABRICATED_SEED) -> dict[str, float]:
+    """A name -> country classifier's accuracy on `n` names fabricated as the probe fabricates them (the world's
+    name style, none in its corpus, its questions or its names files), the countries taking turns."""
+    from core.data.datasets import ClassificationDataset, read_tsv_pairs
+    from core.data.world_tables import LOCALES
+    from core.lens.probe.corpus import load_probe_data
+    from core.lens.probe.fabricated import fabricated_people
+    from core.train.trainer import evaluate_loss
+
+    probe = load_probe_data(folder)
+    known = {name for f in ("names_train.tsv", "names_test.tsv") for _, name in read_tsv_pairs(folder / f)}
+    people = fabricated_people(n, list(LOCALES), seed, probe.index, probe.train_names | known)
+    pairs = [(LOCALES[locale].label, name) for name, locale in people]
+    data = ClassificationDataset(pairs, loaded.tokenizer, loaded.config.block_size, loaded.labels)
+    return {"fabricated_accuracy": evaluate_loss(loaded.model, data, accuracy=True)["accuracy"]}
+
+
+def record_fabricated(path: str) -> dict[str, float]:
+    """Measure a names classifier on fabricated names of the world its test file comes from; store it in its
+    metrics (tensors unchanged). Nothing when that folder has no wiki.txt (no corpus to stay out of)."""
+    loaded = ckpt.load(path)
+    folder = (ROOT / loaded.metadata["data"][-1]["path"]).parent
+    if not (folder / "wiki.txt").is_file():
+        return {}
+    measured = measure_fabricated(loaded, folder)
+    ckpt.update_metadata(path, {"metrics": json.dumps({**loaded.metadata.get("metrics", {}), **measured}),
+                                "fabricated_on": str(folder.relative_to(ROOT))})
+    return measured
+
+
 def reevaluate(name: str) -> dict[str, float]:
     """Recompute a bundled checkpoint's stored final metrics from its file and data/world/."""
     from core.data.datasets import ClassificationDataset, LanguageModelDataset, read_text, read_tsv_pairs
@@ -231,7 +266,10 @@ def reevaluate(name: str) -> dict[str, float]:
     if recipe.recipe == "train_classifier":
         test = ClassificationDataset(read_tsv_pairs(args["test_path"]), loaded.tokenizer,
                                      loaded.config.block_size, loaded.labels)
-        return {"val_accuracy": evaluate_loss(loaded.model, test, accuracy=True)["accuracy"]}
+        measured = {"val_accuracy": evaluate_loss(loaded.model, test, accuracy=True)["accuracy"]}
+        if loaded.metadata.get("fabricated_on"):
+            measured.update(measure_fabricated(loaded, ROOT / loaded.metadata["fabricated_on"]))
+        return measured
     return {}
 
 
