@@ -333,6 +333,68 @@ def grid_table() -> str:
     return table(results) if results else "(no grid rows measured yet: python -m core.train.knowledge_grid)"
 
 
+POSITIONAL_FAMILY = ("learned", "sinusoidal", "alibi", "rope")
+
+
+def positional_table(folder: str = FOLDER) -> str:
+    """The "Longer than trained" run each lm-* file stores (its `extrapolation` metadata): dev loss per piece at
+    each length, both protocols; "n/a" where the scheme has no positions that far."""
+    rows, header = [], None
+    for scheme in POSITIONAL_FAMILY:
+        path = ROOT / _path(f"lm-{scheme}", folder)
+        if not path.exists():
+            continue
+        raw = ckpt.read_metadata(path).get("extrapolation")
+        record = json.loads(raw) if isinstance(raw, str) else raw or {}
+        scores = [e for e in record.get("scores", []) if e.get("cap") is not None]
+        for protocol in ("windows", "sliding"):
+            found = sorted((e for e in scores if e["protocol"] == protocol), key=lambda e: e["factor"])
+            if not found:
+                continue
+            if header is None:
+                header = ["| model | protocol | " + " | ".join(f"{e['factor']:g}x ({e['length']})" for e in found)
+                          + " |", "|---|---|" + "---|" * len(found)]
+            cells = ["n/a" if e.get("reason") or e["loss"] != e["loss"] else f"{e['loss']:.3f}" for e in found]
+            rows.append(f"| `lm-{scheme}` | {protocol} | " + " | ".join(cells) + " |")
+    return "\n".join([*(header or []), *rows]) or "(the lm-* files carry no extrapolation record yet)"
+
+
+def names_table(folder: str = FOLDER) -> str:
+    """The names pair epoch by epoch (test and train accuracy from each file's history), then what fabricated names
+    and the most frequent country get: the README's numbers are the files' own."""
+    from collections import Counter
+
+    from core.data.datasets import read_tsv_pairs
+
+    runs = ("names-pretrained", "names-scratch")
+    paths = [ROOT / _path(n, folder) for n in runs]
+    if not all(p.exists() for p in paths):
+        return "(the names pair is not trained yet: python -m core.train.bundle --only names-pretrained names-scratch)"
+    metas = [ckpt.read_metadata(p) for p in paths]
+    by_epoch = [{(r["split"], r["epoch"]): r["value"] for r in m["history"] if r["metric"] == "accuracy"}
+                for m in metas]
+    epochs = sorted({e for split, e in by_epoch[0] if split == "val"})
+    rows = ["| epoch | names-pretrained test | names-scratch test | gap (points) | names-pretrained train | "
+            "names-scratch train |", "|---|---|---|---|---|---|"]
+    for e in epochs:
+        pre, scratch = by_epoch[0][("val", e)], by_epoch[1][("val", e)]
+        train = [b.get(("train", e), float("nan")) for b in by_epoch]
+        rows.append(f"| {e} | {pre:.1%} | {scratch:.1%} | {100 * (pre - scratch):+.1f} | {train[0]:.1%} | "
+                    f"{train[1]:.1%} |")
+    data = [d["path"] for d in metas[0]["data"]]
+    train_pairs, test = (read_tsv_pairs(ROOT / p) for p in data[:2])
+    top, _ = Counter(label for label, _ in train_pairs).most_common(1)[0]
+    share = sum(label == top for label, _ in test) / len(test)
+    fabricated = [m.get("metrics", {}) for m in metas]
+    rows.append("")
+    rows.append(f"The most frequent training country ({top}) is {share:.1%} of `{Path(data[1]).name}`. On "
+                f"{FABRICATED_NAMES} fabricated names (seed {FABRICATED_SEED}, drawn as the probe draws them: none "
+                f"in the corpus, its questions or the names files) names-pretrained is right for "
+                f"{fabricated[0].get('fabricated_accuracy', float('nan')):.1%} and names-scratch for "
+                f"{fabricated[1].get('fabricated_accuracy', float('nan')):.1%}.")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.train.bundle", description=__doc__)
     parser.add_argument("--only", nargs="*", help="rebuild only these checkpoints (names)")
@@ -368,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     header_file = ROOT / "checkpoints" / ("README.course.md" if args.course else "README.header.md")
     header = header_file.read_text() if header_file.exists() else "{TABLE}\n"
     readme.write_text(header.replace("{TABLE}", table).replace("{TOTAL}", f"{total / 60:.1f}")
-                      .replace("{GRID}", grid_table()))
+                      .replace("{GRID}", grid_table()).replace("{NAMES}", names_table(folder))
+                      .replace("{POSITIONAL}", positional_table(folder)))
     print(f"total {total / 60:.1f} min; wrote {readme.relative_to(ROOT)}")
     return 0
 
