@@ -72,9 +72,9 @@ LM_CHAR_TRAIN = TrainerConfig(max_epochs=4, batch_size=32, learning_rate=2e-3, w
 LM_PIECES = shape(KNOW, block_size=128)
 LM_TRAIN = TrainerConfig(max_epochs=40, batch_size=32, learning_rate=1e-3, warmup_tokens=128 * 32 * 20, seed=0,
                          decay="mingpt", schedule="cosine-clamped")
-# lm-learned: the attention page's training-step slider; 5 float16 snapshots of 1.9 MB keep checkpoints/
+# lm-learned: the attention page's training-step slider; 4 float16 snapshots of 1.85 MB keep checkpoints/
 # within its 80 MB
-LM_SNAPSHOTS = replace(LM_TRAIN, snapshots=5)
+LM_SNAPSHOTS = replace(LM_TRAIN, snapshots=4)
 CLASSIFY = TrainerConfig(max_epochs=6, batch_size=32, learning_rate=1e-3, seed=0, decay="mingpt",
                          schedule="cosine-clamped")
 
@@ -359,6 +359,19 @@ def positional_table(folder: str = FOLDER) -> str:
     return "\n".join([*(header or []), *rows]) or "(the lm-* files carry no extrapolation record yet)"
 
 
+def snapshot_facts(folder: str = FOLDER) -> dict[str, str]:
+    """{SNAPSHOT_STEPS}, {SNAPSHOT_LAST} and {SNAPSHOT_MB} of the README: what lm-learned's snapshot file holds."""
+    from core.io import snapshots
+
+    path = ROOT / _path("lm-learned", folder)
+    found = snapshots.snapshots_of(ckpt.load(path)) if path.exists() else None
+    if not found or not found.snapshots:
+        return {"{SNAPSHOT_STEPS}": "(none yet)", "{SNAPSHOT_LAST}": "?", "{SNAPSHOT_MB}": "?"}
+    steps = [f"{s:,}" for s in found.steps]
+    return {"{SNAPSHOT_STEPS}": "steps " + ", ".join(steps[:-1]) + " and " + steps[-1],
+            "{SNAPSHOT_LAST}": steps[-1], "{SNAPSHOT_MB}": f"{found.bytes_per_snapshot / 1e6:.2f}"}
+
+
 def names_table(folder: str = FOLDER) -> str:
     """The names pair epoch by epoch (test and train accuracy from each file's history), then what fabricated names
     and the most frequent country get: the README's numbers are the files' own."""
@@ -429,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     readme = ROOT / folder / "README.md"
     header_file = ROOT / "checkpoints" / ("README.course.md" if args.course else "README.header.md")
     header = header_file.read_text() if header_file.exists() else "{TABLE}\n"
+    for key, value in (snapshot_facts() if not args.course else {}).items():
+        header = header.replace(key, value)
     readme.write_text(header.replace("{TABLE}", table).replace("{TOTAL}", f"{total / 60:.1f}")
                       .replace("{GRID}", grid_table()).replace("{NAMES}", names_table(folder))
                       .replace("{POSITIONAL}", positional_table(folder)))
