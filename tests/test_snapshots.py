@@ -199,7 +199,7 @@ def test_the_bundled_language_model_keeps_its_training_steps():
 
     loaded = ckpt.load(ROOT / "checkpoints" / "lm-learned.safetensors")
     found = snap_files.snapshots_of(loaded)
-    assert found is not None and not found.note and 5 <= len(found.snapshots) <= 12
+    assert found is not None and not found.note and 4 <= len(found.snapshots) <= 12
     assert found.steps[0] == 0 and found.steps[-1] == json.loads(loaded.metadata["progress"])["step"]
     assert found.dtype == "float16" and found.bytes_per_snapshot == 2 * loaded.model.num_parameters()
     final = snap_files.model_at(loaded, found, found.steps[-1]).state_dict()
