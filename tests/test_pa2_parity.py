@@ -78,7 +78,8 @@ def test_a_short_run_on_the_real_files_records_them_and_prints_the_vocabulary(tm
 
 def _on_the_real_files(command: str, checkpoint) -> list[str]:
     return [str(PA2 / a.removeprefix("speechesdataset/")) if a.startswith("speechesdataset/")
-            else str(checkpoint) if a == "speeches_lm.safetensors" else a for a in shlex.split(command)[3:]]
+            else str(checkpoint) if a in ("speeches_lm.safetensors", "speeches_cls.safetensors") else a
+            for a in shlex.split(command)[3:]]
 
 
 @pytest.mark.slow
@@ -98,3 +99,19 @@ def test_the_readme_pa2_commands_give_the_course_perplexities(tmp_path, capsys):
     assert set(found) == set(COURSE_PERPLEXITY)
     for name, (low, high) in COURSE_PERPLEXITY.items():
         assert low <= float(found[name]) <= high, (name, found)
+
+
+COURSE_ACCURACY = (0.835, 0.876)  # the course's classifier test accuracy after 15 epochs (../shared/pa2/README.md)
+
+
+@pytest.mark.slow
+def test_the_readme_pa2_classifier_command_is_inside_the_course_range(tmp_path, capsys):
+    """The README's PA2 classify command as written (seed 0; ~2 min of one CPU core): its final test accuracy
+    inside the course's range (the README states seeds 0, 1 and 2)."""
+    commands = commands_in((ROOT / "README.md").read_text(encoding="utf-8"))
+    classify = next(c for c in commands if c.startswith("python -m core.train classify speechesdataset/"))
+    assert "--init pytorch" in classify and "--betas 0.9 0.999" in classify  # the course's init and optimizer
+    checkpoint = tmp_path / "speeches_cls.safetensors"
+    assert main([*_on_the_real_files(classify, checkpoint), "--device", "cpu"]) == 0, capsys.readouterr().err
+    accuracy = ckpt.read_metadata(checkpoint)["metrics"]["val_accuracy"]
+    assert COURSE_ACCURACY[0] <= accuracy <= COURSE_ACCURACY[1], accuracy

@@ -159,7 +159,8 @@ def test_page_with_the_bundled_lm_set(monkeypatch):
     shown = texts(at).replace("\\", "")
     assert "4 lm checkpoints identical except positional encoding" in shown
     at.multiselect(key="pos_factors").set_value([1.0, 4.0])
-    at = run_extrapolation(at, max_tokens=300, max_sliding=64)  # 300 > one window of 4x64 + 1
+    block = checkpoint.read_metadata(BUNDLED[0])["config"]["block_size"]
+    at = run_extrapolation(at, max_tokens=4 * block + 2, max_sliding=64)  # one window of 4 x block + 1 at least
     table = at.dataframe[-1].value
     assert len(table) == 4 * 2 * 2
     learned = table[table["variant"] == "learned"]

@@ -62,10 +62,13 @@ def test_the_final_snapshot_is_the_final_checkpoints_weights(tmp_path, dtype):
     for name, tensor in loaded.model.state_dict().items():
         expected = tensor if dtype == "float32" else tensor.half().float()
         assert torch.equal(final[name], expected), name
-    # each row: the step, tokens seen and the training loss the history recorded at that step
+    # each row: the step, tokens seen and the loss of the kept weights: the history's next step (whose batch
+    # ran on these weights), the last step's on a forward of its own
     history = {r["step"]: r["value"] for r in loaded.history if r["metric"] == "loss"}
-    for s in found.snapshots[1:]:
-        assert s.loss == pytest.approx(history[s.step]) and s.tokens == s.step * 8 * 31
+    assert found.snapshots[0].loss == pytest.approx(history[1])
+    for s in found.snapshots[1:-1]:
+        assert s.loss == pytest.approx(history[s.step + 1]) and s.tokens == s.step * 8 * 31
+    assert found.snapshots[-1].tokens == 16 * 8 * 31
     assert found.snapshots[0].tokens == 0 and found.snapshots[0].loss > found.snapshots[-1].loss
     # an early snapshot is another model: step 0 is the initial weights
     first = snap_files.model_at(loaded, found, 0).state_dict()
@@ -93,7 +96,8 @@ def test_snapshots_survive_resume(tmp_path):
     with pytest.raises(Interrupted):
         _train(tmp_path / "part.safetensors", CONFIG, crash_in_epoch_three).train()
     part = snap_files.snapshots_of(ckpt.load(tmp_path / "part.safetensors"))
-    assert part.steps == [0, 1, 2, 4, 8]
+    # step 8 ends epoch 2: its loss is that of the first batch of epoch 3, so the resumed run takes it
+    assert part.steps == [0, 1, 2, 4]
     resumed = _train(tmp_path / "part.safetensors", TrainerConfig(**{**CONFIG.__dict__, "snapshots": 0}),
                      lambda m: {})
     resumed.resume()  # the file's plan wins over a command line that forgot --snapshots
@@ -195,10 +199,34 @@ def test_the_bundled_language_model_keeps_its_training_steps():
 
     loaded = ckpt.load(ROOT / "checkpoints" / "lm-learned.safetensors")
     found = snap_files.snapshots_of(loaded)
-    assert found is not None and not found.note and 8 <= len(found.snapshots) <= 12
+    assert found is not None and not found.note and 4 <= len(found.snapshots) <= 12
     assert found.steps[0] == 0 and found.steps[-1] == json.loads(loaded.metadata["progress"])["step"]
     assert found.dtype == "float16" and found.bytes_per_snapshot == 2 * loaded.model.num_parameters()
     final = snap_files.model_at(loaded, found, found.steps[-1]).state_dict()
     assert all(torch.equal(final[k], v.half().float()) for k, v in loaded.model.state_dict().items())
     losses = [s.loss for s in found.snapshots]
     assert losses[-1] < losses[0] - 2  # the curve the slider walks along goes down
+    assert len(set(losses)) == len(losses)  # each step shows its own weights' loss (steps 0 and 1 once shared one)
+
+
+def test_each_snapshots_loss_is_its_own_weights_loss(tmp_path):
+    """A kept step's loss is measured on the weights kept at that step: step 1's loss once was step 0's
+    (the loss of the batch that made step 1, computed before it), so a slider showed the same number twice."""
+    from core.data.loader import epoch_batches
+
+    path = tmp_path / "m.safetensors"
+    tok, data = _data()
+    config = TrainerConfig(max_epochs=2, batch_size=8, learning_rate=3e-2, log_every=1, snapshots=4)  # 8 steps
+    trainer = Trainer(tiny_model(tok.vocab_size), data, config, CheckpointPlan(path, tok, "birthplace"))
+    trainer.train()
+    loaded = ckpt.load(path)
+    found = snap_files.snapshots_of(loaded)
+    assert found.steps == [0, 1, 3, 8]
+    batches = [b for epoch in range(2) for b in epoch_batches(data, 8, epoch, epoch)]  # seed 0 * 1000 + epoch
+    for snap in found.snapshots:
+        x, y = batches[min(snap.step, len(batches) - 1)]  # the batch after the step; the last step: the last one
+        with torch.no_grad():
+            _, loss = snap_files.model_at(loaded, found, snap.step).float()(x, y)
+        assert snap.loss == pytest.approx(loss.item(), abs=2e-3)  # float16 weights
+    losses = [s.loss for s in found.snapshots]
+    assert len(set(losses)) == len(losses) and losses[-1] < losses[0]

@@ -45,7 +45,7 @@ class Snapshot:
     step: int
     epoch: int
     tokens: int
-    loss: float  # the training batch loss the trainer measured at this step (step 0: on those weights)
+    loss: float  # the loss of these weights on the training batch that followed them (the last step: on the last)
     wall_time: float
     sha256: str = ""
 

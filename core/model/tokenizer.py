@@ -252,6 +252,7 @@ class VocabularyChoice:
     min_freq: int = 1
     splitter: str = "regex"  # word level: a key of core.model.splitters.SPLITTERS
     files: tuple[str, ...] = ()
+    vocab_size: int = 2000  # bpe level: the pieces learned (256 bytes and the two specials at least)
 
     def __post_init__(self) -> None:
         if self.level not in TOKENIZERS:
@@ -264,6 +265,11 @@ class VocabularyChoice:
             raise TokenizerError(f"Unknown splitter {self.splitter!r}; choose one of: {', '.join(SPLITTERS)}.")
         if self.level != "word" and self.splitter != "regex":
             raise TokenizerError("--splitter applies to word vocabularies; add --level word.")
+        if self.level == "bpe" and (self.lowercase or self.min_freq != 1):
+            raise TokenizerError("--lowercase and --min-freq apply to word vocabularies; bpe keeps every byte.")
+        if self.level == "bpe" and self.vocab_size < 260:
+            raise TokenizerError(f"--vocab-size must be at least 260 (256 bytes and the specials), "
+                                 f"not {self.vocab_size}.")
         self.files = tuple(str(f) for f in self.files)
         if len(set(self.files)) != len(self.files):
             raise TokenizerError("--vocab-from names the same file twice; name each file once.")
@@ -271,10 +277,13 @@ class VocabularyChoice:
     def build(self, text: str) -> Tokenizer:
         if self.level == "char":
             return CharTokenizer.from_corpus(text, min_freq=self.min_freq)
+        if self.level == "bpe":
+            return SubwordTokenizer.from_corpus(text, self.vocab_size)
         return WordTokenizer.from_corpus(text, min_freq=self.min_freq, lowercase=self.lowercase,
                                          splitter=self.splitter)
 
     def to_dict(self) -> dict[str, Any]:
         """What the checkpoint's `vocabulary` record starts with (the recipe adds `files` with sha256)."""
         return {"level": self.level, "lowercase": self.lowercase, "min_freq": self.min_freq,
-                **({"splitter": self.splitter} if self.level == "word" else {})}
+                **({"splitter": self.splitter} if self.level == "word" else {}),
+                **({"vocab_size": self.vocab_size} if self.level == "bpe" else {})}

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from core.io import checkpoint as ckpt
+from core.model.tokenizer import VocabularyChoice
 from core.train import recipes
 from core.train.recipes import ModelShape
 from core.train.trainer import TrainerConfig, log_path, resume_path
@@ -38,7 +39,6 @@ KNOWLEDGE = "data/knowledge"
 KNOWLEDGE_WIKI = f"{KNOWLEDGE}/wiki.txt"
 KNOW = ModelShape(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0)  # the grid's choice
 LM = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=64, dropout=0.1)
-ENCODER = ModelShape(n_layer=3, n_head=4, n_embd=128, block_size=32, dropout=0.1)
 
 
 def shape(base: ModelShape, **changes) -> ModelShape:
@@ -64,11 +64,17 @@ FINETUNE = TrainerConfig(max_epochs=10, batch_size=256, learning_rate=6e-4, warm
 FINETUNE_SCRATCH = TrainerConfig(max_epochs=75, batch_size=256, learning_rate=6e-4, warmup_tokens=512 * 20,
                                  seed=0, save_every=5)
 # The other families are this project's own: minGPT decay groups and a cosine that stays at its floor.
-LM_TRAIN = TrainerConfig(max_epochs=4, batch_size=32, learning_rate=2e-3, warmup_tokens=64 * 32 * 20, seed=0,
+LM_CHAR_TRAIN = TrainerConfig(max_epochs=4, batch_size=32, learning_rate=2e-3, warmup_tokens=64 * 32 * 20, seed=0,
+                              decay="mingpt", schedule="cosine-clamped")
+# The language-model family reads the knowledge world's pieces (the birthplace family's 2,000-piece BPE, built
+# the same way from the same wiki.txt) with the knowledge family's 2x128 shape and a paragraph of context
+# (128 pieces, ~300 characters); the four differ only in their positional encoding.
+LM_PIECES = shape(KNOW, block_size=128)
+LM_TRAIN = TrainerConfig(max_epochs=40, batch_size=32, learning_rate=1e-3, warmup_tokens=128 * 32 * 20, seed=0,
                          decay="mingpt", schedule="cosine-clamped")
-LM_SNAPSHOTS = replace(LM_TRAIN, snapshots=10)  # lm-learned: the attention page's training-step slider
-MLM = TrainerConfig(max_epochs=12, batch_size=64, learning_rate=2e-3, seed=0, decay="mingpt",
-                    schedule="cosine-clamped")
+# lm-learned: the attention page's training-step slider; 4 float16 snapshots of 1.85 MB keep checkpoints/
+# within its 80 MB
+LM_SNAPSHOTS = replace(LM_TRAIN, snapshots=4)
 CLASSIFY = TrainerConfig(max_epochs=6, batch_size=32, learning_rate=1e-3, seed=0, decay="mingpt",
                          schedule="cosine-clamped")
 
@@ -83,6 +89,7 @@ KNOW_FINETUNE = TrainerConfig(max_epochs=3, batch_size=32, learning_rate=3e-4, d
                               schedule="cosine-clamped", seed=0, save_every=3)
 KNOW_SCRATCH = replace(KNOW_FINETUNE, max_epochs=60, learning_rate=1e-3, save_every=20)
 SUBWORDS = dict(level="bpe", vocab_size=2000)
+PIECES = VocabularyChoice(level="bpe", vocab_size=SUBWORDS["vocab_size"])
 
 
 FOLDER = "checkpoints"
@@ -114,19 +121,25 @@ def birthplace_recipes(world: str, wiki: str, folder: str, shape_: ModelShape, p
     ]
 
 
+NAMES = dict(train_path=f"{KNOWLEDGE}/names_train.tsv", test_path=f"{KNOWLEDGE}/names_test.tsv",
+             reading_params_path=_path("wiki-vanilla-pretrained"))
+
 RECIPES: list[Recipe] = [
     *birthplace_recipes(KNOWLEDGE, KNOWLEDGE_WIKI, FOLDER, KNOW, KNOW_PRETRAIN, KNOW_FINETUNE, KNOW_SCRATCH,
                         SUBWORDS, dict(objective="lm"), "2,000 BPE pieces, next-token prediction"),
-    *[Recipe(f"lm-{p}", "train_lm", f"character LM on wiki.txt, {p} positions, block 64",
-             dict(corpus_path=WIKI), shape(LM, positional=p), LM_SNAPSHOTS if p == "learned" else LM_TRAIN)
+    *[Recipe(f"lm-{p}", "train_lm", f"piece LM on {KNOWLEDGE_WIKI}, {p} positions, block 128 pieces",
+             dict(corpus_path=KNOWLEDGE_WIKI, vocabulary=PIECES), shape(LM_PIECES, positional=p),
+             LM_SNAPSHOTS if p == "learned" else LM_TRAIN)
       for p in ("learned", "sinusoidal", "alibi", "rope")],
-    Recipe("names-encoder", "pretrain_encoder", "masked-LM encoder pretraining on wiki.txt (intermediate)",
-           dict(corpus_path=WIKI), ENCODER, MLM, bundled=False),
-    Recipe("names-pretrained", "train_classifier", "name -> country, from the pretrained encoder",
-           dict(train_path=f"{WORLD}/names_train.tsv", test_path=f"{WORLD}/names_test.tsv",
-                reading_params_path=_path("names-encoder")), ENCODER, CLASSIFY),
-    Recipe("names-scratch", "train_classifier", "name -> country, the same classifier from scratch",
-           dict(train_path=f"{WORLD}/names_train.tsv", test_path=f"{WORLD}/names_test.tsv"), ENCODER, CLASSIFY),
+    # uploaded CS224N .params files are character level: one character LM stays to compare them with
+    Recipe("lm-char", "train_lm", "character LM on wiki.txt, learned positions, block 64",
+           dict(corpus_path=WIKI), shape(LM, positional="learned"), LM_CHAR_TRAIN),
+    # pretraining's lesson: the birthplace family's pretrained LM (its pieces, shape and weights; a new head on
+    # the last piece) against the same model and pieces from fresh weights, same epochs and seed
+    Recipe("names-pretrained", "train_classifier", "name -> country, from wiki-vanilla-pretrained (a new head)",
+           NAMES, KNOW, CLASSIFY),
+    Recipe("names-scratch", "train_classifier", "name -> country, the same model and pieces from fresh weights",
+           {**NAMES, "warm_start": False}, KNOW, CLASSIFY),
 ]
 
 COURSE_FOLDER = "checkpoints/course"
@@ -144,7 +157,7 @@ OUTPUT_ARG = "writing_params_path"
 
 
 def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[str, Any]:
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     command = f"python -m core.train.bundle {'--course ' if folder == COURSE_FOLDER else ''}--only {recipe.name}"
     out = _path(recipe.name, folder)
     trainer = FUNCTIONS[recipe.recipe](**recipe.kwargs, **{OUTPUT_ARG: out}, shape=recipe.shape,
@@ -155,10 +168,12 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
         record(out, trainer.device)
     if recipe.recipe == "pretrain":  # the knowledge it stored: what finetuning can reach (the probe's 2x2)
         trainer.metrics.update(record_memorisation(out))
-    seconds = time.perf_counter() - started
+    if recipe.recipe == "train_classifier":  # names the corpus never mentions: what is left without knowledge
+        trainer.metrics.update(record_fabricated(out))
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     resume_path(Path(out)).unlink(missing_ok=True)
     log_path(Path(out)).unlink(missing_ok=True)
-    return {"name": recipe.name, "seconds": seconds, "metrics": trainer.metrics}
+    return {"name": recipe.name, "seconds": seconds, "cpu_seconds": cpu_seconds, "metrics": trainer.metrics}
 
 
 def memorisation_file(corpus_path: str | Path) -> Path:
@@ -185,6 +200,40 @@ def record_memorisation(path: str) -> dict[str, float]:
     measured = measure_memorisation(loaded, corpus, dev)
     ckpt.update_metadata(path, {"metrics": json.dumps({**loaded.metadata.get("metrics", {}), **measured}),
                                 "memorised_on": str(dev.relative_to(ROOT))})
+    return measured
+
+
+FABRICATED_NAMES, FABRICATED_SEED = 240, 0  # 20 per country of the world
+
+
+def measure_fabricated(loaded, folder: Path, n: int = FABRICATED_NAMES,
+                       seed: int = FABRICATED_SEED) -> dict[str, float]:
+    """A name -> country classifier's accuracy on `n` names fabricated as the probe fabricates them (the world's
+    name style, none in its corpus, its questions or its names files), the countries taking turns."""
+    from core.data.datasets import ClassificationDataset, read_tsv_pairs
+    from core.data.world_tables import LOCALES
+    from core.lens.probe.corpus import load_probe_data
+    from core.lens.probe.fabricated import fabricated_people
+    from core.train.trainer import evaluate_loss
+
+    probe = load_probe_data(folder)
+    known = {name for f in ("names_train.tsv", "names_test.tsv") for _, name in read_tsv_pairs(folder / f)}
+    people = fabricated_people(n, list(LOCALES), seed, probe.index, probe.train_names | known)
+    pairs = [(LOCALES[locale].label, name) for name, locale in people]
+    data = ClassificationDataset(pairs, loaded.tokenizer, loaded.config.block_size, loaded.labels)
+    return {"fabricated_accuracy": evaluate_loss(loaded.model, data, accuracy=True)["accuracy"]}
+
+
+def record_fabricated(path: str) -> dict[str, float]:
+    """Measure a names classifier on fabricated names of the world its test file comes from; store it in its
+    metrics (tensors unchanged). Nothing when that folder has no wiki.txt (no corpus to stay out of)."""
+    loaded = ckpt.load(path)
+    folder = (ROOT / loaded.metadata["data"][-1]["path"]).parent
+    if not (folder / "wiki.txt").is_file():
+        return {}
+    measured = measure_fabricated(loaded, folder)
+    ckpt.update_metadata(path, {"metrics": json.dumps({**loaded.metadata.get("metrics", {}), **measured}),
+                                "fabricated_on": str(folder.relative_to(ROOT))})
     return measured
 
 
@@ -217,7 +266,10 @@ def reevaluate(name: str) -> dict[str, float]:
     if recipe.recipe == "train_classifier":
         test = ClassificationDataset(read_tsv_pairs(args["test_path"]), loaded.tokenizer,
                                      loaded.config.block_size, loaded.labels)
-        return {"val_accuracy": evaluate_loss(loaded.model, test, accuracy=True)["accuracy"]}
+        measured = {"val_accuracy": evaluate_loss(loaded.model, test, accuracy=True)["accuracy"]}
+        if loaded.metadata.get("fabricated_on"):
+            measured.update(measure_fabricated(loaded, ROOT / loaded.metadata["fabricated_on"]))
+        return measured
     return {}
 
 
@@ -228,8 +280,11 @@ def _fmt_metrics(metrics: dict[str, float]) -> str:
 
 
 def _timing(entry: Any) -> tuple[float | None, str]:
-    """timings.json rows: {"seconds": s, "hardware": "..."}; older rows are bare seconds on this CPU."""
+    """timings.json rows: {"seconds": s, "hardware": "..."} (and "cpu_seconds": the process's CPU time, which on
+    a shared machine says more than the wall time: it is shown when present); older rows are bare seconds."""
     if isinstance(entry, dict):
+        if entry.get("cpu_seconds"):
+            return entry["cpu_seconds"], f"{entry.get('hardware', '')} (CPU time)"
         return entry.get("seconds"), entry.get("hardware", "")
     return (entry, "2-core CPU (shared)") if entry else (None, "")
 
@@ -281,6 +336,81 @@ def grid_table() -> str:
     return table(results) if results else "(no grid rows measured yet: python -m core.train.knowledge_grid)"
 
 
+POSITIONAL_FAMILY = ("learned", "sinusoidal", "alibi", "rope")
+
+
+def positional_table(folder: str = FOLDER) -> str:
+    """The "Longer than trained" run each lm-* file stores (its `extrapolation` metadata): dev loss per piece at
+    each length, both protocols; "n/a" where the scheme has no positions that far."""
+    rows, header = [], None
+    for scheme in POSITIONAL_FAMILY:
+        path = ROOT / _path(f"lm-{scheme}", folder)
+        if not path.exists():
+            continue
+        raw = ckpt.read_metadata(path).get("extrapolation")
+        record = json.loads(raw) if isinstance(raw, str) else raw or {}
+        scores = [e for e in record.get("scores", []) if e.get("cap") is not None]
+        for protocol in ("windows", "sliding"):
+            found = sorted((e for e in scores if e["protocol"] == protocol), key=lambda e: e["factor"])
+            if not found:
+                continue
+            if header is None:
+                header = ["| model | protocol | " + " | ".join(f"{e['factor']:g}x ({e['length']})" for e in found)
+                          + " |", "|---|---|" + "---|" * len(found)]
+            cells = ["n/a" if e.get("reason") or e["loss"] != e["loss"] else f"{e['loss']:.3f}" for e in found]
+            rows.append(f"| `lm-{scheme}` | {protocol} | " + " | ".join(cells) + " |")
+    return "\n".join([*(header or []), *rows]) or "(the lm-* files carry no extrapolation record yet)"
+
+
+def snapshot_facts(folder: str = FOLDER) -> dict[str, str]:
+    """{SNAPSHOT_STEPS}, {SNAPSHOT_LAST} and {SNAPSHOT_MB} of the README: what lm-learned's snapshot file holds."""
+    from core.io import snapshots
+
+    path = ROOT / _path("lm-learned", folder)
+    found = snapshots.snapshots_of(ckpt.load(path)) if path.exists() else None
+    if not found or not found.snapshots:
+        return {"{SNAPSHOT_STEPS}": "(none yet)", "{SNAPSHOT_LAST}": "?", "{SNAPSHOT_MB}": "?"}
+    steps = [f"{s:,}" for s in found.steps]
+    return {"{SNAPSHOT_STEPS}": "steps " + ", ".join(steps[:-1]) + " and " + steps[-1],
+            "{SNAPSHOT_LAST}": steps[-1], "{SNAPSHOT_MB}": f"{found.bytes_per_snapshot / 1e6:.2f}"}
+
+
+def names_table(folder: str = FOLDER) -> str:
+    """The names pair epoch by epoch (test and train accuracy from each file's history), then what fabricated names
+    and the most frequent country get: the README's numbers are the files' own."""
+    from collections import Counter
+
+    from core.data.datasets import read_tsv_pairs
+
+    runs = ("names-pretrained", "names-scratch")
+    paths = [ROOT / _path(n, folder) for n in runs]
+    if not all(p.exists() for p in paths):
+        return "(the names pair is not trained yet: python -m core.train.bundle --only names-pretrained names-scratch)"
+    metas = [ckpt.read_metadata(p) for p in paths]
+    by_epoch = [{(r["split"], r["epoch"]): r["value"] for r in m["history"] if r["metric"] == "accuracy"}
+                for m in metas]
+    epochs = sorted({e for split, e in by_epoch[0] if split == "val"})
+    rows = ["| epoch | names-pretrained test | names-scratch test | gap (points) | names-pretrained train | "
+            "names-scratch train |", "|---|---|---|---|---|---|"]
+    for e in epochs:
+        pre, scratch = by_epoch[0][("val", e)], by_epoch[1][("val", e)]
+        train = [b.get(("train", e), float("nan")) for b in by_epoch]
+        rows.append(f"| {e} | {pre:.1%} | {scratch:.1%} | {100 * (pre - scratch):+.1f} | {train[0]:.1%} | "
+                    f"{train[1]:.1%} |")
+    data = [d["path"] for d in metas[0]["data"]]
+    train_pairs, test = (read_tsv_pairs(ROOT / p) for p in data[:2])
+    top, _ = Counter(label for label, _ in train_pairs).most_common(1)[0]
+    share = sum(label == top for label, _ in test) / len(test)
+    fabricated = [m.get("metrics", {}) for m in metas]
+    rows.append("")
+    rows.append(f"The most frequent training country ({top}) is {share:.1%} of `{Path(data[1]).name}`. On "
+                f"{FABRICATED_NAMES} fabricated names (seed {FABRICATED_SEED}, drawn as the probe draws them: none "
+                f"in the corpus, its questions or the names files) names-pretrained is right for "
+                f"{fabricated[0].get('fabricated_accuracy', float('nan')):.1%} and names-scratch for "
+                f"{fabricated[1].get('fabricated_accuracy', float('nan')):.1%}.")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.train.bundle", description=__doc__)
     parser.add_argument("--only", nargs="*", help="rebuild only these checkpoints (names)")
@@ -304,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
             result = build(recipe, folder, args.device)
             # re-read: two `--only` groups may run side by side
             timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
-            timings[recipe.name] = {"seconds": round(result["seconds"], 1), "hardware": hardware()}
+            timings[recipe.name] = {"seconds": round(result["seconds"], 1), "hardware": hardware(),
+                                    "cpu_seconds": round(result["cpu_seconds"], 1)}
             timings_file.write_text(json.dumps(timings, indent=1, sort_keys=True) + "\n")
             print(f"{recipe.name}: {result['seconds'] / 60:.1f} min, {_fmt_metrics(result['metrics'])}", flush=True)
         for recipe in chosen:
@@ -315,8 +446,11 @@ def main(argv: list[str] | None = None) -> int:
     readme = ROOT / folder / "README.md"
     header_file = ROOT / "checkpoints" / ("README.course.md" if args.course else "README.header.md")
     header = header_file.read_text() if header_file.exists() else "{TABLE}\n"
+    for key, value in (snapshot_facts() if not args.course else {}).items():
+        header = header.replace(key, value)
     readme.write_text(header.replace("{TABLE}", table).replace("{TOTAL}", f"{total / 60:.1f}")
-                      .replace("{GRID}", grid_table()))
+                      .replace("{GRID}", grid_table()).replace("{NAMES}", names_table(folder))
+                      .replace("{POSITIONAL}", positional_table(folder)))
     print(f"total {total / 60:.1f} min; wrote {readme.relative_to(ROOT)}")
     return 0
 

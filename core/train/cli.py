@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from core.io import checkpoint as ckpt
+from core.model.transformer import POOLINGS
 from core.train.optim import DECAY_POLICIES
 from core.train.trainer import TrainerConfig
 
@@ -42,6 +43,8 @@ scores a birthplace model (accuracy), a language model (perplexity per file) or 
 """
 
 VARIANTS = ("vanilla", "synthesizer")
+# the model flags' defaults (None on the parser, so that a flag given on purpose can be told from a default)
+SHAPE_DEFAULTS = dict(n_layer=4, n_head=8, n_embd=256, block_size=128, positional="learned", ffn_width=0)
 FUNCTIONS = ("pretrain", "finetune", "evaluate", "lm", "mlm", "classify")
 
 # The assignment's settings where it has them (finetuning without --reading_params_path: 75 epochs).
@@ -71,26 +74,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval_corpus_path", action="append", default=[],
                         help="repeatable for lm and for evaluating a language model")
     parser.add_argument("--outputs_path")
-    model = parser.add_argument_group("model")
-    model.add_argument("--n-layer", type=int, default=4)
-    model.add_argument("--n-head", type=int, default=8)
-    model.add_argument("--n-embd", type=int, default=256)
-    model.add_argument("--ffn-width", type=int, default=0,
+    model = parser.add_argument_group("model (with --reading_params_path the file sets the shape: leave these out)")
+    model.add_argument("--n-layer", type=int, default=None, help="default 4")
+    model.add_argument("--n-head", type=int, default=None, help="default 8")
+    model.add_argument("--n-embd", type=int, default=None, help="default 256")
+    model.add_argument("--ffn-width", type=int, default=None,
                        help="hidden units of each feed-forward (default 0: 4 x --n-embd; CSE 256 PA2 uses 100)")
-    model.add_argument("--block-size", type=int, default=128)
+    model.add_argument("--block-size", type=int, default=None, help="default 128")
     model.add_argument("--dropout", type=float, default=0.1)
-    model.add_argument("--positional", default="learned")
-    model.add_argument("--pooling", default="mean")
+    model.add_argument("--positional", default=None, help="default learned")
+    model.add_argument("--pooling", choices=list(POOLINGS), default=None,
+                       help="classify: how the pieces' final states become one vector (default: last when "
+                            "--reading_params_path is a causal language model, which measured best; mean otherwise)")
     model.add_argument("--init", choices=["gpt2", "pytorch"], default="gpt2",
                        help="how new weights start: gpt2 N(0, 0.02) (default); pytorch the torch.nn modules' own "
                             "defaults (Embedding N(0, 1), Linear kaiming-uniform), as CSE 256 PA2's model has")
     vocab = parser.add_argument_group("vocabulary (lm and classify: char or word, the same defaults for both; "
                                       "pretrain and finetune: char, the assignment's, or bpe)")
-    vocab.add_argument("--level", choices=["char", "word", "bpe"], default="char")
+    vocab.add_argument("--level", choices=["char", "word", "bpe"], default=None,
+                       help="default char; with --reading_params_path the file's own")
     vocab.add_argument("--objective", choices=["span", "lm"], default="span",
                        help="pretrain: span corruption (the assignment's) or next-token LM over packed documents")
-    vocab.add_argument("--vocab-size", type=int, default=2000,
-                       help="--level bpe: pieces learned from the pretraining corpus (default 2000)")
+    vocab.add_argument("--vocab-size", type=int, default=None,
+                       help="--level bpe: pieces learned from the training (pretraining) text (default 2000)")
     vocab.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=False,
                        help="fold case before building the word vocabulary (default: keep case)")
     vocab.add_argument("--min-freq", type=int, default=1,
@@ -196,9 +202,14 @@ def run_command(args, command: str, out=print) -> str:
     from core.train.progress import EpochReport
 
     variant, corpus = split_words(args.words)
-    shape = recipes.ModelShape(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
-                               block_size=args.block_size, dropout=args.dropout, ffn_width=args.ffn_width,
-                               positional=args.positional, attention=variant, init=args.init)
+    # flags left out take the defaults; those given are checked against a pretrained file's own values
+    chosen = {f: getattr(args, f) for f in SHAPE_DEFAULTS if getattr(args, f) is not None}
+    given = set(chosen) | {f for f in ("level", "vocab_size") if getattr(args, f) is not None}
+    if variant != "vanilla" or (args.words and args.words[0] in VARIANTS):
+        given.add("attention")
+    level, vocab_size = args.level or "char", args.vocab_size or 2000
+    shape = recipes.ModelShape(**{**SHAPE_DEFAULTS, **chosen}, dropout=args.dropout, attention=variant,
+                               init=args.init)
     evals = list(args.eval_corpus_path)
 
     def need(name: str) -> str:
@@ -216,17 +227,17 @@ def run_command(args, command: str, out=print) -> str:
     if args.function == "evaluate":
         return evaluate_command(args, need, one_eval, out)
     birthplace = args.function in ("pretrain", "finetune")
-    allowed = ("char", "bpe") if birthplace else ("char", "word")
-    if args.level not in allowed:
-        raise CommandError(f"{args.function} takes --level {' or '.join(allowed)}, not {args.level}.")
-    subword = dict(level=args.level, vocab_size=args.vocab_size) if birthplace else {}
+    allowed = ("char", "bpe") if birthplace else ("char", "word", "bpe")
+    if level not in allowed:
+        raise CommandError(f"{args.function} takes --level {' or '.join(allowed)}, not {level}.")
+    subword = dict(level=level, vocab_size=vocab_size) if birthplace else {}
     if (args.vocab_from or args.splitter) and args.function not in ("lm", "classify"):
         raise CommandError(f"{args.function} takes no --vocab-from or --splitter; they are for lm and classify.")
     if args.stride is not None and args.function != "lm":
         raise CommandError(f"{args.function} takes no --stride; it is for lm.")
-    vocabulary = None if birthplace else VocabularyChoice(level=args.level, lowercase=args.lowercase,
+    vocabulary = None if birthplace else VocabularyChoice(level=level, lowercase=args.lowercase,
                                                           min_freq=args.min_freq, splitter=args.splitter or "regex",
-                                                          files=tuple(args.vocab_from))
+                                                          files=tuple(args.vocab_from), vocab_size=vocab_size)
     for warning in vocabulary_warnings(args.vocab_from, evals):
         out(warning)
     common = dict(resume=args.resume, force=args.force, command=command)
@@ -239,7 +250,8 @@ def run_command(args, command: str, out=print) -> str:
         report = EpochReport("tokens", best=("val_accuracy", True) if evals else None, out=out)
         t = recipes.finetune(need("corpus"), need("finetune_corpus_path"), need("writing_params_path"), shape,
                              trainer_config(args, "finetune"), reading_params_path=args.reading_params_path,
-                             eval_corpus_path=one_eval(False), report=report, **subword, **common)
+                             eval_corpus_path=one_eval(False), report=report, level=args.level,
+                             vocab_size=args.vocab_size, given=given, **common)
     elif args.function == "lm":
         first = recipes.split_names(evals)[0] if evals else "val"
         report = EpochReport("tokens", best=(f"{first}_loss", False), out=out)
@@ -254,7 +266,8 @@ def run_command(args, command: str, out=print) -> str:
         report = EpochReport("sentences", best=("val_accuracy", True), out=out)
         t = recipes.train_classifier(need("corpus"), one_eval(True), need("writing_params_path"), shape,
                                      trainer_config(args, "classify"), reading_params_path=args.reading_params_path,
-                                     pooling=args.pooling, vocabulary=vocabulary, report=report, **common)
+                                     pooling=args.pooling, vocabulary=vocabulary, report=report, given=given,
+                                     **common)
     for line in report.summary() if report else []:
         out(line)
     if t.snapshots.active:

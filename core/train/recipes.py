@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -88,13 +89,69 @@ def _warm_start(model: Transformer, reading_params_path: str | Path | None, skip
         return
     source = ckpt.load(reading_params_path).model.state_dict()
     target = model.state_dict()
+    name = Path(reading_params_path).name
     for key, tensor in source.items():
         if skip_prefix and key.startswith(skip_prefix):
             continue
-        if key not in target or target[key].shape != tensor.shape:
-            raise DataError(f"{Path(reading_params_path).name} does not fit this model (tensor {key!r}).")
+        if key not in target:
+            raise DataError(f"{name} does not fit this model: it has a tensor {key!r} this model has not.")
+        if target[key].shape != tensor.shape:
+            there, here = ("x".join(map(str, t.shape)) for t in (tensor, target[key]))
+            raise DataError(f"{name} does not fit this model: tensor {key!r} is {there} there and {here} here.")
         target[key] = tensor
     model.load_state_dict(target)
+
+
+# The fields of a model's shape a pretrained file fixes (its weights have them); dropout and init stay choices.
+SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "positional", "attention", "ffn_width")
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """What a pretrained file brings to a run that starts from it: its shape, tokenizer and kind of model."""
+
+    shape: ModelShape
+    tokenizer: Tokenizer
+    causal: bool
+    head: str
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def read_pretrained(path: str | Path, shape: ModelShape, given: Iterable[str] = (), level: str | None = None,
+                    vocab_size: int | None = None) -> Pretrained:
+    """The shape and tokenizer of a pretrained file (its config and tokenizer: the weights need them), keeping
+    `shape`'s dropout and init. `given`: the shape fields the caller set on purpose (command-line flags); one
+    that differs from the file's, or a `level` / `vocab_size` other than its tokenizer's, is refused with one
+    sentence naming both values."""
+    name = Path(path).name
+    meta = ckpt.read_metadata(path)
+    config = ModelConfig.from_dict(meta["config"]) if isinstance(meta.get("config"), dict) else None
+    if config is None or "tokenizer" not in meta:
+        raise DataError(f"{name} is not an Attention Lab checkpoint with a config and a tokenizer.")
+    tokenizer = tokenizer_from_dict(meta["tokenizer"])
+    width = {"ffn_width": lambda s: s.ffn_width or 4 * s.n_embd}  # 0 means 4 x n_embd
+
+    for field in given:
+        if field not in SHAPE_FIELDS:
+            continue
+        mine, theirs = (width.get(field, lambda s, f=field: getattr(s, f))(s) for s in (shape, config))
+        if mine != theirs:
+            raise DataError(f"{_flag(field)} {mine} contradicts {name}, whose {field} is {theirs}; leave the flag "
+                            "out (the file sets it).")
+    if level is not None and level != tokenizer.kind:
+        raise DataError(f"--level {level} contradicts {name}, whose tokenizer is {tokenizer.kind}; leave the flag "
+                        "out (the file brings its own vocabulary).")
+    if vocab_size is not None and tokenizer.kind == "bpe" and vocab_size != tokenizer.vocab_size:
+        raise DataError(f"--vocab-size {vocab_size} contradicts {name}, whose vocabulary has {tokenizer.vocab_size} "
+                        "pieces; leave the flag out (the file brings its own vocabulary).")
+    if tokenizer.vocab_size != config.vocab_size:
+        raise DataError(f"{name}'s tokenizer has {tokenizer.vocab_size} entries but its model "
+                        f"{config.vocab_size}: it cannot be read.")
+    fixed = {f: getattr(config, f) for f in SHAPE_FIELDS}
+    return Pretrained(replace(shape, **fixed), tokenizer, config.causal, config.head)
 
 
 def assignment_final_tokens(trainer: TrainerConfig, n_documents: int, block_size: int) -> TrainerConfig:
@@ -149,21 +206,28 @@ def pretrain(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
 def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: str, shape: ModelShape,
              trainer: TrainerConfig, reading_params_path: str | None = None,
              eval_corpus_path: str | None = None, resume: bool = False, force: bool = False,
-             command: str = "", report: EpochReport | None = None, level: str = "char",
-             vocab_size: int = 2000) -> Trainer:
+             command: str = "", report: EpochReport | None = None, level: str | None = None,
+             vocab_size: int | None = None, given: Iterable[str] = ()) -> Trainer:
     """CS224N finetuning on 'Where was X born?<TAB>PLACE', from a pretrained model or from scratch.
 
     The vocabulary always comes from the pretraining corpus, as in the assignment (a subword one is
-    read from the pretrained file, so both stages share its pieces exactly)."""
+    read from the pretrained file, so both stages share its pieces exactly). A pretrained file also sets
+    the shape (`read_pretrained`: `given` names the fields the caller chose, refused where they differ)."""
     corpus = read_text(corpus_path)
     # the metadata only: the weights are read once, by _warm_start
-    pretrained_tokenizer = (tokenizer_from_dict(ckpt.read_metadata(reading_params_path)["tokenizer"])
-                            if reading_params_path else None)
-    if getattr(pretrained_tokenizer, "kind", "char") != "char":
-        tokenizer = pretrained_tokenizer
+    pretrained = None
+    if reading_params_path:
+        pretrained = read_pretrained(reading_params_path, shape, given, level, vocab_size)
+        if pretrained.head != "lm" or not pretrained.causal:
+            kind = "a classifier" if pretrained.head != "lm" else "a bidirectional (masked-LM) encoder"
+            raise DataError(f"{Path(reading_params_path).name} is {kind}; finetune continues a language model "
+                            "(a file pretrain wrote).")
+        shape = pretrained.shape
+    if pretrained is not None and pretrained.tokenizer.kind != "char":
+        tokenizer = pretrained.tokenizer
         check_no_reserved_characters(corpus, "The pretraining corpus")
     else:
-        tokenizer = birthplace_vocabulary(corpus, level, vocab_size)
+        tokenizer = birthplace_vocabulary(corpus, level or "char", vocab_size or 2000)
     trainer = assignment_final_tokens(trainer, sum(1 for line in corpus.split("\n") if line.strip()),
                                       shape.block_size)
     pairs = read_tsv_pairs(finetune_corpus_path)
@@ -297,21 +361,38 @@ def pretrain_encoder(corpus_path: str, writing_params_path: str, shape: ModelSha
     return _run(_reporting(Trainer(model, dataset, bounded(trainer, dataset), plan), report), resume)
 
 
+# How a classifier started from a pretrained causal LM pools its pieces when the caller does not say: on
+# data/knowledge/names_*.tsv from wiki-vanilla-pretrained, `last` beat `mean` at every seed measured
+# (checkpoints/README.md, "Pretraining's lesson").
+POOLING_FROM_LM = "last"
+
+
 def train_classifier(train_path: str, test_path: str, writing_params_path: str, shape: ModelShape,
                      trainer: TrainerConfig, reading_params_path: str | None = None, level: str = "char",
-                     pooling: str = "mean", resume: bool = False, force: bool = False,
+                     pooling: str | None = None, resume: bool = False, force: bool = False,
                      command: str = "", vocabulary: VocabularyChoice | None = None,
-                     report: EpochReport | None = None) -> Trainer:
-    """`LABEL<TAB>TEXT` classification with an encoder, from scratch or from a pretrained encoder
-    (whose tokenizer is then reused so the embeddings mean the same thing)."""
+                     report: EpochReport | None = None, given: Iterable[str] = (),
+                     warm_start: bool = True) -> Trainer:
+    """`LABEL<TAB>TEXT` classification with an encoder, from scratch or from a pretrained model of any level
+    (a masked-LM encoder or a causal LM): its tokenizer, shape and weights are kept (`read_pretrained`), so
+    the embeddings mean the same thing, and only the head is new. A causal LM stays causal: the last piece
+    has read the whole text. `pooling` None: `last` from a causal LM (POOLING_FROM_LM), else `mean`.
+    `given`: the fields the caller chose on purpose ("level", "vocab_size" and shape fields), refused where
+    they contradict the pretrained file. `warm_start` False: the file's model and tokenizer from fresh
+    weights (the control a pretrained run is compared with)."""
     train_pairs = read_tsv_pairs(train_path)
     test_pairs = read_tsv_pairs(test_path)
     vocabulary = vocabulary or VocabularyChoice(level=level)
     if reading_params_path and vocabulary.files:
         raise DataError(f"--vocab-from builds a new vocabulary, but {Path(reading_params_path).name} brings its "
                         "own; leave out one of them.")
+    causal = False
     if reading_params_path:
-        tokenizer = ckpt.load(reading_params_path).tokenizer
+        given = set(given)
+        pretrained = read_pretrained(reading_params_path, shape, given,
+                                     vocabulary.level if "level" in given else None,
+                                     vocabulary.vocab_size if "vocab_size" in given else None)
+        shape, tokenizer, causal = pretrained.shape, pretrained.tokenizer, pretrained.causal
     elif vocabulary.files:
         tokenizer = vocabulary.build(vocabulary_text(vocabulary.files))
     else:
@@ -322,9 +403,10 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
     test = ClassificationDataset(test_pairs, tokenizer, shape.block_size, labels)
     out = Path(writing_params_path)
     _prepare_output(out, resume, force)
-    model = build_model(shape, tokenizer.vocab_size, trainer.seed, causal=False, head="classifier",
-                   n_classes=len(labels), pooling=pooling)
-    _warm_start(model, reading_params_path, skip_prefix="head.")
+    pooling = pooling or (POOLING_FROM_LM if causal else "mean")
+    model = build_model(shape, tokenizer.vocab_size, trainer.seed, causal=causal, head="classifier",
+                        n_classes=len(labels), pooling=pooling)
+    _warm_start(model, reading_params_path if warm_start else None, skip_prefix="head.")
 
     def evaluate(m: Transformer) -> dict[str, float]:
         device = str(next(m.parameters()).device)
@@ -340,7 +422,7 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
         vocab["from"] = Path(reading_params_path).name
     plan = CheckpointPlan(out, tokenizer, "classify", labels=labels, command=command,
                           data=[file_record(train_path), file_record(test_path)],
-                          extra={"pretrained_from": Path(reading_params_path).name if reading_params_path
-                                 else "", "vocabulary": vocab})
+                          extra={"pretrained_from": Path(reading_params_path).name if reading_params_path and warm_start
+                                 else "", "vocabulary": vocab, "pooling": pooling})
     trainer_obj = Trainer(model, dataset, bounded(trainer, dataset), plan, evaluate)
     return _run(_reporting(trainer_obj, report), resume)

@@ -236,7 +236,9 @@ class Trainer:
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
                 _, loss = self.model(x, y)
-                if self.step == 0 and self.snapshots.wants(0):  # the initial weights, with their loss
+                # the weights after `step` optimizer steps, with the loss they give (this batch's, before its
+                # own step: the loss of the batch that made the step would belong to the weights before it)
+                if self.snapshots.wants(self.step):
                     self._snapshot(loss, wall_at_start + time.perf_counter() - started)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -247,8 +249,6 @@ class Trainer:
                 # every target position of the untrimmed rows, PAD included (the CS224N count), so a
                 # dataset that trims its batches keeps the schedule it would have had
                 self.tokens += y.size(0) * self.positions_per_row
-                if self.snapshots.wants(self.step):
-                    self._snapshot(loss, wall_at_start + time.perf_counter() - started)
                 if self.step % cfg.log_every == 0:  # .item() waits for the device: only when logging
                     self.wall_time = wall_at_start + time.perf_counter() - started
                     self.record("train", "loss", loss.item())
@@ -261,6 +261,10 @@ class Trainer:
                 torch.cuda.synchronize()
             self.wall_time = wall_at_start + time.perf_counter() - started
             self.epoch += 1
+            if self._finished() and self.snapshots.wants(self.step):  # no next batch: the last one's loss
+                with torch.no_grad():
+                    _, last_loss = self.model(x, y)
+                self._snapshot(last_loss, self.wall_time)
             if self.evaluate is not None:
                 self.model.eval()
                 for metric, value in self.evaluate(self.model).items():
