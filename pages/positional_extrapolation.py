@@ -16,7 +16,7 @@ import streamlit as st
 from core.figures import positional as figs
 from core.lens import extrapolation as ev
 from core.text import markdown_escape
-from pages.common import show_figure
+from pages.common import fitted_columns, show_figure
 from pages.positional_tabs import mtime, stamp
 
 
@@ -89,8 +89,9 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
     for sentence in ev.extrapolation_summary(variants):
         st.markdown(markdown_escape(sentence))
     table = pd.DataFrame(ev.extrapolation_rows(variants))
-    st.dataframe(table.drop(columns=["checkpoint", "positional"]).style.format(precision=4, na_rep="–"),
-                 hide_index=True)  # "–", not "None", where a scheme has no number
+    shown = table.drop(columns=["checkpoint", "positional"])
+    st.dataframe(shown.style.format(precision=4, na_rep="–"), hide_index=True,  # "–", not "None": no number
+                 column_config=fitted_columns(shown))  # widths that fit 1024 px
     st.download_button("Download CSV", table.to_csv(index=False).encode(), "extrapolation.csv", "text/csv")
     if "windows" in protocols:
         lengths = sorted({s.length for v in variants for s in v.scores if s.protocol == "windows"})

@@ -195,7 +195,7 @@ def test_no_vocabulary_warning_for_pieces_the_vocabulary_has_and_one_for_a_missi
 # --- 5 and 6. everything fits 1024 px; the RoPE panels keep their titles apart ------------------------------
 
 FIT_VIEWS = ["probe?name=Ada+Lovelace", "probe?tab=fabricate", "probe?tab=dev", "curves", "playground", "anatomy",
-             "attention", "positional"]
+             "attention", "positional", "positional?pos_section=extrapolation"]
 
 
 @pytest.mark.parametrize("path", FIT_VIEWS)
