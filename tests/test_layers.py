@@ -19,8 +19,6 @@ from tests.conftest import ROOT
 
 CORE = ROOT / "core"
 RANK = {"text": 0, "model": 1, "io": 2, "data": 2, "lens": 3, "train": 4, "figures": 4, "urlstate": 4}
-CORE_LIMIT = 400
-PAGE_LIMIT = 200
 
 
 def module_name(path: Path) -> str:
@@ -132,14 +130,6 @@ def _all_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names
-
-
-def test_no_file_over_the_limits():
-    long_core = {str(p.relative_to(ROOT)): n for p in CORE.rglob("*.py")
-                 if (n := len(p.read_text().splitlines())) > CORE_LIMIT}
-    long_pages = {str(p.relative_to(ROOT)): n for p in (ROOT / "pages").glob("*.py")
-                  if (n := len(p.read_text().splitlines())) > PAGE_LIMIT}
-    assert long_core == {} and long_pages == {}
 
 
 # --- the checks themselves can fail ---------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import random
 import re
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def test_conversion_refusals_are_one_sentence_on_screen(monkeypatch, tiny_checkp
         (_params_bytes(mingpt_state_dict("vanilla", vocab=VOCAB + 2)), CORPUS.encode(), "embedding rows"),
         (_params_bytes(evil), CORPUS.encode(), "refused without running"),
         (truncated[: len(truncated) // 3], CORPUS.encode(), "truncated"),
-        (os.urandom(2048), CORPUS.encode(), "not a file written by torch.save"),
+        (b"\x00junk" + random.Random(0).randbytes(2043), CORPUS.encode(), "not a file written by torch.save"),
         (_params_bytes(missing), CORPUS.encode(), "blocks.0.ln2.bias"),
         (_params_bytes(mingpt_state_dict("vanilla")), CORPUS.encode() + "\u25a1".encode(), "U+25A1"),
         (_params_bytes(mingpt_state_dict("vanilla")), b"caf\xe9", "not UTF-8"),
