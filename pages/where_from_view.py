@@ -20,7 +20,9 @@ from core.lens import where_from as wf
 from core.lens.attention import birthplace_prompt
 from core.lens.probe.files import table_csv
 from core.lens.probe.inputs import name_from_question
+from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
+from core.model.transformer import Transformer
 from pages.common import plain, show_figure
 
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
@@ -75,7 +77,7 @@ def cached_reading(path: str, modified: float, question: str, truth: str | None,
     lens = wf.logit_lens(_loaded.model, _loaded.tokenizer, rec, q.answer_id)
     attribution = wf.direct_attribution(_loaded.model, rec, q.answer_id, answer_piece=q.answer_piece)
     salience = None
-    if isinstance(_loaded.model, wf.analyses.Transformer):
+    if isinstance(_loaded.model, Transformer):  # input attribution patches our own model's embeddings
         salience = wf.input_attribution(_loaded.model, q)
     return q, lens, attribution, salience
 
@@ -97,8 +99,8 @@ def cached_next_piece(path: str, modified: float, text: str, _loaded):
     limit = model.max_length or model.config.block_size
     ids = ids[-limit:]
     try:
-        rec = wf.analyses.trace(model, ids, [tokenizer.decode([i]) for i in ids], activations=True)
-    except wf.analyses.TraceError as exc:
+        rec = trace(model, ids, [tokenizer.decode([i]) for i in ids], activations=True)
+    except TraceError as exc:
         raise wf.WhereFromError(str(exc)) from None
     answer = int(rec.logits[0, -1].argmax())
     piece = tokenizer.decode([answer])

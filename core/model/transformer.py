@@ -216,12 +216,6 @@ class Transformer(nn.Module):
         logits, _ = self.head(h, idx, None)
         return logits, torch.stack(weights)
 
-    def run_with_hooks(self, idx: torch.Tensor, hooks: Hooks) -> torch.Tensor:
-        """idx (B, T) -> logits, every hook point called (the fused attention path: no weights kept)."""
-        h, _ = self.hidden_states(idx, hooks=hooks)
-        logits, _ = self.head(h, idx, None)
-        return logits
-
     def readout(self) -> tuple[nn.LayerNorm, torch.Tensor]:
         """(final LayerNorm, unembedding (V, C)): how a residual stream becomes next-token logits
         (the logit lens and direct attribution read a stream through exactly these)."""
