@@ -172,3 +172,21 @@ def test_every_bundled_lm_carries_the_pages_default_run(path):
     # recorded where `make checkpoints` ran (CUDA when present): equal within the trainer check's tolerance
     assert scores[("windows", block, ev.DEFAULT_LIMITS["windows"])].loss == pytest.approx(
         fresh.loss, abs=ev.REPRODUCTION_TOLERANCE)
+
+
+def _stored_losses(scheme: str, protocol: str) -> dict[float, float]:
+    raw = checkpoint.read_metadata(ROOT / "checkpoints" / f"lm-{scheme}.safetensors")["extrapolation"]
+    record = json.loads(raw) if isinstance(raw, str) else raw
+    return {e["factor"]: e["loss"] for e in record["scores"] if e["protocol"] == protocol and e["cap"] is not None}
+
+
+@pytest.mark.skipif(not all(p.exists() for p in BUNDLED), reason="the bundled LM set is not trained yet")
+def test_the_stored_runs_show_what_the_longer_than_trained_tab_teaches():
+    """Issue 36: the piece-level family keeps the lesson: learned positions stop at the training length,
+    sinusoidal ones degrade past it, ALiBi holds (every number is one the page shows on its first visit;
+    the test above re-measures one per file)."""
+    for protocol in ("windows", "sliding"):
+        learned, sinusoidal, alibi = (_stored_losses(s, protocol) for s in ("learned", "sinusoidal", "alibi"))
+        assert math.isfinite(learned[1.0]) and all(math.isnan(v) for f, v in learned.items() if f > 1)
+        assert all(sinusoidal[f] > sinusoidal[1.0] + 1.0 for f in (1.5, 2.0, 3.0, 4.0))
+        assert all(alibi[f] < alibi[1.0] + 0.05 for f in (1.5, 2.0, 3.0, 4.0))
