@@ -5,8 +5,8 @@
 Starts `streamlit run app.py` (bundled checkpoints) and a two-page hello-world Streamlit app, each on its
 own loopback port, drives both from one Chromium (Playwright, Debian's /usr/bin/chromium) and prints one
 table: every page's first complete render after in-app navigation (a sidebar link click), every main
-interaction (new sentence, layer, head, view, checkpoint, probe name), and for the long run
-(extrapolation) the time until progress shows. The "512 tokens" rows (`--only long`) open a third server on
+interaction (new sentence, layer, head, view, checkpoint, probe name, opening the probe's "Where from" and a
+new name with it open), and for the long run (extrapolation) the time until progress shows. The "512 tokens" rows (`--only long`) open a third server on
 the models of `bench.long_inputs` (a 512-context model of ours, a Hugging Face BERT folder) and time the
 attention page's head, model and query-key views and their token window at 512 tokens. Each row is the
 median of --repeats warm tries (one unmeasured try first); the hello-world page's navigation and text
@@ -259,6 +259,18 @@ def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpo
                  "Karl Long"]
         add("probe: name", lambda i: tab.timed(tab.commit("A name, or a question 'Where was NAME born?'",
                                                            names[i + 1], area=False)))
+        where_from = tab.radio("Where from: logit lens, attribution, causal tracing")  # the toggle's label
+
+        def open_where_from(i: int) -> float:
+            if i >= 0:
+                tab.timed(where_from)  # close it again (not measured): each try times an opening
+            return tab.timed(where_from)
+        add("probe: open 'Where from'", open_where_from)
+        fresh = ["Lise Meitner", "Paul Dirac", "Max Born", "Otto Hahn", "Rosalind Franklin", "Dorothy Hodgkin",
+                 "Niels Bohr", "Enrico Fermi", "Hedy Lamarr", "Alan Kay", "Edith Clarke", "Hans Bethe"]
+        add("probe: name, with 'Where from' open (new traces)",
+            lambda i: tab.timed(tab.commit("A name, or a question 'Where was NAME born?'", fresh[(i + 1) % 12],
+                                           area=False)))
     if "positional" in pages:
         tab.goto(f"{url}/positional?pos_section=sentence")
         add("positional: new sentence", lambda i: tab.timed(tab.commit("Sentence", SENTENCES[i + 1], area=False)))
