@@ -6,11 +6,11 @@ Starts `streamlit run app.py` (bundled checkpoints) and a two-page hello-world S
 own loopback port, drives both from one Chromium (Playwright, Debian's /usr/bin/chromium) and prints one
 table: every page's first complete render after in-app navigation (a sidebar link click), every main
 interaction (new sentence, layer, head, view, checkpoint, probe name, opening the probe's "Where from" and a
-new name with it open), and for the long run (extrapolation) the time until progress shows. The "512
-tokens" rows (`--only long`) open a third server on the models of `bench.long_inputs` (a 512-context model of ours, a Hugging Face BERT folder) and time the
-attention page's head, model and query-key views and their token window at 512 tokens. Each row is the
-median of --repeats warm tries (one unmeasured try first); the hello-world page's navigation and text
-commit are timed in the same run and every row shows its ratio to them.
+new name with it open), and for the long run (extrapolation) the time until progress shows. The "512 tokens"
+rows (`--only long`) open a third server on the models of `bench.long_inputs` (a 512-context model of ours, a
+Hugging Face BERT folder) and time the attention page's head, model and query-key views and their token window
+at 512 tokens. Each row is the median of --repeats warm tries (one unmeasured try first); the hello-world
+page's navigation and text commit are timed in the same run and every row shows its ratio to them.
 
 "Complete" = the server sent `script_finished` for a run that started after the click (Streamlit's own
 websocket message, parsed with its protobuf) AND the browser shows no stale element, no "Running"
