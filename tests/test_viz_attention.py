@@ -120,3 +120,14 @@ def test_token_figure_has_one_line_per_head_with_gaps_at_masked_keys():
     y = np.asarray(fig.data[1].y, dtype=float)
     assert y[:2].tolist() == [0.9, 0.1] and np.isnan(y[2:]).all()
     assert fig.layout.shapes[0].x0 == 1  # the query's own position is marked
+
+
+def test_every_query_is_labelled_when_the_rows_have_room():
+    import numpy as np
+
+    from core.figures.attention import attention_heatmap
+    T = 20
+    fig = attention_heatmap(np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None], [f"t{i}" for i in range(T)])
+    assert fig.layout.yaxis.tickmode == "linear" and fig.layout.yaxis.dtick == 1  # plotly thinned to every other
+    crowded = attention_heatmap(np.eye(4), ["a", "b", "c", "d"], height=200)  # 7 px a row: plotly may thin
+    assert crowded.layout.yaxis.dtick is None

@@ -92,10 +92,12 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
         text = None
         hover = f"query %{{y}} → key %{{x}}<br>{value} %{{z:.7g}}<extra></extra>"
     categories = token_categories(labels)
-    layout = attention_layout(title, height or attention_height(T),
-                              xaxis=category_axis(title=dict(text="key")),
-                              yaxis=category_axis(title=dict(text="query" if query_labels else ""),
-                                                  autorange="reversed", showticklabels=query_labels))
+    height = height or attention_height(T)
+    yaxis = category_axis(title=dict(text="query" if query_labels else ""), autorange="reversed",
+                          showticklabels=query_labels)
+    if (height - 170) / T >= ROW_PX:  # room for every query's label: plotly's own thinning dropped every other one
+        yaxis.update(tickmode="linear", dtick=1)
+    layout = attention_layout(title, height, xaxis=category_axis(title=dict(text="key")), yaxis=yaxis)
     trace = go.Heatmap(z=z, x=categories, y=categories, text=text, hovertemplate=hover, hoverongaps=False,
                        colorbar=dict(thickness=12, title=dict(text=value), tickfont=TOKEN_FONT),
                        meta={"positions": [int(p) for p in positions]}, showscale=colorbar, **scale)
