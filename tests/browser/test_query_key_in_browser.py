@@ -22,7 +22,7 @@ from tests.browser.test_projector import (
 
 pytestmark = pytest.mark.browser
 
-LONG_TEXT = ("Daniel Dunn was an American actor, born in Baltimore. " * 12)[:560]
+LONG_TEXT = "Daniel Dunn was an American actor, born in Baltimore. " * 40  # past 512 tokens, characters or pieces
 
 
 @pytest.fixture
@@ -77,6 +77,9 @@ def test_a_512_token_input_is_a_window_the_search_moves(projector, server):
                  load(server.checkpoints / f"{n}.safetensors").model.max_length is None]
     if not unlimited:
         pytest.skip("no checkpoint here can read 512 tokens")
+    loaded = load(server.checkpoints / f"{unlimited[0]}.safetensors")
+    tokens = av.run_attention(loaded.model, loaded.tokenizer, loaded.task, LONG_TEXT, run_past_block=True).tokens
+    assert len(tokens) == 512  # the page reads at most 512 tokens
     url = f"{server.url}/attention?model={unlimited[0]}&past=1&text={quote(LONG_TEXT)}"
     for view in ("single", "model", "qk"):
         open_page(projector, f"{url}&view={view}")
@@ -87,8 +90,6 @@ def test_a_512_token_input_is_a_window_the_search_moves(projector, server):
         if view != "model":
             check_labels(measured["x"], f"{view}: keys at 512 tokens")
         check_labels(measured["y"], f"{view}: {'dimensions' if view == 'qk' else 'queries'} at 512 tokens")
-    loaded = load(server.checkpoints / f"{unlimited[0]}.safetensors")
-    tokens = av.run_attention(loaded.model, loaded.tokenizer, loaded.task, LONG_TEXT, run_past_block=True).tokens
     needle = max(tokens[100:400], key=len)  # the longest token there: a word, or a letter for a character model
     first, last = tw.window_around(tw.find_tokens(tokens, needle)[0], len(tokens))
     box = projector.get_by_label("Find a token", exact=True)
