@@ -129,5 +129,5 @@ def test_every_query_is_labelled_when_the_rows_have_room():
     T = 20
     fig = attention_heatmap(np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None], [f"t{i}" for i in range(T)])
     assert fig.layout.yaxis.tickmode == "linear" and fig.layout.yaxis.dtick == 1  # plotly thinned to every other
-    crowded = attention_heatmap(np.eye(4), ["a", "b", "c", "d"], height=200)  # 7 px a row: plotly may thin
+    crowded = attention_heatmap(np.eye(40), [f"t{i}" for i in range(40)], height=400)  # 7 px a row: plotly thins
     assert crowded.layout.yaxis.dtick is None

@@ -32,11 +32,18 @@ ATTENTION_MASKED_COLOR = "rgb(200, 200, 200)"  # MASKED_COLOR made opaque: disti
 HOVER_TOKENS_MAX = 32  # up to this many tokens the hover also names positions (a text per cell is
 # 2/3 of a 60-token map's JSON, 110 KB, which a projector laptop parses on every rerun); past it,
 # the hover names the two tokens from the category axes
-ROW_PX = 16  # a 13 px label needs ~15 px: every row labelled up to (900 - margins) / 16 tokens
+ROW_PX = 18  # a 13 px label's box is 17 px high: every row labelled up to (900 - margins) / 18 tokens
 
 
 def attention_height(n_tokens: int) -> int:
     return int(min(900, max(360, 170 + ROW_PX * n_tokens)))
+
+
+def rows_have_room(height: int, labels: list[str]) -> bool:
+    """Whether every query's label fits beside its row: the plot is the height less the title, the margins and
+    the key labels under it (turned, ~7 px a character)."""
+    plot = height - 100 - 7 * min(20, max((len(label) for label in labels), default=1))
+    return plot / max(len(labels), 1) >= ROW_PX - 0.5
 
 
 def attention_layout(title: str | None, height: int, **extra: Any) -> dict[str, Any]:
@@ -95,7 +102,7 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     height = height or attention_height(T)
     yaxis = category_axis(title=dict(text="query" if query_labels else ""), autorange="reversed",
                           showticklabels=query_labels)
-    if (height - 170) / T >= ROW_PX:  # room for every query's label: plotly's own thinning dropped every other one
+    if rows_have_room(height, labels):  # every query labelled: plotly's own thinning dropped every other one
         yaxis.update(tickmode="linear", dtick=1)
     layout = attention_layout(title, height, xaxis=category_axis(title=dict(text="key")), yaxis=yaxis)
     trace = go.Heatmap(z=z, x=categories, y=categories, text=text, hovertemplate=hover, hoverongaps=False,
