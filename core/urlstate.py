@@ -19,9 +19,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import quote, unquote
 
-from core.lens.history.curves import X_AXES
+from core.lens.history.curves import DEFAULT_SMOOTHING, MAX_SMOOTHING, X_AXES
 from core.lens.history.records import MAX_NAME_CHARS
-from core.lens.history.smoothing import DEFAULT_SMOOTHING, MAX_SMOOTHING
 from core.lens.probe.inputs import MAX_INPUT_CHARS
 
 ATTENTION_VIEWS = ("single", "model", "token", "qk", "combine", "compare")
