@@ -1,7 +1,7 @@
 """Attention: type a sentence, see what every head of the selected model attends to.
 
 Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass per model content, text and
-options, shared by every session: pages.shared) -> `core.figures` figures (shared per run and view). The URL
+options, shared by every session: pages.shared_caches) -> `core.figures` figures (shared per run and view). The URL
 (`core.urlstate`) holds the sentence, layer, head, view, options and training step, so a copied link reopens
 exactly this view. User text is only ever shown through st.text / st.code / dataframes / escaped plotly labels.
 """
@@ -19,8 +19,9 @@ from pages.attention_compare import show_compare
 from pages.attention_output import show_output, show_sanity
 from pages.attention_query_key import show_query_key
 from pages.attention_window import window_controls
-from pages.common import PageModels, checkpoint_picker, require_model, show_figure
-from pages.shared import attention_run, figure
+from pages.charts import show_figure
+from pages.model_picker import PageModels, checkpoint_picker, require_model
+from pages.shared_caches import attention_run, figure
 from pages.training_steps import step_slider
 
 VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "qk": "Query·key",

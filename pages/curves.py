@@ -34,16 +34,11 @@ from core.lens.history.records import (
     read_uploaded_history,
     to_csv,
 )
-from pages.common import (
-    MODEL_PICKED,
-    PageModels,
-    all_checkpoints,
-    available_checkpoints,
-    checkpoint_picker,
-    plain,
-    show_figure,
-    shown_table,
-)
+from core.text import markdown_escape as plain
+from pages.charts import show_figure
+from pages.model_loading import all_checkpoints, available_checkpoints
+from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
+from pages.tables import shown_table
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200

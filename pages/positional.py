@@ -15,8 +15,9 @@ import streamlit as st
 from core import urlstate as url
 from core.lens import positional as pv
 from core.text import markdown_escape
-from pages import positional_tabs as sections
-from pages.common import PageModels, all_checkpoints, checkpoint_picker, load_checkpoint, selected_info
+from pages import positional_views as sections
+from pages.model_loading import all_checkpoints, load_checkpoint
+from pages.model_picker import PageModels, checkpoint_picker, selected_info
 from pages.positional_extrapolation import extrapolation
 
 WIDGETS = {"section": "pos_tab", "text": "pos_text", "layer": "pos_layer", "head": "pos_head",

@@ -3,7 +3,7 @@
 Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each opening with the picker of
 the model for the details (beside the name on Ask: the answers start above the fold at 1024x768), then one
 `core.lens.probe` call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence,
-attention at the answer; drawn by pages/probe_parts.py), Fabricate (names nobody wrote about: the fallback
+attention at the answer; drawn by pages/probe_example.py), Fabricate (names nobody wrote about: the fallback
 strategy), Dev set (assignment-exact accuracy, evidence categories, reliability, one example at a time;
 pages/probe_dev.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
@@ -19,19 +19,14 @@ from core.data.datasets import DataError
 from core.data.world_tables import LOCALES
 from core.figures import probe as viz
 from core.lens.probe import corpus, fabricated, files, inputs
+from core.text import markdown_escape as plain
 from pages import where_from_view
-from pages.common import (
-    EXPANDER_WIDTH,
-    PageModels,
-    all_checkpoints,
-    checkpoint_picker,
-    fitted_columns,
-    load_checkpoint,
-    plain,
-    show_figure,
-)
+from pages.charts import show_figure
+from pages.model_loading import all_checkpoints, load_checkpoint
+from pages.model_picker import PageModels, checkpoint_picker
 from pages.probe_dev import dev_tab
-from pages.probe_parts import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
+from pages.probe_example import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
+from pages.tables import EXPANDER_WIDTH, fitted_columns
 from pages.training_steps import show_answers_by_step
 
 TABS = tuple(urlstate.PROBE_TABS.values())

@@ -15,7 +15,10 @@ from core import urlstate
 from core.io import snapshots as snap_files
 from core.io.loaded import LoadedCheckpoint
 from core.lens import training_steps as ts
-from pages.common import EXPANDER_WIDTH, fitted_columns, load_cached, plain, select_checkpoint
+from core.text import markdown_escape as plain
+from pages.model_loading import load_cached
+from pages.model_picker import select_checkpoint
+from pages.tables import EXPANDER_WIDTH, fitted_columns
 
 STEP_KEY = "attn_step"  # the attention page's slider (its URL key: core.urlstate's "step")
 
@@ -130,7 +133,7 @@ def show_answers_by_step(loaded: LoadedCheckpoint, name: str, question: str, pla
     """For a birthplace model that kept snapshots: its answer and top candidates at every kept step, in an
     expander that computes only when opened (about one answer's time per step)."""
     from core.figures.training_steps import candidate_steps_figure
-    from pages.common import show_figure
+    from pages.charts import show_figure
 
     found = snapshots_for(loaded)
     if found is None:

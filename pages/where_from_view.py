@@ -23,7 +23,8 @@ from core.lens.probe.inputs import name_from_question
 from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
 from core.model.transformer import Transformer
-from pages.common import plain, show_figure
+from core.text import markdown_escape as plain
+from pages.charts import show_figure
 
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
              "last layer at an earlier position, which cannot reach the answer (exactly 0).")

@@ -20,8 +20,10 @@ from core.io.checkpoint import LoadedCheckpoint
 from core.lens.birthplace import predict_birthplaces
 from core.lens.probe import answers, corpus, inputs
 from core.text import MASK_LABEL
-from pages.common import MAIN_WIDTH, fitted_columns, plain, show_figure
-from pages.shared import figure
+from core.text import markdown_escape as plain
+from pages.charts import show_figure
+from pages.shared_caches import figure
+from pages.tables import MAIN_WIDTH, fitted_columns
 
 TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
