@@ -12,7 +12,6 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import urlstate
 from core.figures.curves import family_run_colors, training_curves_figure
 from core.io import folders
 from core.io.checkpoint import checkpoint_dir
@@ -35,9 +34,11 @@ from core.lens.history.records import (
     to_csv,
 )
 from core.text import markdown_escape as plain
+from pages import page_state
 from pages.charts import show_figure
 from pages.model_loading import all_checkpoints, available_checkpoints
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
+from pages.states import CurvesState
 from pages.tables import shown_table
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 
@@ -142,9 +143,14 @@ if not names:
 # --- settings: from the URL on first load, then from the widgets ---------------------------------
 if "curves_runs" not in st.session_state:
     params = st.query_params.to_dict()
-    if "curves_saved" in st.session_state and not set(urlstate.CURVE_KEYS) & set(params):  # back from a page
-        params = urlstate.encode_curves(st.session_state["curves_saved"])
-    url, url_notes = urlstate.decode_curves(params, names)
+    last = page_state.last_state(CurvesState)
+    if last is not None and not page_state.url_keys(CurvesState) & set(params):  # back from another page
+        params = page_state.to_url(last)
+    url, url_notes = page_state.from_url(CurvesState, params)
+    missing = len(set(url.runs) - set(names))
+    if missing:
+        url_notes.insert(0, f"{missing} run(s) named in the link are not available here.")
+    url = url.replace(runs=[r for r in url.runs if r in names])
     picked = st.session_state.get("checkpoint")  # the sidebar's model: the run you are looking at
     opening = preset_runs(OPENING, [n for n in names if n in OPENING.patterns])  # pretrained vs scratch
     if url.runs:
@@ -208,12 +214,11 @@ live = bool(running) and far.toggle(
     "Follow running jobs", value=True, key="curves_live",
     help=f"Re-read logs written in the last {LIVE_WINDOW_S // 60} minutes every {REFRESH_SECONDS} s; "
          "your zoom is kept.")
-settings = urlstate.CurveSettings(runs=selected, metric=metric, x=x_axis, smoothing=smoothing, logy=logy)
-st.query_params.update(urlstate.encode_curves(settings))
-st.session_state["curves_saved"] = settings
+settings = CurvesState(runs=tuple(selected), metric=metric, x=x_axis, smoothing=smoothing, logy=logy)
+page_state.write(settings)
 
 
-def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
+def chart_part(settings: CurvesState, following: list[str]) -> None:
     """Everything that changes when a log grows; a fragment, so a refresh redraws only this."""
     if following and not any(is_running(sources[n].path) for n in following):
         st.rerun(scope="app")  # the jobs stopped writing: a full rerun turns the auto-refresh off

@@ -2,7 +2,7 @@
 
 Not a page itself (app.py lists pages explicitly). The selected checkpoint lives in
 `st.session_state["checkpoint"]`, in `st.session_state["model_choice"]` (so a page switch keeps a model someone
-picked) and in the URL as `?model=<name>` (core.urlstate), so a reload or a copied link reopens it. Until someone
+picked) and in the URL as `?model=<name>` (pages.page_state), so a reload or a copied link reopens it. Until someone
 picks one, each page opens on its own default (`PageModels`: the model that shows the page's point).
 """
 
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from core import urlstate
 from core.io.checkpoint import CheckpointInfo, LoadedCheckpoint, checkpoint_dir
 from core.text import markdown_escape as plain
 from pages.model_loading import NO_CHECKPOINTS, all_checkpoints, cached_model_card, load_checkpoint
 from pages.multipage import leave_legacy_multipage_mode
+from pages.page_state import model_from_url, model_to_url
 
 MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches (widget state is not)
 
@@ -50,7 +50,7 @@ def initial_model(names: list[str], default: str, page: str) -> tuple[str, bool]
     """The picker's value on this run and whether someone chose it: a link asking for a model the page did
     not write itself (a shared link, a link from another page), else this session's own choice, else the
     page's default (a page switch without a choice opens each page on the model that shows its point)."""
-    wanted = urlstate.decode_model(st.query_params.to_dict())
+    wanted = model_from_url(st.query_params.to_dict())
     # A page switch clears the URL, so a model in it on a page's first run came with the link
     arrived = st.session_state.get(PICKER_PAGE) != page
     st.session_state[PICKER_PAGE] = page
@@ -88,7 +88,7 @@ def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
         if suited and models.why:
             st.caption(plain(f"Suits this page: {', '.join(suited)} ({models.why})."))
         st.session_state[MODEL_CHOICE] = name
-        st.query_params.update(urlstate.encode_model(name))
+        st.query_params.update(model_to_url(name))
         info = infos[names.index(name)]
         st.session_state["checkpoint"] = info
         with st.expander("Model card", expanded=False):
@@ -108,7 +108,7 @@ def select_checkpoint(name: str) -> None:
     """Make `name` the picker's choice on the next run (e.g. after an upload)."""
     st.session_state[MODEL_CHOICE] = name
     st.session_state[MODEL_PICKED] = True
-    st.query_params.update(urlstate.encode_model(name))
+    st.query_params.update(model_to_url(name))
     st.session_state.pop("picker_model", None)  # the widget may be drawn already: its state cannot be set
 
 

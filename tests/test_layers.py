@@ -1,7 +1,7 @@
 """The shape of the code, checked: core's imports point one way and never form a circle.
 
 Layers (DESIGN.md): model <- io / data <- lens <- train / figures <- pages. `core.text` (display
-helpers) sits below everything; `core.urlstate` (page state in the URL) sits with the figures.
+helpers) sits below everything; page state in the URL lives in pages/ (pages/page_state.py), not in core.
 `train` sits above `lens` because its command line evaluates what it trained (birthplace accuracy,
 perplexity per file); nothing in `lens` trains. Every import counts, including the ones inside
 functions (a lazy import is still an arrow), read with `ast` from the source alone.
@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ROOT
 
 CORE = ROOT / "core"
-RANK = {"text": 0, "model": 1, "io": 2, "data": 2, "lens": 3, "train": 4, "figures": 4, "urlstate": 4}
+RANK = {"text": 0, "model": 1, "io": 2, "data": 2, "lens": 3, "train": 4, "figures": 4}
 
 
 def module_name(path: Path) -> str:
