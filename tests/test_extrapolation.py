@@ -282,3 +282,16 @@ def test_planned_work_counts_the_token_positions_a_run_reads():
     assert planned_work(64, [4.0], ["sliding"], {"sliding": 512}, 5000) == 256 + (512 - 256) * 256
     assert planned_work(64, [4.0], ["sliding"], {"sliding": None}, 300) == 256 + 44 * 256
     assert planned_work(64, [2.0], ["sliding"], {"sliding": 512}, 5000, max_length=64) == 0
+
+
+def test_the_documented_command_runs_from_the_train_side():
+    """`python -m core.train.extrapolation ...` (checkpoints/README.md) is a command, not a silent import."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    result = subprocess.run([sys.executable, "-m", "core.train.extrapolation", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "usage: python -m core.train.extrapolation" in result.stdout, result.stderr
+    assert "record" in result.stdout and "extrapolation" in result.stdout

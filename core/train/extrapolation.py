@@ -174,3 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "record":
         return record_command(args)
     return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
