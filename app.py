@@ -1,7 +1,7 @@
 """Attention Lab: the entry point. Owns page config and the navigation over the explicit page list
 (pages/__init__.py: APP_PAGES).
 
-The shared sidebar (model picker) is drawn by `pages.common.checkpoint_picker()`, which every
+The shared sidebar (model picker) is drawn by `pages.model_picker.checkpoint_picker()`, which every
 page calls first: Streamlit's AppTest reruns only the page script, so sidebar code placed here
 would vanish from page tests after the first run.
 """

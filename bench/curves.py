@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from core.figures.curves import training_curves_figure
-from core.lens.history import COLUMNS, N_BUCKETS, build_curves
+from core.lens.history.curves import N_BUCKETS, build_curves
+from core.lens.history.records import COLUMNS
 
 NO_BUCKETING = 10**12  # more buckets than points: build_curves then draws every point
 

@@ -34,7 +34,7 @@ APP_PAGES: tuple[AppPage, ...] = (
 )
 
 
-APP_RAN = "app_ran"  # session_state: app.py has run in this session (pages.common.leave_legacy_multipage_mode)
+APP_RAN = "app_ran"  # session_state: app.py has run in this session (pages.multipage.leave_legacy_multipage_mode)
 
 
 def streamlit_pages() -> list:

@@ -10,8 +10,9 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
-from pages.common import PageModels, checkpoint_picker, require_model, selected_info, show_figure
-from pages.shared import figure
+from pages.charts import show_figure
+from pages.model_picker import PageModels, checkpoint_picker, require_model, selected_info
+from pages.shared_caches import figure
 
 checkpoint_picker(PageModels("anatomy", ("lm-learned",), "lm"))
 

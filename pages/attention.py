@@ -1,62 +1,43 @@
 """Attention: type a sentence, see what every head of the selected model attends to.
 
 Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass per model content, text and
-options, shared by every session: pages.shared) -> `core.figures` figures (shared per run and view). The URL
-(`core.urlstate`) holds the sentence, layer, head, view, options and training step, so a copied link reopens
-exactly this view. User text is only ever shown through st.text / st.code / dataframes / escaped plotly labels.
+options, shared by every session: pages.shared_caches) -> `core.figures` figures (shared per run and view).
+The URL (`pages.states.AttentionState`) holds the sentence, layer, head, view, options and training step, so a
+copied link reopens exactly this view. User text is only ever shown through st.text / st.code / dataframes /
+escaped plotly labels.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from core import urlstate
 from core.figures import attention as figs
 from core.lens import attention as av
 from core.lens import token_window as tw
-from pages import where_from_view
+from pages import page_state, where_from_view
 from pages.attention_compare import show_compare
 from pages.attention_output import show_output, show_sanity
 from pages.attention_query_key import show_query_key
 from pages.attention_window import window_controls
-from pages.common import PageModels, checkpoint_picker, require_model, show_figure
-from pages.shared import attention_run, figure
+from pages.charts import show_figure
+from pages.model_picker import PageModels, checkpoint_picker, require_model
+from pages.shared_caches import attention_run, figure
+from pages.states import COMBINE_METHODS, AttentionState
 from pages.training_steps import step_slider
 
 VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "qk": "Query·key",
                "combine": "Combine", "compare": "Compare"}
-WIDGET_KEYS = {"text": "attn_text", "layer": "attn_layer", "head": "attn_head", "view": "attn_view",
-               "token": "attn_token", "combine": "attn_combine", "compare": "attn_compare",
-               "past": "attn_past", "hide_first": "attn_hide_first", "hide_special": "attn_hide_special",
-               "key": "attn_key", "window": "attn_window", "step": "attn_step"}
-
-
 def restore_widgets(loaded) -> None:
-    """Widget defaults: the URL on first render or when a link brings other values than this page wrote last
-    (the probe's "open this question" link, a pasted link), else this session's last state (views come and go)."""
-    params = st.query_params.to_dict()
-    ours = {k: v for k, v in params.items() if k in urlstate.URL_KEYS.values()}
-    last = st.session_state.get("attn_saved")
-    linked = last is not None and bool(ours) and ours != urlstate.encode(last)
-    if linked:
-        for key in WIDGET_KEYS.values():
-            st.session_state.pop(key, None)
-    saved = urlstate.decode(params) if linked or last is None else last
+    """Widget defaults from the page's state (pages/page_state.py: the URL on a first visit or a link, else
+    this session's last state), the sentence following a newly picked model while nobody has edited it."""
+    page_state.restore(AttentionState)
     default = av.default_sentence(loaded.task, loaded.tokenizer)
     previous_default = st.session_state.get("attn_default")
-    if previous_default is not None and st.session_state.get("attn_text", saved.text) == previous_default:
+    if previous_default is not None and st.session_state.get("attn_text") == previous_default:
         st.session_state["attn_text"] = default  # untouched default: follow the newly picked model
     st.session_state["attn_default"] = default
-    saved = saved.replace(text=default if saved.text is None else saved.text)
-    for field, key in WIDGET_KEYS.items():
-        if key not in st.session_state:
-            st.session_state[key] = getattr(saved, field)
-
-
-def current_state() -> urlstate.AttentionPageState:
-    saved = st.session_state.get("attn_saved") or urlstate.AttentionPageState()
-    values = {field: st.session_state.get(key, getattr(saved, field)) for field, key in WIDGET_KEYS.items()}
-    return urlstate.AttentionPageState(**values)
+    if st.session_state.get("attn_text") is None:  # no sentence in the link: the checkpoint's default
+        st.session_state["attn_text"] = default
 
 
 def index_select(label: str, key: str, count: int, default: int = 0, fmt=str) -> int:
@@ -105,7 +86,7 @@ def show_token(run: av.AttentionRun, key: tuple, layer: int, head: int, name: st
 
 
 def show_combine(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
-    method = st.radio("Combine", urlstate.COMBINE_METHODS, key="attn_combine", horizontal=True,
+    method = st.radio("Combine", COMBINE_METHODS, key="attn_combine", horizontal=True,
                       format_func=av.COMBINE_TITLES.get)
     hide_first = st.checkbox("Hide the first token", key="attn_hide_first")
     hide_special = st.checkbox("Hide special tokens (PAD/MASK, [CLS]/[SEP])", key="attn_hide_special")
@@ -153,12 +134,7 @@ if loaded.model.max_length is None:
 else:
     st.session_state["attn_past"] = False
 loaded = step_slider(loaded, controls[3])  # the same checkpoint at a kept training step (when it has some)
-state = current_state()
-params = urlstate.encode(state)
-for stale in set(urlstate.URL_KEYS.values()) - set(params):
-    st.query_params.pop(stale, None)
-st.query_params.update(params)
-st.session_state["attn_saved"] = state
+state = page_state.bind(AttentionState, page_state.last_state(AttentionState))
 
 try:
     run_key, run = attention_run(loaded, text, state.past, view == "qk")

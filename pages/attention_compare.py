@@ -9,8 +9,9 @@ from core.figures import attention as figs
 from core.lens import attention as av
 from core.lens import token_window as tw
 from pages.attention_window import window_controls
-from pages.common import all_checkpoints, load_checkpoint, show_figure
-from pages.shared import attention_run, figure
+from pages.charts import show_figure
+from pages.model_loading import all_checkpoints, load_checkpoint
+from pages.shared_caches import attention_run, figure
 
 
 def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:

@@ -11,8 +11,10 @@ from core.lens import attention as av
 from core.lens import query_key as qk
 from core.model.positional import scheme_label
 from pages.attention_window import move_to, window_controls
-from pages.common import load_checkpoint, selected_info, show_figure
-from pages.shared import figure
+from pages.charts import show_figure
+from pages.model_loading import load_checkpoint
+from pages.model_picker import selected_info
+from pages.shared_caches import figure
 
 POSITION_NOTES = {  # how the model's positional scheme enters q and k (or the scores), by scheme name
     "rope": "q and k are shown after RoPE rotated each pair of dimensions by the token's position, as the "

@@ -12,21 +12,34 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import urlstate
 from core.figures.curves import family_run_colors, training_curves_figure
 from core.io import folders
 from core.io.checkpoint import checkpoint_dir
-from core.lens import history as hist
-from pages.common import (
-    MODEL_PICKED,
-    PageModels,
-    all_checkpoints,
-    available_checkpoints,
-    checkpoint_picker,
-    plain,
-    show_figure,
-    shown_table,
+from core.lens.history.curves import (
+    MAX_SMOOTHING,
+    X_AXES,
+    build_curves,
+    default_smoothing,
+    ordered_metrics,
+    summarize_runs,
 )
+from core.lens.history.logs import LIVE_WINDOW_S, LogFollower, RunSource, catalog, file_signature, is_running, log_stem
+from core.lens.history.presets import COMPARISONS, ComparisonPreset, comparison_verdicts, first_epoch_gaps, preset_runs
+from core.lens.history.records import (
+    LoadedHistory,
+    combine,
+    label_runs,
+    read_checkpoint_history,
+    read_uploaded_history,
+    to_csv,
+)
+from core.text import markdown_escape as plain
+from pages import page_state
+from pages.charts import show_figure
+from pages.model_loading import all_checkpoints, available_checkpoints
+from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
+from pages.states import CurvesState
+from pages.tables import shown_table
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200
@@ -35,7 +48,7 @@ CHOOSE_YOURSELF = "(choose runs yourself)"
 MAX_NOTES_SHOWN = 12
 OPENING_NAME = "pretrained vs from scratch"
 # What the page opens on: the same classifier finetuned with and without pretraining, accuracy by epoch
-OPENING = hist.ComparisonPreset(("names-pretrained", "names-scratch"), "accuracy", "",
+OPENING = ComparisonPreset(("names-pretrained", "names-scratch"), "accuracy", "",
                                 pairs=(("names-pretrained", "names-scratch"),))
 
 checkpoint_picker(PageModels("curves", ("names-pretrained", "names-scratch"), "classify",
@@ -51,30 +64,30 @@ def show_notes(notes: list[str]) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def checkpoint_history(path: str, signature: tuple[int, int], source: str) -> hist.LoadedHistory:
-    return hist.read_checkpoint_history(path, source)
+def checkpoint_history(path: str, signature: tuple[int, int], source: str) -> LoadedHistory:
+    return read_checkpoint_history(path, source)
 
 
-def uploaded_histories(files) -> dict[str, hist.LoadedHistory]:
+def uploaded_histories(files) -> dict[str, LoadedHistory]:
     """Parse each upload once per session (keyed by Streamlit's file id), named '<stem> (uploaded)'."""
     parsed = st.session_state.setdefault("curves_parsed_uploads", {})
-    out: dict[str, hist.LoadedHistory] = {}
+    out: dict[str, LoadedHistory] = {}
     for file in files or []:
         if file.file_id not in parsed:
-            source = f"{hist.log_stem(file.name)} (uploaded)"
-            loaded = hist.read_uploaded_history(file, source, MAX_UPLOAD_MB * 1_000_000)
+            source = f"{log_stem(file.name)} (uploaded)"
+            loaded = read_uploaded_history(file, source, MAX_UPLOAD_MB * 1_000_000)
             parsed[file.file_id] = (source, loaded)
         source, loaded = parsed[file.file_id]
         name, n = source, 1
         while name in out:
             n += 1
             name = f"{source} {n}"
-        out[name] = hist.LoadedHistory(hist.label_runs(loaded.frame, name), loaded.notes)
+        out[name] = LoadedHistory(label_runs(loaded.frame, name), loaded.notes)
     return out
 
 
-def load_runs(names: list[str], sources: dict[str, hist.RunSource],
-              uploads: dict[str, hist.LoadedHistory]) -> hist.LoadedHistory:
+def load_runs(names: list[str], sources: dict[str, RunSource],
+              uploads: dict[str, LoadedHistory]) -> LoadedHistory:
     """The selected runs as one table: checkpoint headers (cached per file version), logs followed."""
     followers = st.session_state.setdefault("curves_followers", {})
     parts = []
@@ -84,13 +97,13 @@ def load_runs(names: list[str], sources: dict[str, hist.RunSource],
             continue
         source = sources[name]
         if source.kind == "checkpoint":
-            parts.append(checkpoint_history(str(source.path), hist.file_signature(source.path), name))
+            parts.append(checkpoint_history(str(source.path), file_signature(source.path), name))
         else:
             key = (str(source.path), name)
             if key not in followers:
-                followers[key] = hist.LogFollower(source.path, name)
+                followers[key] = LogFollower(source.path, name)
             parts.append(followers[key].poll())
-    return hist.combine(parts)
+    return combine(parts)
 
 
 # --- where runs come from -------------------------------------------------------------------
@@ -117,7 +130,7 @@ if folder_text.strip():
 checkpoints = [(i.name, i.path) for i in all_checkpoints() if not i.error]
 if extra_folder is not None:
     checkpoints += [(i.name, i.path) for i in available_checkpoints(str(extra_folder)) if not i.error]
-sources = hist.catalog(checkpoints, [checkpoint_dir()] + ([extra_folder] if extra_folder else []))
+sources = catalog(checkpoints, [checkpoint_dir()] + ([extra_folder] if extra_folder else []))
 # A link inside the typed folder must not lead out of the allowed ones.
 sources = {n: s for n, s in sources.items() if extra_folder is None or extra_folder not in Path(s.path).parents
            or folders.inside_allowed(s.path, allowed)}
@@ -130,11 +143,16 @@ if not names:
 # --- settings: from the URL on first load, then from the widgets ---------------------------------
 if "curves_runs" not in st.session_state:
     params = st.query_params.to_dict()
-    if "curves_saved" in st.session_state and not set(urlstate.CURVE_KEYS) & set(params):  # back from a page
-        params = urlstate.encode_curves(st.session_state["curves_saved"])
-    url, url_notes = urlstate.decode_curves(params, names)
+    last = page_state.last_state(CurvesState)
+    if last is not None and not page_state.url_keys(CurvesState) & set(params):  # back from another page
+        params = page_state.to_url(last)
+    url, url_notes = page_state.from_url(CurvesState, params)
+    missing = len(set(url.runs) - set(names))
+    if missing:
+        url_notes.insert(0, f"{missing} run(s) named in the link are not available here.")
+    url = url.replace(runs=[r for r in url.runs if r in names])
     picked = st.session_state.get("checkpoint")  # the sidebar's model: the run you are looking at
-    opening = hist.preset_runs(OPENING, [n for n in names if n in OPENING.patterns])  # pretrained vs scratch
+    opening = preset_runs(OPENING, [n for n in names if n in OPENING.patterns])  # pretrained vs scratch
     if url.runs:
         st.session_state.update(curves_runs=url.runs, curves_metric=url.metric, curves_x=url.x)
     elif len(opening) == 2 and not st.session_state.get(MODEL_PICKED):
@@ -150,18 +168,18 @@ st.session_state["curves_runs"] = [n for n in st.session_state["curves_runs"] if
 
 
 def apply_comparison(available: list[str]) -> None:
-    preset = hist.COMPARISONS.get(st.session_state["curves_preset"])
-    matched = hist.preset_runs(preset, available) if preset else []
+    preset = COMPARISONS.get(st.session_state["curves_preset"])
+    matched = preset_runs(preset, available) if preset else []
     if matched:
         st.session_state.update(curves_runs=matched, curves_metric=preset.metric)
 
 
-preset_name = st.selectbox("Ready-made comparison", [CHOOSE_YOURSELF, *hist.COMPARISONS],
+preset_name = st.selectbox("Ready-made comparison", [CHOOSE_YOURSELF, *COMPARISONS],
                            key="curves_preset", on_change=apply_comparison, args=(names,),
-                           help="; ".join(f"{name}: {p.story}" for name, p in hist.COMPARISONS.items()))
-if preset_name in hist.COMPARISONS:
-    preset = hist.COMPARISONS[preset_name]
-    if not hist.preset_runs(preset, names):
+                           help="; ".join(f"{name}: {p.story}" for name, p in COMPARISONS.items()))
+if preset_name in COMPARISONS:
+    preset = COMPARISONS[preset_name]
+    if not preset_runs(preset, names):
         st.info(f"None of the checkpoints for this comparison are here (it looks for "
                 f"{', '.join(preset.patterns)}). Run `make checkpoints` to train them.")
 selected = st.multiselect("Runs", names, key="curves_runs",
@@ -171,44 +189,43 @@ if not selected:
     st.stop()
 
 loaded = load_runs(selected, sources, uploads)
-comparison = hist.COMPARISONS.get(preset_name)
-verdicts = hist.first_epoch_gaps(comparison, loaded.frame) + hist.comparison_verdicts(comparison, loaded.frame)
+comparison = COMPARISONS.get(preset_name)
+verdicts = first_epoch_gaps(comparison, loaded.frame) + comparison_verdicts(comparison, loaded.frame)
 if verdicts:
     st.caption(plain(" ".join(verdicts)))  # computed from the values in the chart and the table below
-metrics = hist.ordered_metrics(loaded.frame["metric"].unique()) or ["loss"]
+metrics = ordered_metrics(loaded.frame["metric"].unique()) or ["loss"]
 if st.session_state.get("curves_metric") not in metrics:
     st.session_state["curves_metric"] = "loss" if "loss" in metrics else metrics[0]
 left, middle, right, far = st.columns([2, 2, 3, 2])
 metric = left.selectbox("Metric", metrics, key="curves_metric")
 if st.session_state.get("curves_smoothing") is None:  # by the longest curve of this metric: short ones unsmoothed
     shown = loaded.frame[loaded.frame["metric"] == metric]
-    st.session_state["curves_smoothing"] = hist.default_smoothing(
+    st.session_state["curves_smoothing"] = default_smoothing(
         int(shown.groupby(["run", "split"]).size().max()) if len(shown) else 0)
-x_axis = middle.selectbox("X axis", list(hist.X_AXES), format_func=hist.X_AXES.get, key="curves_x")
-smoothing = right.slider("Smoothing", 0.0, hist.MAX_SMOOTHING, step=0.001, format="%.3f",
+x_axis = middle.selectbox("X axis", list(X_AXES), format_func=X_AXES.get, key="curves_x")
+smoothing = right.slider("Smoothing", 0.0, MAX_SMOOTHING, step=0.001, format="%.3f",
                          key="curves_smoothing",
                          help="TensorBoard's debiased moving average, over points in x order. "
                               "The raw curve stays faint underneath.")
 logy = far.checkbox("Log scale (y)", key="curves_logy")
 running = [n for n in selected
-           if n in sources and sources[n].kind == "log" and hist.is_running(sources[n].path)]
+           if n in sources and sources[n].kind == "log" and is_running(sources[n].path)]
 live = bool(running) and far.toggle(
     "Follow running jobs", value=True, key="curves_live",
-    help=f"Re-read logs written in the last {hist.LIVE_WINDOW_S // 60} minutes every {REFRESH_SECONDS} s; "
+    help=f"Re-read logs written in the last {LIVE_WINDOW_S // 60} minutes every {REFRESH_SECONDS} s; "
          "your zoom is kept.")
-settings = urlstate.CurveSettings(runs=selected, metric=metric, x=x_axis, smoothing=smoothing, logy=logy)
-st.query_params.update(urlstate.encode_curves(settings))
-st.session_state["curves_saved"] = settings
+settings = CurvesState(runs=tuple(selected), metric=metric, x=x_axis, smoothing=smoothing, logy=logy)
+page_state.write(settings)
 
 
-def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
+def chart_part(settings: CurvesState, following: list[str]) -> None:
     """Everything that changes when a log grows; a fragment, so a refresh redraws only this."""
-    if following and not any(hist.is_running(sources[n].path) for n in following):
+    if following and not any(is_running(sources[n].path) for n in following):
         st.rerun(scope="app")  # the jobs stopped writing: a full rerun turns the auto-refresh off
     current = load_runs(settings.runs, sources, uploads)
-    plot = hist.build_curves(current.frame, settings.runs, settings.metric, settings.x, settings.smoothing,
+    plot = build_curves(current.frame, settings.runs, settings.metric, settings.x, settings.smoothing,
                              settings.logy)
-    fig = training_curves_figure(plot, title=f"{settings.metric} by {hist.X_AXES[settings.x].lower()}",
+    fig = training_curves_figure(plot, title=f"{settings.metric} by {X_AXES[settings.x].lower()}",
                                  fixed_colors=family_run_colors(all_checkpoints()), marks=step_marks(settings, sources))
     filename = "training-curves-" + re.sub(r"[^\w-]", "_", settings.metric)
     open_clicked_step(show_figure(fig, filename=filename, key="curves_chart", on_select=has_marks(fig)), fig)
@@ -216,7 +233,7 @@ def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
         st.caption(plain(line))
     show_notes(current.notes + plot.notes)
     st.subheader("Final and best values")
-    summary = shown_table(hist.summarize_runs(current.frame, settings.runs, settings.metric))
+    summary = shown_table(summarize_runs(current.frame, settings.runs, settings.metric))
     if "best at epoch" in summary:  # the epoch says when; the step and the count of points would not fit 1024 px
         summary = summary.drop(columns=["points", "best at step"], errors="ignore")
     st.dataframe(summary, hide_index=True, width="stretch", column_config={
@@ -224,7 +241,7 @@ def chart_part(settings: urlstate.CurveSettings, following: list[str]) -> None:
         **{c: st.column_config.Column(width=78) for c in summary.columns if c != "run"}})
     # A callable: the CSV (megabytes for long runs) is built only when someone clicks, not every refresh.
     st.download_button("Download CSV (selected runs, every metric and point)",
-                       lambda frame=current.frame: hist.to_csv(frame), file_name="training-curves.csv",
+                       lambda frame=current.frame: to_csv(frame), file_name="training-curves.csv",
                        mime="text/csv", key="curves_csv", on_click="ignore")
 
 

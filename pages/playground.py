@@ -11,8 +11,9 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens import playground as pg
-from pages.common import PageModels, checkpoint_picker, show_figure
-from pages.shared import figure
+from pages.charts import show_figure
+from pages.model_picker import PageModels, checkpoint_picker
+from pages.shared_caches import figure
 
 checkpoint_picker(PageModels("playground"))
 

@@ -14,39 +14,54 @@ import pandas as pd
 import streamlit as st
 
 from core.figures import positional as figs
-from core.lens import extrapolation as ev
+from core.lens.extrapolation.plan import ExtrapolationUnit, planned_work, run_extrapolation, unit_work
+from core.lens.extrapolation.recorded import covers, recorded_scores
+from core.lens.extrapolation.report import extrapolation_rows, extrapolation_summary, variant_labels
+from core.lens.extrapolation.scoring import (
+    DEFAULT_LIMITS,
+    EXTRAPOLATION_FACTORS,
+    EXTRAPOLATION_PROTOCOLS,
+    PROTOCOL_DESCRIPTIONS,
+    DevText,
+    ExtrapolationError,
+    LengthScore,
+    family_dev_text,
+    score_length,
+    token_stream,
+)
 from core.text import markdown_escape
-from pages.common import fitted_columns, show_figure
-from pages.positional_tabs import mtime, stamp
+from pages.charts import show_figure
+from pages.positional_views import mtime, stamp
+from pages.tables import fitted_columns
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
 def length_score(path: str, modified: float, text: str, max_tokens: int | None, protocol: str, factor: float,
-                 length: int, _loaded) -> ev.LengthScore:
-    ids, _ = ev.token_stream(_loaded.tokenizer, text, max_tokens)
-    return ev.score_length(_loaded.model, ids, length, protocol, factor)
+                 length: int, _loaded) -> LengthScore:
+    ids, _ = token_stream(_loaded.tokenizer, text, max_tokens)
+    return score_length(_loaded.model, ids, length, protocol, factor)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def dev_text(key: tuple, _members) -> ev.DevText:
-    return ev.family_dev_text(_members)
+def dev_text(key: tuple, _members) -> DevText:
+    return family_dev_text(_members)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def recorded(path: str, modified: float, text: str, _loaded) -> dict:
     # the loaded file's metadata: the folder listing is kept 30 s and may predate the record
-    return ev.recorded_scores(_loaded.metadata, text, _loaded.model)
+    return recorded_scores(_loaded.metadata, text, _loaded.model)
 
 
-DEFAULTS = (ev.EXTRAPOLATION_FACTORS, ev.EXTRAPOLATION_PROTOCOLS, ev.DEFAULT_LIMITS["windows"],
-            ev.DEFAULT_LIMITS["sliding"])
+DEFAULTS = (EXTRAPOLATION_FACTORS, EXTRAPOLATION_PROTOCOLS, DEFAULT_LIMITS["windows"],
+            DEFAULT_LIMITS["sliding"])
 
 
 def where_from(read: int, computed: int, work: int) -> str:
     """Where this run's numbers came from, counted while it ran."""
     if not computed:
         return (f"All {read} results were read from the checkpoints: `make checkpoints` recorded them "
-                "(`python -m core.lens.extrapolation record`) for this dev text and these weights, both checked "
+                "(`python -m core.train.extrapolation record`) for this dev text and these weights, both checked "
                 "by digest. Other settings are computed when you run them.")
     recorded_part = f"{read} of {read + computed} results were read from the checkpoints' records; " if read else ""
     return (f"{recorded_part}this run read about {work:,} token positions through the models (sliding: one "
@@ -57,38 +72,38 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
                  max_sliding: int, records: dict) -> None:
     counts = {"read": 0, "computed": 0, "work": 0}
 
-    def score(info, lc, max_tokens: int | None, unit: ev.ExtrapolationUnit, _progress) -> ev.LengthScore:
+    def score(info, lc, max_tokens: int | None, unit: ExtrapolationUnit, _progress) -> LengthScore:
         found = records.get(info.name, {}).get((unit.protocol, unit.length, max_tokens))
         if found is not None:
             counts["read"] += 1
             return found
         counts["computed"] += 1
-        counts["work"] += ev.unit_work(unit, max_tokens, len(text), lc.model.max_length)
+        counts["work"] += unit_work(unit, max_tokens, len(text), lc.model.max_length)
         return length_score(str(info.path), mtime(info), text, max_tokens, unit.protocol, unit.factor,
                             unit.length, lc)
 
     bar = st.progress(0.0, text="Evaluating…")
     try:  # progress within a unit is not drawn: the scorer is cached, and a cache hit draws nothing
-        run = ev.run_extrapolation(loaded, len(text), factors, protocols,
+        run = run_extrapolation(loaded, len(text), factors, protocols,
                                    {"windows": max_windows, "sliding": max_sliding}, recorded_split, score,
                                    lambda fraction, what: bar.progress(fraction, text=what))
-    except ev.ExtrapolationError as exc:
+    except ExtrapolationError as exc:
         st.error(markdown_escape(str(exc)))
         return
     bar.empty()
     for problem in run.problems:
         st.warning(markdown_escape(problem))
     variants = run.variants
-    labels = ev.variant_labels(variants)
+    labels = variant_labels(variants)
     show_figure(figs.extrapolation_figure(variants, labels, list(protocols), title="Dev perplexity by length"),
                 "extrapolation", key="pos_extrapolation_fig")
     st.caption(where_from(counts["read"], counts["computed"], counts["work"]))
     if run.checked and not run.problems:
         st.caption("Checked: at 1x over the whole dev split, every model gives back the dev loss its "
                    "training recorded.")
-    for sentence in ev.extrapolation_summary(variants):
+    for sentence in extrapolation_summary(variants):
         st.markdown(markdown_escape(sentence))
-    table = pd.DataFrame(ev.extrapolation_rows(variants))
+    table = pd.DataFrame(extrapolation_rows(variants))
     shown = table.drop(columns=["checkpoint", "positional"])
     st.dataframe(shown.style.format(precision=4, na_rep="–"), hide_index=True,  # "–", not "None": no number
                  column_config=fitted_columns(shown))  # widths that fit 1024 px
@@ -117,16 +132,16 @@ def extrapolation(loaded) -> None:
         for note in dev.notes:
             st.warning(markdown_escape(note))
         text, recorded_split = dev.text, True
-    except ev.ExtrapolationError as exc:
+    except ExtrapolationError as exc:
         st.info(markdown_escape(f"{exc} Paste one below."))
         text = st.text_area("Text to evaluate on", max_chars=200_000, key="pos_dev_text")
         recorded_split = False
     results = st.container()  # the figure before the settings: above the fold at 1024x768
     with st.form("pos_extrapolation"):  # two rows: at 1024 px four columns cut the chosen lengths to "0."
         c1, c2 = st.columns([3, 2])
-        factors = c1.multiselect("Lengths (x block size)", ev.EXTRAPOLATION_FACTORS, DEFAULTS[0],
+        factors = c1.multiselect("Lengths (x block size)", EXTRAPOLATION_FACTORS, DEFAULTS[0],
                                  key="pos_factors", format_func=lambda f: f"{f:g}x", wrap=True)
-        protocols = c2.multiselect("Protocols", ev.EXTRAPOLATION_PROTOCOLS, DEFAULTS[1], key="pos_protocols",
+        protocols = c2.multiselect("Protocols", EXTRAPOLATION_PROTOCOLS, DEFAULTS[1], key="pos_protocols",
                                    wrap=True)  # in columns a multiselect keeps one row and hides the rest
         c3, c4 = st.columns(2)
         max_windows = c3.number_input("Predictions scored, windows", 16, 1_000_000, DEFAULTS[2],
@@ -135,18 +150,18 @@ def extrapolation(loaded) -> None:
                                       key="pos_max_sliding",
                                       help="One forward pass per prediction; the CLI can run the whole text.")
         limits = {"windows": max_windows, "sliding": max_sliding}
-        cost = ev.planned_work(config.block_size, factors, protocols, limits, len(text or ""))
+        cost = planned_work(config.block_size, factors, protocols, limits, len(text or ""))
         st.caption(f"About {cost:,} token positions through each model (a 2-core CPU reads ~15,000 a second; "
                    "results are kept, so a second run is immediate).")
         if st.form_submit_button("Run extrapolation", type="primary"):
             st.session_state["pos_extrapolation_settings"] = (tuple(factors), tuple(protocols),
                                                               int(max_windows), int(max_sliding))
-    for protocol, description in ev.PROTOCOL_DESCRIPTIONS.items():
+    for protocol, description in PROTOCOL_DESCRIPTIONS.items():
         st.markdown(f"- **{protocol}**: {description}")
     settings = st.session_state.get("pos_extrapolation_settings")
     records = {info.name: recorded(str(info.path), mtime(info), text, lc)
                for info, lc in loaded} if recorded_split and (text or "").strip() else {}
-    if settings is None and records and all(ev.covers(records[info.name], lc.config.block_size, *DEFAULTS)
+    if settings is None and records and all(covers(records[info.name], lc.config.block_size, *DEFAULTS)
                                             for info, lc in loaded):
         settings = DEFAULTS  # every number is in the checkpoints: shown before any click
     with results:
@@ -156,5 +171,5 @@ def extrapolation(loaded) -> None:
             st.warning("Choose at least one length and one protocol.")
         elif settings:
             show_results(loaded, text, recorded_split, *settings, records)
-    st.caption("The whole dev text: `python -m core.lens.extrapolation extrapolation checkpoints/lm-*.safetensors` "
+    st.caption("The whole dev text: `python -m core.train.extrapolation extrapolation checkpoints/lm-*.safetensors` "
                "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")

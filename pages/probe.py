@@ -3,38 +3,33 @@
 Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each opening with the picker of
 the model for the details (beside the name on Ask: the answers start above the fold at 1024x768), then one
 `core.lens.probe` call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence,
-attention at the answer; drawn by pages/probe_parts.py), Fabricate (names nobody wrote about: the fallback
+attention at the answer; drawn by pages/probe_example.py), Fabricate (names nobody wrote about: the fallback
 strategy), Dev set (assignment-exact accuracy, evidence categories, reliability, one example at a time;
 pages/probe_dev.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
-are in the URL (core.urlstate). User text is shown only with st.text / st.code / dataframes / escaped plotly.
+are in the URL (pages.states.ProbeState). User text is shown only with st.text / st.code / dataframes / escaped plotly.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from core import urlstate
 from core.data.datasets import DataError
 from core.data.world_tables import LOCALES
 from core.figures import probe as viz
 from core.lens.probe import corpus, fabricated, files, inputs
-from pages import where_from_view
-from pages.common import (
-    EXPANDER_WIDTH,
-    PageModels,
-    all_checkpoints,
-    checkpoint_picker,
-    fitted_columns,
-    load_checkpoint,
-    plain,
-    show_figure,
-)
+from core.text import markdown_escape as plain
+from pages import page_state, where_from_view
+from pages.charts import show_figure
+from pages.model_loading import all_checkpoints, load_checkpoint
+from pages.model_picker import PageModels, checkpoint_picker
 from pages.probe_dev import dev_tab
-from pages.probe_parts import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
+from pages.probe_example import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
+from pages.states import PROBE_TABS, ProbeState
+from pages.tables import EXPANDER_WIDTH, fitted_columns
 from pages.training_steps import show_answers_by_step
 
-TABS = tuple(urlstate.PROBE_TABS.values())
+TABS = tuple(PROBE_TABS.values())
 # The model whose details the page opens on: pretrained on the corpus, so it can retrieve what it read
 PROBE_MODELS = ("birth-vanilla-pretrained", "birth-vanilla-scratch", "birth-synthesizer-pretrained")
 
@@ -49,25 +44,19 @@ def cached_people(n: int, locales: tuple[str, ...], seed: int, stamp: tuple, _da
     return fabricated.fabricated_people(n, locales, seed, _data.index, _data.train_names)
 
 
-def restore_state(data: corpus.ProbeData) -> urlstate.ProbePageState:
-    """Widgets from the URL on first render, else from this session's last visit (page switches)."""
-    saved = st.session_state.get("probe_saved") or urlstate.decode_probe(st.query_params.to_dict())
-    default = inputs.name_from_question(data.dev_pairs[0][0]) if data.dev_pairs else "Ada Lovelace"
-    # Written back every run, as the sidebar picker does: after a page switch these are new widgets.
-    st.session_state["probe_tab"] = st.session_state.get("probe_tab", saved.tab_label)
-    st.session_state["probe_ask"] = st.session_state.get("probe_ask", saved.name or default)
+def restore_state(data: corpus.ProbeData) -> ProbeState:
+    """Widgets from the URL on a first visit or a link, else from this session's last visit (page switches)."""
+    saved, _ = page_state.restore(ProbeState)
+    if st.session_state.get("probe_ask") is None:  # no name in the link: the first dev question's
+        st.session_state["probe_ask"] = (inputs.name_from_question(data.dev_pairs[0][0]) if data.dev_pairs
+                                         else "Ada Lovelace")
     return saved
 
 
 def save_state(focus: str) -> None:
-    previous = st.session_state.get("probe_saved") or urlstate.ProbePageState()
-    state = urlstate.ProbePageState(tab=urlstate.probe_tab(st.session_state.get("probe_tab")),
-                                    name=st.session_state.get("probe_ask", previous.name), focus=focus)
-    params = urlstate.encode_probe(state)
-    for stale in set(urlstate.PROBE_KEYS.values()) - set(params):
-        st.query_params.pop(stale, None)
-    st.query_params.update(params)
-    st.session_state["probe_saved"] = state
+    """The name is in links from the Ask tab only (the other tabs do not show it)."""
+    state = page_state.current(ProbeState, page_state.last_state(ProbeState), focus=focus)
+    page_state.write(state, shown=state if state.tab == "ask" else state.replace(name=None))
 
 
 def ask_tab(p: Probe) -> None:

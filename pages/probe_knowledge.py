@@ -14,8 +14,11 @@ from core.figures import probe as viz
 from core.io.checkpoint import CheckpointError
 from core.lens.birthplace import memorized
 from core.lens.probe import knowledge
-from pages.common import EXPANDER_WIDTH, fitted_columns, load_cached, plain, show_figure
-from pages.probe_parts import Probe
+from core.text import markdown_escape as plain
+from pages.charts import show_figure
+from pages.model_loading import load_cached
+from pages.probe_example import Probe
+from pages.tables import EXPANDER_WIDTH, fitted_columns
 
 
 @st.cache_data(show_spinner="Asking each pretrained model to complete the dev people's documents…",

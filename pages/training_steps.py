@@ -11,13 +11,17 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import urlstate
 from core.io import snapshots as snap_files
 from core.io.loaded import LoadedCheckpoint
 from core.lens import training_steps as ts
-from pages.common import EXPANDER_WIDTH, fitted_columns, load_cached, plain, select_checkpoint
+from core.text import markdown_escape as plain
+from pages import page_state
+from pages.model_loading import load_cached
+from pages.model_picker import select_checkpoint
+from pages.states import AttentionState, CurvesState
+from pages.tables import EXPANDER_WIDTH, fitted_columns
 
-STEP_KEY = "attn_step"  # the attention page's slider (its URL key: core.urlstate's "step")
+STEP_KEY = page_state.widget_key(AttentionState, "step")  # the attention page's step slider
 
 
 def _stamp(loaded: LoadedCheckpoint) -> tuple[str, float, float]:
@@ -68,7 +72,7 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
 
 # --- the curves page -----------------------------------------------------------------------------------
 
-def step_marks(settings: urlstate.CurveSettings, sources) -> list[ts.StepMark]:
+def step_marks(settings: CurvesState, sources) -> list[ts.StepMark]:
     """The kept steps of every selected checkpoint run, for the train-loss curve."""
     marks: list[ts.StepMark] = []
     for run in settings.runs if settings.metric == "loss" else []:
@@ -110,11 +114,8 @@ def open_attention_at(name: str, step: int) -> None:
     """Switch to the Attention page with checkpoint `name` at training step `step` (its sentence, layer,
     head and view stay as this session left them)."""
     select_checkpoint(name)
-    saved = st.session_state.get("attn_saved")
-    if saved is not None:
-        st.session_state["attn_saved"] = saved.replace(step=step)
-    st.session_state[STEP_KEY] = step
-    st.switch_page("pages/attention.py", query_params={**urlstate.encode_model(name), "step": str(step)})
+    at_step = (page_state.last_state(AttentionState) or AttentionState()).replace(step=step)
+    st.switch_page("pages/attention.py", query_params=page_state.page_url(at_step, model=name))
 
 
 # --- the probe page -----------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ def show_answers_by_step(loaded: LoadedCheckpoint, name: str, question: str, pla
     """For a birthplace model that kept snapshots: its answer and top candidates at every kept step, in an
     expander that computes only when opened (about one answer's time per step)."""
     from core.figures.training_steps import candidate_steps_figure
-    from pages.common import show_figure
+    from pages.charts import show_figure
 
     found = snapshots_for(loaded)
     if found is None:

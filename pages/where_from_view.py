@@ -3,7 +3,7 @@ Ask tab (one question), its Dev set tab (the causal traces averaged over the dev
 checkpoint) and the Attention page (the logit lens and direct attribution of the next piece of any sentence).
 
 Not a page (app.py lists pages explicitly): the pages call `question_view`, `dev_view` and `next_piece_view`.
-The options live in the URL (core.urlstate.WhereFromState); every table downloads as CSV and every chart as PNG
+The options live in the URL (pages.states.WhereFromState); every table downloads as CSV and every chart as PNG
 (its toolbar camera). User text is shown only with st.text / st.caption(plain(...)) / dataframes / escaped plotly.
 """
 
@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core import urlstate
 from core.figures import where_from as viz
 from core.lens import where_from as wf
 from core.lens.attention import birthplace_prompt
@@ -23,7 +22,10 @@ from core.lens.probe.inputs import name_from_question
 from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
 from core.model.transformer import Transformer
-from pages.common import plain, show_figure
+from core.text import markdown_escape as plain
+from pages import page_state
+from pages.charts import show_figure
+from pages.states import WHERE_FROM_CORRUPTIONS, WhereFromState
 
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
              "last layer at an earlier position, which cannot reach the answer (exactly 0).")
@@ -41,26 +43,13 @@ def names_of(pairs) -> tuple[str, ...]:
     return tuple(dict.fromkeys(name_from_question(q) for q, _ in pairs))
 
 
-def _state(key: str) -> urlstate.WhereFromState:
-    """The view's options: from the widgets once drawn, from the URL before."""
-    saved = urlstate.decode_where_from(st.query_params.to_dict())
-    if f"{key}_open" not in st.session_state:
-        st.session_state[f"{key}_open"] = saved.open
-        st.session_state[f"{key}_corruption"] = saved.corruption
-        st.session_state[f"{key}_samples"] = saved.samples
-        st.session_state[f"{key}_seed"] = saved.seed
-    return saved
+def _state(key: str) -> WhereFromState:
+    """The view's options: the URL on a first visit, then the widgets (kept across page switches)."""
+    return page_state.restore(WhereFromState, prefix=key, links=False)[0]
 
 
 def _save(key: str) -> None:
-    state = urlstate.WhereFromState(open=bool(st.session_state.get(f"{key}_open")),
-                                    corruption=st.session_state.get(f"{key}_corruption", "noise"),
-                                    samples=int(st.session_state.get(f"{key}_samples", 10)),
-                                    seed=int(st.session_state.get(f"{key}_seed", 0)))
-    params = urlstate.encode_where_from(state)
-    for stale in set(urlstate.WHERE_FROM_KEYS.values()) - set(params):
-        st.query_params.pop(stale, None)
-    st.query_params.update(params)
+    page_state.bind(WhereFromState, page_state.last_state(WhereFromState, key), prefix=key)
 
 
 def _csv(frame: pd.DataFrame, label: str, filename: str, key: str) -> None:
@@ -134,7 +123,7 @@ def _attribution_part(attribution: wf.Attribution, name: str, key: str) -> None:
 def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], key: str) -> None:
     st.markdown("**Causal tracing** (ROME): corrupt the name, restore one clean state at a time")
     corruption_box, samples_box, seed_box = st.columns(3)
-    corruption = corruption_box.selectbox("Corruption", urlstate.WHERE_FROM_CORRUPTIONS, key=f"{key}_corruption",
+    corruption = corruption_box.selectbox("Corruption", WHERE_FROM_CORRUPTIONS, key=f"{key}_corruption",
                                           format_func={"noise": "noise on the name (3 std)",
                                                        "swap": "another name swapped in"}.get)
     samples = samples_box.number_input("Samples", 1, 20, key=f"{key}_samples",
@@ -209,7 +198,7 @@ def dev_view(loaded, name: str, questions_path: str | Path, key: str = "wf_dev")
     if not st.toggle("Where from, averaged over the dev people", key=f"{key}_open", on_change=_save, args=(key,)):
         return
     _save(key)
-    corruption = st.selectbox("Corruption", urlstate.WHERE_FROM_CORRUPTIONS, key=f"{key}_corruption",
+    corruption = st.selectbox("Corruption", WHERE_FROM_CORRUPTIONS, key=f"{key}_corruption",
                               format_func={"noise": "noise on the name (3 std)", "swap": "another name swapped in"}.get)
     options = dev_set.options_key(corruption, None, wf.NOISE, dev_set.DEV_SAMPLES, wf.SEED)
     try:

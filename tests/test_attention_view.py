@@ -1,4 +1,4 @@
-"""core.lens.attention and core.urlstate: numbers checked against hand computation and the model."""
+"""core.lens.attention and the attention page's URL state: numbers checked against hand computation and the model."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from core import urlstate
 from core.lens import attention as av
 from core.lens import outputs
 from core.lens.birthplace import answer_from_completion
 from core.model.tokenizer import MASK_CHAR, CharTokenizer, SubwordTokenizer, WordTokenizer
 from core.text import visible_token
+from pages.page_state import from_url, to_url
+from pages.states import MAX_URL_TEXT, AttentionState
 from tests.conftest import TINY_CORPUS, tiny_model
 
 CHARS = CharTokenizer.from_corpus(TINY_CORPUS + "Where was born?")
@@ -331,16 +332,16 @@ def test_csv_is_long_format_with_every_weight():
     assert rows[0]["query_token"] == "'=cmd"  # no spreadsheet formula injection
 
 
-# --- urlstate ----------------------------------------------------------------------------------
+# --- the page's state in the URL (pages/states.py) ---------------------------------------------------
 
 
-def test_urlstate_round_trip():
-    state = urlstate.AttentionPageState(text="Where was <b>X</b> born?⁇ & more", layer=3, head=5,
-                                        view="combine", token=7, combine="rollout", compare="lm-rope",
-                                        past=True, hide_first=True, hide_special=False)
-    params = urlstate.encode(state)
+def test_attention_state_round_trips_through_the_url():
+    state = AttentionState(text="Where was <b>X</b> born?⁇ & more", layer=3, head=5,
+                             view="combine", token=7, combine="rollout", compare="lm-rope",
+                             past=True, hide_first=True, hide_special=False)
+    params = to_url(state)
     assert all(isinstance(v, str) for v in params.values())
-    assert urlstate.decode(params) == state
+    assert from_url(AttentionState, params)[0] == state
 
 
 @pytest.mark.parametrize("params", [
@@ -348,13 +349,13 @@ def test_urlstate_round_trip():
     {"layer": "99999999999", "head": "²", "view": "", "token": " ", "hidefirst": "2"},
     {"layer": ["x"], "head": [], "view": ["model", "bogus"]},
 ])
-def test_urlstate_bad_values_fall_back_to_defaults(params):
-    state = urlstate.decode(params)
-    default = urlstate.AttentionPageState()
+def test_attention_state_bad_values_fall_back_to_defaults(params):
+    state = from_url(AttentionState, params)[0]
+    default = AttentionState()
     assert (state.layer, state.head, state.token, state.combine) == (0, 0, None, "mean")
     assert state.view == default.view and state.past is False and state.hide_first is False
 
 
-def test_urlstate_takes_the_last_repeated_value_and_caps_text():
-    state = urlstate.decode({"view": ["single", "model"], "text": "a" * 10_000})
-    assert state.view == "model" and len(state.text) == urlstate.MAX_URL_TEXT
+def test_attention_state_takes_the_last_repeated_value_and_caps_text():
+    state = from_url(AttentionState, {"view": ["single", "model"], "text": "a" * 10_000})[0]
+    assert state.view == "model" and len(state.text) == MAX_URL_TEXT

@@ -148,3 +148,44 @@ def test_no_documented_command_is_left_unparsed():
         if words[2] == "core.train" and "--help" not in words:
             train_parser().parse_args(words[3:])
     assert shutil.which("python3") or sys.executable
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["pretrain", "wiki.txt", "--vocab-from", "a.txt"], "unrecognized arguments: --vocab-from a.txt"),
+    (["finetune", "wiki.txt", "--splitter", "nltk"], "unrecognized arguments: --splitter nltk"),
+    (["mlm", "a.txt", "--stride", "1"], "unrecognized arguments: --stride 1"),
+    (["classify", "t.tsv", "--val-fraction", "0"], "unrecognized arguments: --val-fraction 0"),
+    (["pretrain", "wiki.txt", "--level", "word"], "argument --level: invalid choice: 'word'"),
+    (["finetune", "wiki.txt", "--level", "word"], "argument --level: invalid choice: 'word'"),
+    (["lm", "a.txt", "--objective", "lm"], "unrecognized arguments: --objective lm"),
+    (["evaluate", "--reading_params_path", "m.safetensors", "--n-layer", "2"], "unrecognized arguments: --n-layer"),
+    (["teach", "a.txt"], "argument function: invalid choice: 'teach'"),
+])
+def test_a_flag_the_function_does_not_take_is_argparses_own_error(argv, message, tmp_path, monkeypatch, capsys):
+    """The rules that were hand-written (which flag goes with which function) are the subparsers: argparse
+    refuses before anything is read or written, with its usage line and exit status 2."""
+    from core.train.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "usage: python -m core.train" in err, err
+    assert not list(tmp_path.iterdir())
+
+
+def test_each_function_lists_only_its_own_flags():
+    helps = {f: _function_help(f) for f in ("pretrain", "lm", "classify", "evaluate")}
+    assert "--objective" in helps["pretrain"] and "--vocab-from" not in helps["pretrain"]
+    assert "--stride" in helps["lm"] and "--vocab-from" in helps["lm"] and "--pooling" not in helps["lm"]
+    assert "--pooling" in helps["classify"] and "--stride" not in helps["classify"]
+    assert "--outputs_path" in helps["evaluate"] and "--epochs" not in helps["evaluate"]
+
+
+def _function_help(function: str) -> str:
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
+        train_parser().parse_args([function, "--help"])
+    return text.getvalue()

@@ -13,8 +13,7 @@ import torch
 from core.data.datasets import NameDataset
 from core.lens.attention import run_attention
 from core.lens.birthplace import evaluate_birthplaces, memorization_rate, predict_birthplaces_one_by_one
-from core.lens.probe.answers import answer_attention, ask
-from core.lens.probe.candidates import answer_probabilities, rank_candidates
+from core.lens.probe.answers import answer_attention, answer_probabilities, ask, rank_candidates
 from core.model.tokenizer import CharTokenizer
 from core.train.trainer import evaluate_loss
 from tests.conftest import tiny_model
@@ -48,9 +47,9 @@ def test_evaluation_and_probe_functions_follow_the_model_to_its_device(device):
 
 
 def test_one_device_choice_for_training_and_evaluation(monkeypatch):
-    from core.lens.extrapolation import cli as extrapolation_cli
     from core.model.config import ConfigError
     from core.model.device import pick_device
+    from core.train import extrapolation as extrapolation_cli
     from core.train import trainer
 
     assert trainer.pick_device is extrapolation_cli.pick_device is pick_device

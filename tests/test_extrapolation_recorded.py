@@ -11,8 +11,17 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.io import checkpoint
-from core.lens import extrapolation as ev
+from core.lens.extrapolation.recorded import RECORD_KEY, covers, record, recorded_scores
+from core.lens.extrapolation.report import REPRODUCTION_TOLERANCE
+from core.lens.extrapolation.scoring import (
+    DEFAULT_LIMITS,
+    EXTRAPOLATION_FACTORS,
+    EXTRAPOLATION_PROTOCOLS,
+    dev_text_from_metadata,
+    score_length,
+)
 from core.model.tokenizer import CharTokenizer
+from core.train.extrapolation import main
 from tests.conftest import ROOT, tiny_model
 
 TEXT = ("Ada Lovelace was born in London . Alan Turing was born in Maida Vale . "
@@ -37,27 +46,27 @@ def family(folder, schemes=("learned", "alibi")):
 
 
 def dev(path) -> str:
-    return ev.dev_text_from_metadata(checkpoint.read_metadata(path)).text
+    return dev_text_from_metadata(checkpoint.read_metadata(path)).text
 
 
 def test_recorded_scores_are_what_a_fresh_computation_gives(tmp_path):
     path = family(tmp_path, ("alibi",))[0]
     before = checkpoint.load(path)
-    run = ev.record(path)
+    run = record(path)
     after = checkpoint.load(path)
     for name, tensor in before.model.state_dict().items():  # tensors unchanged, metadata kept
         assert torch.equal(tensor, after.model.state_dict()[name])
-    assert {k: v for k, v in after.metadata.items() if k != ev.RECORD_KEY} == \
+    assert {k: v for k, v in after.metadata.items() if k != RECORD_KEY} == \
         {k: v for k, v in before.metadata.items()}
-    scores = ev.recorded_scores(after.metadata, dev(path), after.model)
-    assert ev.covers(scores, 8, ev.EXTRAPOLATION_FACTORS, ev.EXTRAPOLATION_PROTOCOLS,
-                     ev.DEFAULT_LIMITS["windows"], ev.DEFAULT_LIMITS["sliding"])
-    assert len(scores) == 2 * len(ev.EXTRAPOLATION_FACTORS) + 1  # + the whole-split check
+    scores = recorded_scores(after.metadata, dev(path), after.model)
+    assert covers(scores, 8, EXTRAPOLATION_FACTORS, EXTRAPOLATION_PROTOCOLS,
+                     DEFAULT_LIMITS["windows"], DEFAULT_LIMITS["sliding"])
+    assert len(scores) == 2 * len(EXTRAPOLATION_FACTORS) + 1  # + the whole-split check
     # an independent computation of three units: the stream cut by hand, score_length called directly
     ids = torch.tensor(TOKENIZER.encode(dev(path)))
     for protocol, factor, cap in (("windows", 1.0, None), ("windows", 2.0, 4096), ("sliding", 0.5, 512)):
         length = round(8 * factor)
-        fresh = ev.score_length(after.model, ids if cap is None else ids[: cap + 1], length, protocol, factor)
+        fresh = score_length(after.model, ids if cap is None else ids[: cap + 1], length, protocol, factor)
         stored = scores[(protocol, length, cap)]
         assert stored.loss == pytest.approx(fresh.loss, abs=1e-9) and stored.tokens == fresh.tokens
         assert (stored.position_loss is None) == (fresh.position_loss is None)
@@ -66,21 +75,21 @@ def test_recorded_scores_are_what_a_fresh_computation_gives(tmp_path):
 
 def test_a_learned_table_records_its_honest_not_applicable(tmp_path):
     path = family(tmp_path, ("learned",))[0]
-    ev.record(path)
+    record(path)
     loaded = checkpoint.load(path)
-    scores = ev.recorded_scores(loaded.metadata, dev(path), loaded.model)
+    scores = recorded_scores(loaded.metadata, dev(path), loaded.model)
     long = scores[("windows", 32, 4096)]
     assert not long.applicable and math.isnan(long.loss) and "no positions past 8" in long.reason
 
 
 def test_other_text_or_other_weights_get_no_recorded_numbers(tmp_path):
     path = family(tmp_path, ("alibi",))[0]
-    ev.record(path)
+    record(path)
     loaded = checkpoint.load(path)
-    assert ev.recorded_scores(loaded.metadata, dev(path) + " ", loaded.model) == {}
+    assert recorded_scores(loaded.metadata, dev(path) + " ", loaded.model) == {}
     with torch.no_grad():
         next(loaded.model.parameters()).add_(1e-3)  # as if trained further with the old metadata copied
-    assert ev.recorded_scores(loaded.metadata, dev(path), loaded.model) == {}
+    assert recorded_scores(loaded.metadata, dev(path), loaded.model) == {}
 
 
 @pytest.mark.parametrize("damage", [
@@ -97,12 +106,12 @@ def test_other_text_or_other_weights_get_no_recorded_numbers(tmp_path):
         "positions", "types", "entry-int"])
 def test_a_damaged_record_is_ignored_not_an_error(tmp_path, damage):
     path = family(tmp_path, ("alibi",))[0]
-    ev.record(path)
+    record(path)
     loaded = checkpoint.load(path)
-    raw = loaded.metadata[ev.RECORD_KEY]
+    raw = loaded.metadata[RECORD_KEY]
     damaged = damage if isinstance(damage, str) else json.dumps(damage(json.loads(raw)))
-    assert ev.recorded_scores({**loaded.metadata, ev.RECORD_KEY: damaged}, dev(path), loaded.model) == {}
-    assert ev.recorded_scores({ev.RECORD_KEY: 5}, dev(path), loaded.model) == {}
+    assert recorded_scores({**loaded.metadata, RECORD_KEY: damaged}, dev(path), loaded.model) == {}
+    assert recorded_scores({RECORD_KEY: 5}, dev(path), loaded.model) == {}
 
 
 def test_update_metadata_refuses_what_describes_the_tensors(tmp_path):
@@ -116,17 +125,17 @@ def test_update_metadata_refuses_what_describes_the_tensors(tmp_path):
 
 def test_record_cli_says_what_it_stored_and_refuses_in_one_line(tmp_path, capsys):
     path = family(tmp_path, ("rope",))[0]
-    assert ev.main(["record", str(path), "--device", "cpu"]) == 0
+    assert main(["record", str(path), "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "lm-rope: recorded 12 scores (12 applicable) and the 1x check (dev loss" in out
     checkpoint.save(tmp_path / "bare.safetensors", tiny_model(TOKENIZER.vocab_size), TOKENIZER, "lm")
-    assert ev.main(["record", str(tmp_path / "bare.safetensors")]) == 2
+    assert main(["record", str(tmp_path / "bare.safetensors")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "records no training corpus" in err
 
 
 def open_extrapolation_tab(folder, monkeypatch) -> AppTest:
-    from core.urlstate import POSITIONAL_SECTION_TITLES
+    from pages.states import POSITIONAL_SECTION_TITLES
 
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
     at = AppTest.from_file(str(ROOT / "pages" / "positional.py"), default_timeout=120)
@@ -141,10 +150,10 @@ def test_the_page_shows_recorded_results_before_any_click(tmp_path, monkeypatch)
     at = open_extrapolation_tab(tmp_path / "family", monkeypatch)
     assert not at.dataframe, "nothing recorded yet: results wait for the button"
     for path in paths:
-        ev.record(path)
+        record(path)
     at = open_extrapolation_tab(tmp_path / "family", monkeypatch)
     table = at.dataframe[-1].value
-    assert len(table) == 4 * 2 * len(ev.EXTRAPOLATION_FACTORS)
+    assert len(table) == 4 * 2 * len(EXTRAPOLATION_FACTORS)
     captions = [c.value for c in at.caption]
     assert any(c.startswith("All 52 results were read from the checkpoints") for c in captions)  # 4 x (12 + 1)
     assert any(c.startswith("Checked: at 1x over the whole dev split") for c in captions)
@@ -162,16 +171,16 @@ def test_the_page_shows_recorded_results_before_any_click(tmp_path, monkeypatch)
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
 def test_every_bundled_lm_carries_the_pages_default_run(path):
     loaded = checkpoint.load(path)
-    scores = ev.recorded_scores(loaded.metadata, dev(path), loaded.model)
+    scores = recorded_scores(loaded.metadata, dev(path), loaded.model)
     block = loaded.config.block_size
-    assert ev.covers(scores, block, ev.EXTRAPOLATION_FACTORS, ev.EXTRAPOLATION_PROTOCOLS,
-                     ev.DEFAULT_LIMITS["windows"], ev.DEFAULT_LIMITS["sliding"]), \
-        "re-run: python -m core.lens.extrapolation record checkpoints/lm-*.safetensors"
-    ids = torch.tensor(loaded.tokenizer.encode(dev(path))[: ev.DEFAULT_LIMITS["windows"] + 1])
-    fresh = ev.score_length(loaded.model, ids, block, "windows", 1.0)
+    assert covers(scores, block, EXTRAPOLATION_FACTORS, EXTRAPOLATION_PROTOCOLS,
+                     DEFAULT_LIMITS["windows"], DEFAULT_LIMITS["sliding"]), \
+        "re-run: python -m core.train.extrapolation record checkpoints/lm-*.safetensors"
+    ids = torch.tensor(loaded.tokenizer.encode(dev(path))[: DEFAULT_LIMITS["windows"] + 1])
+    fresh = score_length(loaded.model, ids, block, "windows", 1.0)
     # recorded where `make checkpoints` ran (CUDA when present): equal within the trainer check's tolerance
-    assert scores[("windows", block, ev.DEFAULT_LIMITS["windows"])].loss == pytest.approx(
-        fresh.loss, abs=ev.REPRODUCTION_TOLERANCE)
+    assert scores[("windows", block, DEFAULT_LIMITS["windows"])].loss == pytest.approx(
+        fresh.loss, abs=REPRODUCTION_TOLERANCE)
 
 
 def _stored_losses(scheme: str, protocol: str) -> dict[float, float]:

@@ -8,7 +8,7 @@ from core.figures import positional as figs
 from core.figures.common import LEGEND_RIGHT, RUN_COLORS, log_axis, run_colors
 from core.figures.curves import training_curves_figure
 from core.lens import positional as pv
-from core.lens.history import build_curves
+from core.lens.history.curves import build_curves
 from core.model.positional import POSITIONAL, scheme_color, scheme_label
 
 

@@ -1,7 +1,7 @@
 """The shape of the code, checked: core's imports point one way and never form a circle.
 
 Layers (DESIGN.md): model <- io / data <- lens <- train / figures <- pages. `core.text` (display
-helpers) sits below everything; `core.urlstate` (page state in the URL) sits with the figures.
+helpers) sits below everything; page state in the URL lives in pages/ (pages/page_state.py), not in core.
 `train` sits above `lens` because its command line evaluates what it trained (birthplace accuracy,
 perplexity per file); nothing in `lens` trains. Every import counts, including the ones inside
 functions (a lazy import is still an arrow), read with `ast` from the source alone.
@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ROOT
 
 CORE = ROOT / "core"
-RANK = {"text": 0, "model": 1, "io": 2, "data": 2, "lens": 3, "train": 4, "figures": 4, "urlstate": 4}
+RANK = {"text": 0, "model": 1, "io": 2, "data": 2, "lens": 3, "train": 4, "figures": 4}
 
 
 def module_name(path: Path) -> str:
@@ -193,11 +193,11 @@ PRIVATE_APIS = re.compile(r"streamlit\.(runtime|web)\.|PagesManager|_layout_obj|
 
 def test_pages_and_core_use_only_public_streamlit_and_plotly_apis():
     """Private attributes break on the next upgrade. The one thing that is not public API, AppTest's hidden
-    `global.appTest` option, is read in pages/common.py and tested in tests/test_app_shell.py."""
+    `global.appTest` option, is read in pages/multipage.py and tested in tests/test_app_shell.py."""
     found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for folder in ("pages", "core")
              for path in sorted((ROOT / folder).rglob("*.py"))
              for n, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE_APIS.search(line)]
     assert found == []
     hidden = [path.relative_to(ROOT) for folder in ("pages", "core") for path in (ROOT / folder).rglob("*.py")
               if "global.appTest" in path.read_text()]
-    assert hidden == [Path("pages/common.py")]
+    assert hidden == [Path("pages/multipage.py")]

@@ -10,7 +10,7 @@ import torch
 from core.figures import positional as viz
 from core.io import checkpoint
 from core.lens import positional as pv
-from core.lens.extrapolation import LengthScore, VariantExtrapolation
+from core.lens.extrapolation.scoring import LengthScore, VariantExtrapolation
 from core.model.positional import POSITIONAL
 from core.text import markdown_escape
 from tests.conftest import save_tiny_checkpoint, tiny_model

@@ -25,7 +25,7 @@ from core.lens.birthplace import (
     predict_birthplaces,
     predict_birthplaces_one_by_one,
 )
-from core.lens.probe import analysis, answers, candidates, corpus, fabricated, files, inputs
+from core.lens.probe import analysis, answers, corpus, fabricated, files, inputs
 from core.model.config import ModelConfig
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from core.model.transformer import Transformer
@@ -79,10 +79,10 @@ def test_batched_cached_predictions_equal_the_one_by_one_uncached_loop(world):
 def test_candidate_probabilities_sum_to_one_and_rank_the_greedy_answer_first(world):
     questions = [q for q, _ in world.train[:30]]
     greedy = predict_birthplaces(world.model, world.tokenizer, questions)
-    confidences = candidates.answer_probabilities(world.model, world.tokenizer, questions, greedy)
+    confidences = answers.answer_probabilities(world.model, world.tokenizer, questions, greedy)
     checked = 0
     for question, answer, confidence in zip(questions, greedy, confidences):
-        ranking = candidates.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
+        ranking = answers.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
         assert math.isclose(ranking.probabilities.sum(), 1.0, rel_tol=1e-9)
         assert list(ranking.log_probs) == sorted(ranking.log_probs, reverse=True)
         assert sorted(ranking.places + ranking.skipped) == sorted(world.data.labels)
@@ -101,7 +101,7 @@ def test_ask_takes_a_place_answers_confidence_from_the_ranking_and_rescores_any_
     question = world.train[0][0]
     asked = answers.ask(world.model, world.tokenizer, question, labels)
     assert asked.answer in asked.ranking.places  # a memorised place: scored by the ranking
-    separate = candidates.answer_probabilities(world.model, world.tokenizer, [question], [asked.answer])[0]
+    separate = answers.answer_probabilities(world.model, world.tokenizer, [question], [asked.answer])[0]
     assert math.isclose(asked.confidence, separate, rel_tol=1e-5)
     others = [p for p in labels if p != asked.answer]  # the answer is no candidate now: its own pass
     alone = answers.ask(world.model, world.tokenizer, question, others)
@@ -111,8 +111,8 @@ def test_ask_takes_a_place_answers_confidence_from_the_ranking_and_rescores_any_
 
 def test_candidate_log_prob_matches_a_direct_computation_and_batching(world):
     question = world.dev[0][0]
-    ranking = candidates.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
-    split = candidates.rank_candidates(world.model, world.tokenizer, question, world.data.labels, batch_size=7)
+    ranking = answers.rank_candidates(world.model, world.tokenizer, question, world.data.labels)
+    split = answers.rank_candidates(world.model, world.tokenizer, question, world.data.labels, batch_size=7)
     assert split.places == ranking.places
     np.testing.assert_allclose(split.log_probs, ranking.log_probs, rtol=1e-5, atol=1e-5)
     place = ranking.places[3]
@@ -134,7 +134,7 @@ def test_one_shared_prompt_read_once_scores_as_a_full_pass_per_candidate(overrid
     model = tiny_model(tokenizer.vocab_size, block_size=48, **overrides)
     question = "Where was Ada born?"
     places = ["London", "Paris", "Rome", "Newcastle upon Tyne", "L"]
-    ranking = candidates.rank_candidates(model, tokenizer, question, places, batch_size=2)
+    ranking = answers.rank_candidates(model, tokenizer, question, places, batch_size=2)
     assert sorted(ranking.places) == sorted(places)
     prompt = tokenizer.encode(question + MASK_CHAR)
     for place, score in zip(ranking.places, ranking.log_probs):
@@ -150,12 +150,12 @@ def test_candidates_too_long_for_the_model_are_skipped_not_an_error():
     tokenizer = CharTokenizer.from_corpus("Where was Ada born? London Newcastle upon Tyne")
     model = tiny_model(tokenizer.vocab_size, block_size=32)
     places = ["London", "Newcastle upon Tyne"]
-    ranking = candidates.rank_candidates(model, tokenizer, "Where was Ada born?", places)
+    ranking = answers.rank_candidates(model, tokenizer, "Where was Ada born?", places)
     assert ranking.places == ["London"] and ranking.skipped == ["Newcastle upon Tyne"]
     assert ranking.probabilities.tolist() == [1.0]
-    long = candidates.rank_candidates(model, tokenizer, "Where was Ada born? " * 3, ["London"])
+    long = answers.rank_candidates(model, tokenizer, "Where was Ada born? " * 3, ["London"])
     assert long.places == [] and long.probabilities.size == 0 and long.mass == 0.0
-    assert np.isnan(candidates.answer_probabilities(model, tokenizer, ["Where was Ada born? " * 3], ["London"])[0])
+    assert np.isnan(answers.answer_probabilities(model, tokenizer, ["Where was Ada born? " * 3], ["London"])[0])
 
 
 def test_answer_attention_is_the_last_row_over_the_prompt(world):
@@ -488,7 +488,7 @@ def test_reliability_and_category_figures(index):
 
 
 def test_answers_frame_ranks_the_truth():
-    ranking = candidates.CandidateRanking("q", ["London", "Paris"], np.log([0.3, 0.1]))
+    ranking = answers.CandidateRanking("q", ["London", "Paris"], np.log([0.3, 0.1]))
     frame = answers.answers_frame({"m": answers.ProbeAnswer("q", "Lond", 0.2, ranking)}, truth="Paris")
     row = frame.iloc[0]
     assert row["greedy answer"] == "Lond" and not row["correct"] and not row["answer is a training label"]
@@ -504,10 +504,10 @@ def test_answers_frame_ranks_the_truth():
 def test_continuation_log_probs_edge_cases():
     tokenizer = CharTokenizer.from_corpus("Where was Ada born? London")
     model = tiny_model(tokenizer.vocab_size, block_size=32)
-    scores = candidates.continuation_log_probs(model, tokenizer, ["Ada", "", "Ada"], ["", "London", "London"])
+    scores = answers.continuation_log_probs(model, tokenizer, ["Ada", "", "Ada"], ["", "London", "London"])
     assert scores[0] == 0.0 and np.isnan(scores[1]) and scores[2] < 0
     with pytest.raises(ValueError, match="causal"):
-        candidates.continuation_log_probs(tiny_model(tokenizer.vocab_size, causal=False), tokenizer, ["a"], ["b"])
+        answers.continuation_log_probs(tiny_model(tokenizer.vocab_size, causal=False), tokenizer, ["a"], ["b"])
 
 
 def test_candidate_percentages_sit_beside_the_bars_in_a_readable_font():
@@ -531,6 +531,6 @@ def test_a_verdict_says_retrieved_borrowed_or_made_up_from_the_documents():
     line = corpus.verdict_sentence("m", "Zed Dunn", "Leeds", corpus.Verdict("borrowed", "Karl Dunn"), False)
     assert line == ("m answers Leeds, but no document mentions Zed Dunn: Leeds comes from the document about Karl "
                     "Dunn, who shares a part of the name.")
-    ranking = candidates.CandidateRanking("q", ["Leeds"], np.array([-0.1]))
+    ranking = answers.CandidateRanking("q", ["Leeds"], np.array([-0.1]))
     frame = answers.answers_frame({"m": answers.ProbeAnswer("q", "Leeds", 0.9, ranking)}, verdicts={"m": "borrowed"})
     assert list(frame.columns[:3]) == ["model", "greedy answer", "verdict"] and frame.at[0, "verdict"] == "borrowed"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from core.figures.common import RUN_COLORS, run_colors
 from core.figures.curves import family_run_colors, training_curves_figure
 from core.io.checkpoint import list_checkpoints
-from core.lens import history as hist
+from core.lens.history.curves import build_curves
+from core.lens.history.records import combine, read_checkpoint_history
 from core.model.positional import POSITIONAL
 
 
@@ -32,8 +33,8 @@ def test_the_bundled_positional_family_wears_the_scheme_colours():
 def test_the_curves_chart_draws_lm_alibi_in_the_alibi_colour():
     infos = list_checkpoints()
     runs = ["lm-alibi", "lm-rope", "names-pretrained"]
-    frame = hist.combine([hist.read_checkpoint_history(i.path, i.name) for i in infos if i.name in runs]).frame
-    plot = hist.build_curves(frame, runs, "loss", "step", 0.0, False)
+    frame = combine([read_checkpoint_history(i.path, i.name) for i in infos if i.name in runs]).frame
+    plot = build_curves(frame, runs, "loss", "step", 0.0, False)
     fig = training_curves_figure(plot, fixed_colors=family_run_colors(infos))
     colour = {t.legendgroup: t.line.color for t in fig.data if t.legendgroup and t.line.color}
     assert colour["lm-alibi"] == POSITIONAL["alibi"].color and colour["lm-rope"] == POSITIONAL["rope"].color

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from core import urlstate
 from core.data.world import generate_world, write_world
+from pages.page_state import from_url
+from pages.states import ProbeState
 from tests.conftest import ROOT, save_tiny_checkpoint
 
 APP = str(ROOT / "app.py")
@@ -74,12 +75,12 @@ def test_a_probe_link_reopens_its_tab_name_and_focus(monkeypatch, tiny_checkpoin
     assert at.session_state["probe_tab"] == "Ask"
     assert at.text_input(key="probe_ask").value == "Where was Ada Lovelace born?"
     assert at.selectbox(key="probe_focus").value == "tiny-birthplace-2"
-    assert urlstate.decode_probe(at.query_params).name == "Where was Ada Lovelace born?"
+    assert from_url(ProbeState, at.query_params)[0].name == "Where was Ada Lovelace born?"
     at = start(monkeypatch, tiny_checkpoints, {"tab": "dev", "name": "Ada"}, "pages/probe.py")
     assert at.session_state["probe_tab"] == "Dev set"
-    assert "name" not in at.query_params and urlstate.decode_probe(at.query_params).tab == "dev"
+    assert "name" not in at.query_params and from_url(ProbeState, at.query_params)[0].tab == "dev"
     at = start(monkeypatch, tiny_checkpoints, {"tab": "<script>", "focus": "nobody"}, "pages/probe.py")
-    assert at.session_state["probe_tab"] == "Ask" and urlstate.decode_probe(at.query_params).tab == "ask"
+    assert at.session_state["probe_tab"] == "Ask" and from_url(ProbeState, at.query_params)[0].tab == "ask"
 
 
 def test_curves_runs_come_back_after_a_page_switch_and_from_a_link(monkeypatch, tiny_checkpoints):

@@ -13,7 +13,6 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core import urlstate
 from core.figures.curves import training_curves_figure
 from core.figures.training_steps import candidate_steps_figure
 from core.io import checkpoint as ckpt
@@ -21,6 +20,8 @@ from core.io import snapshots as snap_files
 from core.lens import training_steps as ts
 from core.lens.history.curves import build_curves
 from core.lens.history.records import records_frame
+from pages.page_state import from_url, to_url
+from pages.states import AttentionState
 from tests.conftest import ROOT
 from tests.test_attention_page import array, charts
 from tests.test_probe_page import small_world  # noqa: F401 - a fixture
@@ -120,10 +121,12 @@ def test_a_damaged_snapshot_file_is_one_sentence_and_the_model_still_shows(monke
 
 
 def test_the_url_carries_any_whole_step():
-    assert urlstate.decode({"step": "20000"}).step == 20000
-    assert urlstate.decode({"step": "-1"}).step is None and urlstate.decode({"step": "1e3"}).step is None
-    assert urlstate.encode(urlstate.AttentionPageState(step=640))["step"] == "640"
-    assert "step" not in urlstate.encode(urlstate.AttentionPageState())
+    def step(params):
+        return from_url(AttentionState, params)[0].step
+
+    assert step({"step": "20000"}) == 20000 and step({"step": "-1"}) is None and step({"step": "1e3"}) is None
+    assert to_url(AttentionState(step=640))["step"] == "640"
+    assert "step" not in to_url(AttentionState())
 
 
 def test_the_curves_page_marks_kept_steps_and_a_click_opens_attention_there(monkeypatch, folder):

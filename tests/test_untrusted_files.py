@@ -46,7 +46,16 @@ from core.io import checkpoint, convert, uploads
 from core.io.checkpoint import CheckpointError
 from core.io.convert import ConversionError
 from core.io.uploads import UploadError
-from core.lens import history
+from core.lens.history.curves import X_AXES, build_curves, ordered_metrics, summarize_runs
+from core.lens.history.logs import LogFollower
+from core.lens.history.records import (
+    COLUMNS,
+    LoadedHistory,
+    parse_jsonl,
+    read_checkpoint_history,
+    read_uploaded_history,
+    to_csv,
+)
 from core.lens.probe import files as question_files
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
@@ -347,28 +356,28 @@ def test_checkpoint_upload_refused_leaves_nothing_behind(materials, tmp_path, no
 def test_history_from_hostile_checkpoints_is_a_note(materials, tmp_path, no_canary, id_):
     """The curves page reads only the header: any file gives a frame and notes, never an exception."""
     path = write_case(materials, tmp_path, id_)
-    loaded = attempt(lambda: history.read_checkpoint_history(path, "run"), ())[1]
-    uploaded = attempt(lambda: history.read_uploaded_history(
+    loaded = attempt(lambda: read_checkpoint_history(path, "run"), ())[1]
+    uploaded = attempt(lambda: read_uploaded_history(
         FakeUpload(path.name, path.read_bytes()), "run (uploaded)", 10**9), ())[1]
     for result in (loaded, uploaded):
-        assert list(result.frame.columns) == history.COLUMNS
+        assert list(result.frame.columns) == COLUMNS
         assert all(message_problem(n) is None for n in result.notes), result.notes
         if result.frame.empty:
             assert result.notes, "nothing read and nothing said"
         draw_curves(result)
 
 
-def draw_curves(result: history.LoadedHistory) -> None:
+def draw_curves(result: LoadedHistory) -> None:
     """What the curves page does with a table: every metric and x axis, smoothed, into a figure."""
     from core.figures.curves import training_curves_figure
 
     runs = sorted(result.frame["run"].unique())
-    for metric in (history.ordered_metrics(result.frame["metric"].unique()) or ["loss"])[:2]:
-        for x in history.X_AXES:
-            plot = attempt(lambda m=metric, x=x: history.build_curves(result.frame, runs, m, x, 0.6, True), ())[1]
+    for metric in (ordered_metrics(result.frame["metric"].unique()) or ["loss"])[:2]:
+        for x in X_AXES:
+            plot = attempt(lambda m=metric, x=x: build_curves(result.frame, runs, m, x, 0.6, True), ())[1]
             attempt(lambda p=plot: training_curves_figure(p).to_json(), ())
-    attempt(lambda: history.summarize_runs(result.frame, runs, "loss"), ())
-    attempt(lambda: history.to_csv(result.frame), ())
+    attempt(lambda: summarize_runs(result.frame, runs, "loss"), ())
+    attempt(lambda: to_csv(result.frame), ())
 
 
 def test_checkpoint_over_the_size_limit(materials, tmp_path, monkeypatch):
@@ -698,13 +707,13 @@ JSONL_BUGS: dict[str, str] = {}
 @pytest.mark.parametrize("id_", case_params(JSONL_CASES, JSONL_BUGS))
 def test_history_files_become_tables_and_notes(materials, tmp_path, no_canary, id_):
     data = JSONL_CASES[id_](materials)
-    parsed = attempt(lambda: history.parse_jsonl(data, "up"), ())[1]
-    uploaded = attempt(lambda: history.read_uploaded_history(FakeUpload("h.jsonl", data), "up", 10**9), ())[1]
+    parsed = attempt(lambda: parse_jsonl(data, "up"), ())[1]
+    uploaded = attempt(lambda: read_uploaded_history(FakeUpload("h.jsonl", data), "up", 10**9), ())[1]
     path = tmp_path / "run.log.jsonl"
     path.write_bytes(data)
-    followed = attempt(lambda: history.LogFollower(path, "run").poll(), ())[1]
+    followed = attempt(lambda: LogFollower(path, "run").poll(), ())[1]
     for result in (parsed, uploaded, followed):
-        assert list(result.frame.columns) == history.COLUMNS
+        assert list(result.frame.columns) == COLUMNS
         assert all(message_problem(n) is None for n in result.notes), result.notes
         if result.frame.empty and data.strip():
             assert result.notes, "unreadable bytes were dropped without a note"
@@ -712,9 +721,9 @@ def test_history_files_become_tables_and_notes(materials, tmp_path, no_canary, i
 
 
 def test_history_upload_over_the_limit_and_of_the_wrong_kind():
-    big = history.read_uploaded_history(FakeUpload("h.jsonl", _jsonl(HISTORY_RECORD) * 100), "h", 100)
+    big = read_uploaded_history(FakeUpload("h.jsonl", _jsonl(HISTORY_RECORD) * 100), "h", 100)
     assert big.frame.empty and "limit" in big.notes[0]
-    odd = history.read_uploaded_history(FakeUpload("h.exe", b"MZ"), "h", 10**6)
+    odd = read_uploaded_history(FakeUpload("h.exe", b"MZ"), "h", 10**6)
     assert odd.frame.empty and message_problem(odd.notes[0]) is None
 
 

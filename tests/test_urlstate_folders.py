@@ -1,47 +1,81 @@
-"""The URL codec for the model, the probe and the curves (core.urlstate), and the allowed-folder rule
+"""Page state in the URL (pages/page_state.py over pages/states.py): the model, the probe, every page's
+declaration, old links; and the allowed-folder rule
 (core.io.folders, core.io.uploads.destination_folder): traversal, symlink escapes and the default of none."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from core import urlstate
 from core.io import folders, uploads
+from core.lens.probe.inputs import MAX_INPUT_CHARS
+from pages.page_state import MAX_MODEL_NAME, from_url, model_from_url, model_to_url, to_url
+from pages.states import AttentionState, CurvesState, PositionalState, ProbeState, WhereFromState
 from tests.conftest import ROOT
 
 # --- URL codec ------------------------------------------------------------------------------------
 
 
 def test_model_round_trips_and_bad_values_are_ignored():
-    assert urlstate.decode_model(urlstate.encode_model("lm-rope")) == "lm-rope"
-    assert urlstate.decode_model({"model": ["old", "new"]}) == "new"  # repeated keys: the last
-    assert urlstate.decode_model({}) is None and urlstate.decode_model({"model": "  "}) is None
-    assert len(urlstate.decode_model({"model": "x" * 5000})) == urlstate.MAX_MODEL_NAME
+    assert model_from_url(model_to_url("lm-rope")) == "lm-rope"
+    assert model_from_url({"model": ["old", "new"]}) == "new"  # repeated keys: the last
+    assert model_from_url({}) is None and model_from_url({"model": "  "}) is None
+    assert len(model_from_url({"model": "x" * 5000})) == MAX_MODEL_NAME
 
 
 @pytest.mark.parametrize("state", [
-    urlstate.ProbePageState(),
-    urlstate.ProbePageState(tab="ask", name="Where was Zoë <b>&amp; born?", focus="birth-vanilla"),
-    urlstate.ProbePageState(tab="fabricate", focus="birth, synth"),
-    urlstate.ProbePageState(tab="dev"),
+    ProbeState(),
+    ProbeState(tab="ask", name="Where was Zoë <b>&amp; born?", focus="birth-vanilla"),
+    ProbeState(tab="fabricate", focus="birth, synth"),
+    ProbeState(tab="dev"),
 ])
 def test_probe_state_round_trips(state):
-    params = urlstate.encode_probe(state)
+    params = to_url(state)
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in params.items())
-    assert urlstate.decode_probe(params) == state
+    assert from_url(ProbeState, params)[0] == state
 
 
-def test_probe_state_drops_the_name_off_the_ask_tab_and_survives_bad_links():
-    assert "name" not in urlstate.encode_probe(urlstate.ProbePageState(tab="dev", name="Ada"))
-    bad = urlstate.decode_probe({"tab": "../../etc", "name": "", "focus": ["", "m"]})
-    assert bad == urlstate.ProbePageState(tab="ask", name=None, focus="m")
-    assert urlstate.decode_probe({"tab": " DEV "}).tab_label == "Dev set"
-    assert len(urlstate.decode_probe({"name": "y" * 9000}).name) == urlstate.MAX_PROBE_TEXT
-    assert [urlstate.probe_tab(label) for label in ("Ask", "Fabricate", "Dev set", "nope", None)] == \
-        ["ask", "fabricate", "dev", "ask", "ask"]
+def test_probe_state_survives_bad_links():
+    bad = from_url(ProbeState, {"tab": "../../etc", "name": "", "focus": ["", "m"]})[0]
+    assert bad == ProbeState(tab="ask", name=None, focus="m")
+    assert from_url(ProbeState, {"tab": " DEV "})[0].tab == "dev"
+    assert len(from_url(ProbeState, {"name": "y" * 9000})[0].name) == MAX_INPUT_CHARS
+
+
+# --- one declaration per page: the generic codec ---------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [AttentionState, ProbeState, CurvesState, PositionalState, WhereFromState])
+def test_every_page_state_declares_each_field_once_and_round_trips_its_defaults(cls):
+    keys = [f.metadata["url"] for f in fields(cls)]
+    assert len(keys) == len(set(keys)) == len(fields(cls))  # every field has its own URL key
+    widgets = [f.metadata["widget"] for f in fields(cls) if f.metadata["widget"]]
+    assert len(widgets) == len(set(widgets))
+    assert from_url(cls, to_url(cls())) == (cls(), [])
+    assert from_url(cls, {key: "\x00<script>" for key in keys})[0].__class__ is cls  # never raises
+
+
+def test_no_two_states_share_a_url_key():
+    """The "Where from" view's keys sit in the probe's and the attention page's URLs: every key is one field's."""
+    keys = [f.metadata["url"] for cls in (AttentionState, ProbeState, CurvesState, PositionalState, WhereFromState)
+            for f in fields(cls)]
+    assert len(keys) == len(set(keys))
+
+
+def test_old_links_decode_as_they_did():
+    """Links written by the four codecs this replaced (issue 37) open the same state."""
+    attention = from_url(AttentionState, {"text": "Ada was born in", "layer": "1", "head": "2", "view": "qk",
+                                          "vs": "lm-rope", "hidefirst": "1", "window": "10-40", "step": "640"})[0]
+    assert attention == AttentionState(text="Ada was born in", layer=1, head=2, view="qk", compare="lm-rope",
+                                       hide_first=True, window=(10, 40), step=640)
+    positional = from_url(PositionalState, {"pos_section": "rope", "pos_length": "128", "pos_train": "1",
+                                            "pos_layer": "64"})[0]
+    assert (positional.section, positional.length, positional.train, positional.layer) == ("rope", 128, True, 0)
+    assert from_url(CurvesState, {"runs": "a%2Cb,c", "logy": "on"})[0].runs == ("a,b", "c")
+    assert from_url(CurvesState, {"logy": "on"})[0].logy is True
 
 
 # --- allowed folders ----------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import urlstate
 from core.lens.probe import corpus
 from core.lens.where_from import dev_set
+from pages.page_state import from_url, to_url
+from pages.states import WhereFromState
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app.py")
@@ -122,10 +123,10 @@ def test_the_attention_page_traces_the_next_piece(monkeypatch, tiny_checkpoints)
 
 
 def test_the_url_codec_keeps_only_what_differs_and_survives_bad_values():
-    state = urlstate.WhereFromState(open=True, corruption="swap", samples=3, seed=42)
-    params = urlstate.encode_where_from(state)
+    state = WhereFromState(open=True, corruption="swap", samples=3, seed=42)
+    params = to_url(state)
     assert params == {"wf": "1", "wf_corrupt": "swap", "wf_samples": "3", "wf_seed": "42"}
-    assert urlstate.decode_where_from(params) == state
-    assert urlstate.encode_where_from(urlstate.WhereFromState()) == {}
+    assert from_url(WhereFromState, params)[0] == state
+    assert to_url(WhereFromState()) == {}
     bad = {"wf": "maybe", "wf_corrupt": "<script>", "wf_samples": "999", "wf_seed": "-1"}
-    assert urlstate.decode_where_from(bad) == urlstate.WhereFromState()
+    assert from_url(WhereFromState, bad)[0] == WhereFromState()

@@ -157,7 +157,7 @@ class BrowserFigure(go.Figure):
     plain dict it would validate again, number by number (seconds for a 512-token model view). So this
     Figure holds no traces of its own: plotly would validate every number of the spec too. `to_dict()`
     gives the one dict made by `for_browser` (a deep copy per call was a third of the work for a figure
-    shared by every session, pages/shared.py). Read a figure's traces from the figure you gave to
+    shared by every session, pages/shared_caches.py). Read a figure's traces from the figure you gave to
     `for_browser`, or from `to_dict()` here."""
 
     _sent: dict[str, Any] | None = None

@@ -41,8 +41,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     """
     import html
 
-    from core.lens.history.curves import X_AXES
-    from core.lens.history.summary import METRIC_GOAL
+    from core.lens.history.curves import METRIC_GOAL, X_AXES
 
     scatter = go.Scattergl if plot.webgl else go.Scatter
     colors = run_colors(plot.runs, fixed_colors)  # by name: a run has its colour on every page

@@ -27,8 +27,7 @@ import pandas as pd
 import torch
 
 from core.io.checkpoint import CheckpointInfo
-from core.lens.history.reading import history_from_metadata
-from core.lens.history.records import empty_frame
+from core.lens.history.records import empty_frame, history_from_metadata
 from core.lens.trace import Trace, TraceError, trace_text
 from core.model.positional import (
     alibi_bias,

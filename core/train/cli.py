@@ -1,7 +1,9 @@
 """`python -m core.train`: the CLI over core.train.recipes (CS224N words for the birthplace task).
 
-Every command in USAGE and in the README is run by tests/test_cli_docs.py on tiny data, so the
-documentation cannot drift from what the parser accepts.
+One subparser per function, holding only the flags that function uses: a flag given to a function that
+does not take it (`--vocab-from` on pretrain) is argparse's own error, exit status 2. Every command in USAGE
+and in the README is run by tests/test_cli_docs.py on tiny data, so the documentation cannot drift from
+what the parser accepts.
 """
 
 from __future__ import annotations
@@ -61,19 +63,51 @@ class CommandError(ValueError):
     """A command line that cannot be run as written; one sentence."""
 
 
+# The flags each function takes (argparse refuses the others with its own error, exit status 2).
+TRAINING = ("pretrain", "finetune", "lm", "mlm", "classify")
+READS_A_MODEL = ("finetune", "classify", "evaluate")  # --reading_params_path
+EVALUATES = ("finetune", "lm", "classify", "evaluate")  # --eval_corpus_path
+LEVELS = {"pretrain": ("char", "bpe"), "finetune": ("char", "bpe"), "lm": ("char", "word", "bpe"),
+          "classify": ("char", "word", "bpe")}  # mlm builds a character vocabulary
+WORD_VOCABULARY = ("lm", "classify")  # --lowercase, --min-freq, --splitter, --vocab-from
+FUNCTION_HELP = {
+    "pretrain": "pretrain on wiki.txt (span corruption, the assignment's; or --objective lm)",
+    "finetune": "finetune on the birthplace questions (--finetune_corpus_path)",
+    "evaluate": "score a birthplace model, a language model (perplexity per file) or a classifier",
+    "lm": "train a language model",
+    "mlm": "pretrain an encoder by masked language modelling",
+    "classify": "train a classifier on a TSV of text and label",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core.train", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("function", choices=FUNCTIONS)
+    functions = parser.add_subparsers(dest="function", required=True, metavar="function",
+                                      title="functions (`python -m core.train FUNCTION --help` lists its flags)")
+    for function in FUNCTIONS:
+        sub = functions.add_parser(function, help=FUNCTION_HELP[function], description=FUNCTION_HELP[function])
+        add_function_arguments(sub, function)
+    return parser
+
+
+def add_function_arguments(parser: argparse.ArgumentParser, function: str) -> None:
     parser.add_argument("words", nargs="*", metavar="[variant] corpus_path",
                         help="optional attention variant (vanilla | synthesizer), then wiki.txt "
                              "(pretrain/finetune/evaluate), the text (lm/mlm) or the train TSV (classify)")
-    parser.add_argument("--reading_params_path")
-    parser.add_argument("--writing_params_path")
-    parser.add_argument("--finetune_corpus_path")
-    parser.add_argument("--eval_corpus_path", action="append", default=[],
-                        help="repeatable for lm and for evaluating a language model")
-    parser.add_argument("--outputs_path")
+    if function in READS_A_MODEL:
+        parser.add_argument("--reading_params_path")
+    if function in TRAINING:
+        parser.add_argument("--writing_params_path")
+    if function == "finetune":
+        parser.add_argument("--finetune_corpus_path")
+    if function in EVALUATES:
+        parser.add_argument("--eval_corpus_path", action="append", default=[],
+                            help="repeatable for lm and for evaluating a language model")
+    if function == "evaluate":
+        parser.add_argument("--outputs_path")
+        parser.add_argument("--force", action="store_true", help="overwrite an existing --outputs_path")
+        return
     model = parser.add_argument_group("model (with --reading_params_path the file sets the shape: leave these out)")
     model.add_argument("--n-layer", type=int, default=None, help="default 4")
     model.add_argument("--n-head", type=int, default=None, help="default 8")
@@ -83,30 +117,34 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--block-size", type=int, default=None, help="default 128")
     model.add_argument("--dropout", type=float, default=0.1)
     model.add_argument("--positional", default=None, help="default learned")
-    model.add_argument("--pooling", choices=list(POOLINGS), default=None,
-                       help="classify: how the pieces' final states become one vector (default: last when "
-                            "--reading_params_path is a causal language model, which measured best; mean otherwise)")
+    if function == "classify":
+        model.add_argument("--pooling", choices=list(POOLINGS), default=None,
+                           help="how the pieces' final states become one vector (default: last when "
+                                "--reading_params_path is a causal language model, which measured best; "
+                                "mean otherwise)")
     model.add_argument("--init", choices=["gpt2", "pytorch"], default="gpt2",
                        help="how new weights start: gpt2 N(0, 0.02) (default); pytorch the torch.nn modules' own "
                             "defaults (Embedding N(0, 1), Linear kaiming-uniform), as CSE 256 PA2's model has")
-    vocab = parser.add_argument_group("vocabulary (lm and classify: char or word, the same defaults for both; "
-                                      "pretrain and finetune: char, the assignment's, or bpe)")
-    vocab.add_argument("--level", choices=["char", "word", "bpe"], default=None,
-                       help="default char; with --reading_params_path the file's own")
-    vocab.add_argument("--objective", choices=["span", "lm"], default="span",
-                       help="pretrain: span corruption (the assignment's) or next-token LM over packed documents")
-    vocab.add_argument("--vocab-size", type=int, default=None,
-                       help="--level bpe: pieces learned from the training (pretraining) text (default 2000)")
-    vocab.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=False,
-                       help="fold case before building the word vocabulary (default: keep case)")
-    vocab.add_argument("--min-freq", type=int, default=1,
-                       help="keep pieces seen at least this often in the training text (default 1: all)")
-    vocab.add_argument("--splitter", choices=["regex", "nltk"], default=None,
-                       help="--level word: how text is cut into words; regex (default) \\w+ runs and punctuation, "
-                            "nltk the words of NLTK's word_tokenize, as CSE 256 PA2 splits them")
-    vocab.add_argument("--vocab-from", action="append", default=[], metavar="FILE",
-                       help="repeatable, lm and classify: build the vocabulary from these files instead of the "
-                            "training text (a .tsv gives its text column); PA2 names every training file")
+    if function in LEVELS:
+        vocab = parser.add_argument_group("vocabulary")
+        vocab.add_argument("--level", choices=LEVELS[function], default=None,
+                           help="default char; with --reading_params_path the file's own")
+        vocab.add_argument("--vocab-size", type=int, default=None,
+                           help="--level bpe: pieces learned from the training (pretraining) text (default 2000)")
+    if function == "pretrain":
+        vocab.add_argument("--objective", choices=["span", "lm"], default="span",
+                           help="span corruption (the assignment's) or next-token LM over packed documents")
+    if function in WORD_VOCABULARY:
+        vocab.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=False,
+                           help="fold case before building the word vocabulary (default: keep case)")
+        vocab.add_argument("--min-freq", type=int, default=1,
+                           help="keep pieces seen at least this often in the training text (default 1: all)")
+        vocab.add_argument("--splitter", choices=["regex", "nltk"], default=None,
+                           help="--level word: how text is cut into words; regex (default) \\w+ runs and "
+                                "punctuation, nltk the words of NLTK's word_tokenize, as CSE 256 PA2 splits them")
+        vocab.add_argument("--vocab-from", action="append", default=[], metavar="FILE",
+                           help="repeatable: build the vocabulary from these files instead of the training text "
+                                "(a .tsv gives its text column); PA2 names every training file")
     train = parser.add_argument_group("training")
     train.add_argument("--epochs", type=int, default=None)
     train.add_argument("--max-iters", type=int, default=0, help="stop after this many optimizer steps (0: no limit)")
@@ -124,11 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "others; all: every parameter, as torch.optim.AdamW(model.parameters()))")
     train.add_argument("--grad-clip", type=float, default=None,
                        help="clip the gradient norm to this (default 1.0; 0: no clipping)")
-    train.add_argument("--stride", type=int, default=None, metavar="N",
-                       help="lm: a training window starts every N tokens (default: --block-size, no overlap; "
-                            "1: at every token, as CSE 256 PA2 samples them)")
-    train.add_argument("--val-fraction", type=float, default=0.1,
-                       help="lm: the last part of the training text held out as split 'val' (0: none)")
+    if function == "lm":
+        train.add_argument("--stride", type=int, default=None, metavar="N",
+                           help="a training window starts every N tokens (default: --block-size, no overlap; "
+                                "1: at every token, as CSE 256 PA2 samples them)")
+        train.add_argument("--val-fraction", type=float, default=0.1,
+                           help="the last part of the training text held out as split 'val' (0: none)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto")
     train.add_argument("--snapshots", type=int, default=0, metavar="N",
@@ -136,7 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
                             "<checkpoint>.snapshots.safetensors, float16 (0: none)")
     train.add_argument("--resume", action="store_true", help="continue the run at --writing_params_path")
     train.add_argument("--force", action="store_true", help="overwrite an existing output")
-    return parser
 
 
 def split_words(words: list[str]) -> tuple[str, str | None]:
@@ -202,18 +240,11 @@ def run_command(args, command: str, out=print) -> str:
     from core.train.progress import EpochReport
 
     variant, corpus = split_words(args.words)
-    # flags left out take the defaults; those given are checked against a pretrained file's own values
-    chosen = {f: getattr(args, f) for f in SHAPE_DEFAULTS if getattr(args, f) is not None}
-    given = set(chosen) | {f for f in ("level", "vocab_size") if getattr(args, f) is not None}
-    if variant != "vanilla" or (args.words and args.words[0] in VARIANTS):
-        given.add("attention")
-    level, vocab_size = args.level or "char", args.vocab_size or 2000
-    shape = recipes.ModelShape(**{**SHAPE_DEFAULTS, **chosen}, dropout=args.dropout, attention=variant,
-                               init=args.init)
-    evals = list(args.eval_corpus_path)
+    flags = vars(args)  # each function's parser has only its own flags
+    evals = list(flags.get("eval_corpus_path", []))
 
     def need(name: str) -> str:
-        value = corpus if name == "corpus" else getattr(args, name)
+        value = corpus if name == "corpus" else flags.get(name)
         if not value:
             raise CommandError(f"{args.function} needs the corpus path argument." if name == "corpus"
                                else f"{args.function} needs --{name}.")
@@ -226,19 +257,20 @@ def run_command(args, command: str, out=print) -> str:
 
     if args.function == "evaluate":
         return evaluate_command(args, need, one_eval, out)
+    # flags left out take the defaults; those given are checked against a pretrained file's own values
+    chosen = {f: flags[f] for f in SHAPE_DEFAULTS if flags[f] is not None}
+    given = set(chosen) | {f for f in ("level", "vocab_size") if flags.get(f) is not None}
+    if variant != "vanilla" or (args.words and args.words[0] in VARIANTS):
+        given.add("attention")
+    level, vocab_size = flags.get("level") or "char", flags.get("vocab_size") or 2000
+    shape = recipes.ModelShape(**{**SHAPE_DEFAULTS, **chosen}, dropout=args.dropout, attention=variant,
+                               init=args.init)
     birthplace = args.function in ("pretrain", "finetune")
-    allowed = ("char", "bpe") if birthplace else ("char", "word", "bpe")
-    if level not in allowed:
-        raise CommandError(f"{args.function} takes --level {' or '.join(allowed)}, not {level}.")
     subword = dict(level=level, vocab_size=vocab_size) if birthplace else {}
-    if (args.vocab_from or args.splitter) and args.function not in ("lm", "classify"):
-        raise CommandError(f"{args.function} takes no --vocab-from or --splitter; they are for lm and classify.")
-    if args.stride is not None and args.function != "lm":
-        raise CommandError(f"{args.function} takes no --stride; it is for lm.")
-    vocabulary = None if birthplace else VocabularyChoice(level=level, lowercase=args.lowercase,
-                                                          min_freq=args.min_freq, splitter=args.splitter or "regex",
-                                                          files=tuple(args.vocab_from), vocab_size=vocab_size)
-    for warning in vocabulary_warnings(args.vocab_from, evals):
+    vocabulary = VocabularyChoice(level=level, lowercase=args.lowercase, min_freq=args.min_freq,
+                                  splitter=args.splitter or "regex", files=tuple(args.vocab_from),
+                                  vocab_size=vocab_size) if args.function in WORD_VOCABULARY else None
+    for warning in vocabulary_warnings(flags.get("vocab_from", []), evals):
         out(warning)
     common = dict(resume=args.resume, force=args.force, command=command)
     report = None
@@ -362,7 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     from core.model.tokenizer import TokenizerError
 
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0), or argparse's own refusal, e.g. a flag the function does not take (2)
+        return exc.code if isinstance(exc.code, int) else 2
     command = "python -m core.train " + shlex.join(argv)
     try:
         print(run_command(args, command, out=lambda line: print(line, flush=True)))

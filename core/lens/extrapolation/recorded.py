@@ -21,7 +21,6 @@ import torch
 
 from core.io import checkpoint as ckpt
 from core.io.loaded import CheckpointInfo, LoadedCheckpoint
-from core.lens.extrapolation.devtext import dev_text_from_metadata
 from core.lens.extrapolation.plan import (
     ExtrapolationRun,
     ExtrapolationUnit,
@@ -35,6 +34,7 @@ from core.lens.extrapolation.scoring import (
     EXTRAPOLATION_PROTOCOLS,
     LengthScore,
     check_language_model,
+    dev_text_from_metadata,
 )
 from core.model.transformer import Transformer
 

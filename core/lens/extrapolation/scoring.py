@@ -1,47 +1,33 @@
-"""Scoring one window length: the two protocols, the score types and `score_length`.
+"""Scoring one window length: the two protocols, the score types, `score_length`, and the text scored.
 
 Train short, test long (Press et al. 2022): dev loss of language models at window lengths that are
 multiples of the training block size. This module measures one (model, protocol, length) on a token
-stream; `plan` runs many of them, `report` turns them into rows and sentences, `cli` is the command line.
+stream, read from the validation split training used (`DevText`, found from a checkpoint's metadata);
+`plan` runs many of them, `report` turns them into rows and sentences; the command line is
+`python -m core.train.extrapolation`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from core.io.loaded import CheckpointInfo
 from core.lens.birthplace import Progress
 from core.lens.trace import model_device
 from core.model.transformer import Transformer
 
-# Two protocols, both exact, described here once; the page and the CLI quote PROTOCOL_DESCRIPTIONS.
-#
-# windows   Non-overlapping windows, as training validates: the token stream is cut into
-#           consecutive windows of L inputs, window k reads ids[kL : kL+L] and predicts
-#           ids[kL+1 : kL+L+1]; the tail that does not fill a window is not scored. A token at
-#           position p of its window is predicted from p+1 tokens (p = 0..L-1), so most tokens see
-#           far less than L tokens of context. At L = block size over the whole dev text this is
-#           exactly the trainer's validation loss.
-# sliding   Every token with as much left context as fits (stride 1): the token after input
-#           position t is predicted from ids[max(0, t-L+1) .. t]. Computed exactly, not with a
-#           stride: the first window ids[0:L] scores its L predictions (with a causal model,
-#           position t there sees exactly ids[0..t]); after that every window ids[t-L+1 .. t]
-#           (t = L .. N-2) scores only its last prediction. That is N-L forward passes of L tokens
-#           (batched), so it is expensive: limit it with max_tokens.
-#
-# The stream is the first max_tokens+1 tokens of the text, so at most max_tokens predictions are
-# scored. Targets that are PAD (characters outside the vocabulary) are not scored, as in the
-# model's own loss. Lengths past `model.max_length` (a learned table has no row for position 64 of a
-# 64-row table) are never clamped: they return a "not applicable" score with the reason.
-
 EXTRAPOLATION_FACTORS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 EXTRAPOLATION_PROTOCOLS = ("windows", "sliding")
 # Predictions scored per protocol unless a person asks for more: the page's defaults, and what
-# `python -m core.lens.extrapolation record` stores in a checkpoint (sliding is one pass per prediction).
+# `python -m core.train.extrapolation record` stores in a checkpoint (sliding is one pass per prediction).
 DEFAULT_LIMITS = {"windows": 4096, "sliding": 512}
 PROTOCOL_DESCRIPTIONS = {  # the comment above, in the words the page and --help show
     "windows": "Non-overlapping windows of L tokens, as training validates: window k reads tokens kL..kL+L-1 "
@@ -218,3 +204,72 @@ def score_length(model: Transformer, ids: torch.Tensor, length: int, protocol: s
     loss = float(total) / count if count else math.nan
     return LengthScore(protocol, factor, length, loss, count, windows,
                        None if count else "no scorable tokens (all targets are PAD)", position_loss)
+
+
+_ROOT = Path(__file__).resolve().parents[3]
+
+
+@dataclass
+class DevText:
+    text: str
+    source: str  # what the text is, in words
+    notes: list[str] = field(default_factory=list)
+
+
+def resolve_data_path(path: str) -> Path | None:
+    """A corpus path recorded in a checkpoint: absolute, relative to the working folder, or the repo."""
+    candidate = Path(path)
+    for option in ([candidate] if candidate.is_absolute() else [Path.cwd() / candidate, _ROOT / candidate]):
+        if option.is_file():
+            return option
+    return None
+
+
+def dev_text_from_metadata(metadata: dict[str, Any], name: str = "The checkpoint") -> DevText:
+    """The validation split training used: `text[int(len(text) * (1 - val_fraction)):]` of the corpus
+    recorded in the checkpoint's `data` metadata (the split of `core.train.recipes.train_lm`)."""
+    data = metadata.get("data") or []
+    if not data or not isinstance(data[0], dict) or not data[0].get("path"):
+        raise ExtrapolationError(f"{name} records no training corpus; give a text to evaluate on.")
+    recorded = str(data[0]["path"])
+    path = resolve_data_path(recorded)
+    if path is None:
+        raise ExtrapolationError(f"The corpus {recorded} that {name} was trained on is not on this machine; "
+                                 "give a text to evaluate on.")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ExtrapolationError(f"{recorded} is not UTF-8 text.") from None
+    notes = []
+    if data[0].get("sha256") and hashlib.sha256(raw).hexdigest() != data[0]["sha256"]:
+        notes.append(f"{recorded} has changed since {name} was trained (its sha256 differs), so the split "
+                     "is not exactly the one training validated on.")
+    try:
+        val_fraction = float(metadata.get("val_fraction", 0.1))
+    except (TypeError, ValueError):
+        val_fraction = 0.1
+    if "val_fraction" not in metadata:
+        notes.append(f"{name} records no validation fraction; using the last 10% of {recorded}.")
+    val_fraction = min(max(val_fraction, 0.0), 1.0)
+    cut = int(len(text) * (1 - val_fraction))
+    return DevText(text[cut:], f"the last {val_fraction:.0%} of {recorded} (characters {cut:,} to "
+                               f"{len(text):,}), the validation split of training", notes)
+
+
+def family_dev_text(members: Sequence[CheckpointInfo]) -> DevText:
+    """The dev split of the first member's recorded corpus; a note when members recorded other corpora."""
+    if not members:
+        raise ExtrapolationError("No checkpoints to evaluate.")
+    text = dev_text_from_metadata(members[0].metadata, members[0].name)
+    first = _corpus_hashes(members[0])
+    others = [m.name for m in members[1:] if _corpus_hashes(m) != first]
+    if others:
+        text.notes.append(f"{', '.join(others)} recorded a different training corpus than {members[0].name}; "
+                          f"all are evaluated on {members[0].name}'s dev split.")
+    return text
+
+
+def _corpus_hashes(info: CheckpointInfo) -> list[Any]:
+    data = info.metadata.get("data") or []
+    return [(d.get("sha256"), d.get("path")) if isinstance(d, dict) else d for d in data]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from core.lens.history.summary import METRIC_GOAL, last_finite
+from core.lens.history.curves import METRIC_GOAL, last_finite
 
 
 @dataclass(frozen=True)

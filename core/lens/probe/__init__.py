@@ -7,10 +7,8 @@ the answer rule and accuracy); import the one you need (`from core.lens.probe im
 - inputs: a typed name or question -> 'Where was NAME born?' and NAME; unknown characters, in one sentence;
 - corpus: the world folder's files (`ProbeData`), the documents about a name and the places they
   mention (`CorpusIndex`, `Evidence`), one evidence category per prediction;
-- candidates: log P(place + ⁇ | question + ⁇) for every known place, teacher forced and batched; the
-  greedy answer's probability (its confidence);
-- answers: one question put to a model (`ask`: greedy answer, confidence, candidates) and where it looks
-  as it starts to answer;
+- answers: one question put to a model (`ask`: greedy answer, confidence, every known place ranked by
+  log P(place + ⁇ | question + ⁇), teacher forced and batched) and where it looks as it starts to answer;
 - analysis: the dev set, question by question (`DevAnalysis` = a `BirthplaceResult` + evidence), models
   compared, filters, reliability;
 - files: uploaded question files, predictions and CSV downloads;

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from core.lens.birthplace import BirthplaceResult, Progress, country_prior_answers, evaluate_birthplaces
-from core.lens.probe.candidates import answer_probabilities
+from core.lens.probe.answers import answer_probabilities
 from core.lens.probe.corpus import CATEGORIES, CorpusIndex, categorise
 from core.lens.probe.inputs import name_from_question
 from core.model.tokenizer import Tokenizer

@@ -1,20 +1,169 @@
 """One question put to a model: its greedy answer (the assignment's decoding), how sure it is, how it
-ranks every known place, and where it looks when it starts to answer (one `Trace` of the prompt)."""
+ranks every known place, and where it looks when it starts to answer (one `Trace` of the prompt).
+
+Candidates: log P(place + ⁇ | question + ⁇) for every known place, teacher forced and batched; the greedy
+answer's probability is its confidence.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import torch
 
 from core.lens.birthplace import ANSWER_CHARS, context_length, predict_birthplaces
-from core.lens.probe.candidates import CandidateRanking, answer_probabilities, check_generator, rank_candidates
-from core.lens.trace import Trace, trace_text
+from core.lens.trace import Trace, model_device, trace_text
+from core.model.attention import KVCache
 from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.model.transformer import Transformer
+
+
+def check_generator(model: Transformer) -> None:
+    if not model.config.causal or model.config.head != "lm":
+        raise ValueError("Only causal language models (birthplace checkpoints) answer questions.")
+
+
+@torch.no_grad()
+def continuation_log_probs(model: Transformer, tokenizer: Tokenizer, prompts: Sequence[str],
+                           continuations: Sequence[str], batch_size: int = 256) -> np.ndarray:
+    """log P(continuation | prompt), summed over the continuation's characters, teacher forced.
+
+    NaN where prompt + continuation is longer than one pass of the model covers (or the prompt is
+    empty); 0 for an empty continuation. One shared prompt (every candidate of one question) is read
+    once and its keys and values reused for every continuation; mixed prompts are right-padded to equal
+    length (causal: padding after a position never changes it) and scored in a few batched passes.
+    """
+    check_generator(model)
+    model.eval()
+    rows = [(tokenizer.encode(p), tokenizer.encode(c)) for p, c in zip(prompts, continuations, strict=True)]
+    out = np.full(len(rows), np.nan)
+    out[[i for i, (p, c) in enumerate(rows) if p and not c]] = 0.0  # an empty continuation is certain
+    limit = context_length(model)
+    fitting = [i for i, (p, c) in enumerate(rows) if p and c and len(p) + len(c) - 1 <= limit]
+    if len(set(prompts[i] for i in fitting)) == 1:
+        out[fitting] = _after_one_prompt(model, rows[fitting[0]][0], [rows[i][1] for i in fitting], batch_size)
+        return out
+    fitting.sort(key=lambda i: len(rows[i][0]) + len(rows[i][1]))  # similar lengths share a batch
+    for start in range(0, len(fitting), batch_size):
+        chunk = fitting[start: start + batch_size]
+        out[chunk] = _padded(model, [rows[i] for i in chunk], tokenizer.pad_id)
+    return out
+
+
+def _padded(model: Transformer, rows: list[tuple[list[int], list[int]]], pad_id: int) -> np.ndarray:
+    """Each row's prompt + continuation in one right-padded batch; the continuation's log-probs summed."""
+    device = model_device(model)
+    width = max(len(p) + len(c) - 1 for p, c in rows)
+    idx = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    targets = torch.zeros((len(rows), width), dtype=torch.long)
+    scored = torch.zeros((len(rows), width), dtype=torch.bool)
+    for r, (p, c) in enumerate(rows):
+        sequence = (p + c)[:-1]
+        idx[r, :len(sequence)] = torch.tensor(sequence)
+        # the logits at position t predict token t + 1: the continuation starts at len(p)
+        targets[r, len(p) - 1: len(p) - 1 + len(c)] = torch.tensor(c, dtype=torch.long)
+        scored[r, len(p) - 1: len(p) - 1 + len(c)] = True
+    logits, _ = model(idx.to(device))
+    return _summed(logits, targets.to(device), scored.to(device))
+
+
+def _after_one_prompt(model: Transformer, prompt: list[int], continuations: list[list[int]],
+                      batch_size: int) -> np.ndarray:
+    """Every continuation after one prompt: the prompt is read once (keys and values cached); each batch
+    reads only the continuations' characters, from the prompt's end. Equal to `_padded` row by row."""
+    device = model_device(model)
+    caches = [KVCache() for _ in model.blocks]
+    h, _ = model.hidden_states(torch.tensor([prompt], device=device), caches=caches)
+    first = torch.log_softmax(model.head.unembed(h[0, -1]).float(), dim=-1)  # predicts each first character
+    out = np.array([float(first[c[0]]) for c in continuations])
+    rest = sorted((i for i, c in enumerate(continuations) if len(c) > 1), key=lambda i: len(continuations[i]))
+    size = min(batch_size, 64)  # similar lengths share a batch: little padding to compute
+    for start in range(0, len(rest), size):
+        chunk = rest[start: start + size]
+        width = max(len(continuations[i]) - 1 for i in chunk)
+        idx = torch.zeros((len(chunk), width), dtype=torch.long)  # after each row's end: never read
+        targets = torch.zeros((len(chunk), width), dtype=torch.long)
+        scored = torch.zeros((len(chunk), width), dtype=torch.bool)
+        for r, i in enumerate(chunk):
+            c = continuations[i]
+            idx[r, :len(c) - 1] = torch.tensor(c[:-1])
+            targets[r, :len(c) - 1] = torch.tensor(c[1:])
+            scored[r, :len(c) - 1] = True
+        shared = [KVCache(*(None if t is None else t.expand(len(chunk), -1, -1, -1) for t in (c.k, c.v)))
+                  for c in caches]
+        h, _ = model.hidden_states(idx.to(device), start=len(prompt), caches=shared)
+        out[chunk] += _summed(model.head.unembed(h), targets.to(device), scored.to(device))
+    return out
+
+
+def _summed(logits: torch.Tensor, targets: torch.Tensor, scored: torch.Tensor) -> np.ndarray:
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return (picked * scored).sum(dim=1).cpu().numpy()
+
+
+@dataclass
+class CandidateRanking:
+    """Every known place scored as the answer to one question, best first."""
+
+    question: str
+    places: list[str]
+    log_probs: np.ndarray  # log P(place + ⁇ | question + ⁇)
+    skipped: list[str] = field(default_factory=list)  # too long for the model's context
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """Normalised over the candidates: sums to 1 (a softmax of the log-probabilities)."""
+        if not len(self.log_probs):
+            return np.zeros(0)
+        shifted = np.exp(self.log_probs - self.log_probs.max())
+        return shifted / shifted.sum()
+
+    @property
+    def mass(self) -> float:
+        """Total probability the model puts on the whole candidate list (the rest: other strings)."""
+        if not len(self.log_probs):
+            return 0.0
+        top = float(self.log_probs.max())
+        return float(math.exp(top) * np.exp(self.log_probs - top).sum())
+
+    def rank_of(self, place: str) -> int | None:
+        return self.places.index(place) + 1 if place in self.places else None
+
+    def top(self, k: int = 10) -> pd.DataFrame:
+        probs = self.probabilities
+        return pd.DataFrame({"rank": range(1, min(k, len(self.places)) + 1), "place": self.places[:k],
+                             "probability": probs[:k], "log_prob": self.log_probs[:k]})
+
+
+def rank_candidates(model: Transformer, tokenizer: Tokenizer, question: str, places: Sequence[str],
+                    batch_size: int = 256) -> CandidateRanking:
+    """All candidates of one question in one or a few forward passes (`place⁇` after `question⁇`)."""
+    places = list(dict.fromkeys(places))
+    prompt = question + MASK_CHAR
+    scores = continuation_log_probs(model, tokenizer, [prompt] * len(places), [p + MASK_CHAR for p in places],
+                                    batch_size)
+    keep = np.isfinite(scores)
+    order = sorted(np.flatnonzero(keep), key=lambda i: (-scores[i], places[i]))
+    return CandidateRanking(question=question, places=[places[i] for i in order],
+                            log_probs=np.array([scores[i] for i in order], dtype=float),
+                            skipped=[places[i] for i in np.flatnonzero(~keep)])
+
+
+def answer_probabilities(model: Transformer, tokenizer: Tokenizer, questions: Sequence[str],
+                         answers: Sequence[str]) -> np.ndarray:
+    """The greedy answer's probability: the product of its characters' probabilities and of the closing
+    ⁇ (when the answer closed within the 32 generated characters). NaN where it cannot be rescored."""
+    continuations = [a + MASK_CHAR if len(a) < ANSWER_CHARS else a for a in answers]
+    prompts = [q + MASK_CHAR for q in questions]
+    log_probs = continuation_log_probs(model, tokenizer, prompts, continuations)
+    unsure = np.array([MASK_CHAR in q for q in questions], dtype=bool)  # the answer split differently
+    log_probs[unsure] = np.nan
+    return np.exp(log_probs)
 
 
 @dataclass

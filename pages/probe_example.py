@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, urlencode
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -20,8 +19,12 @@ from core.io.checkpoint import LoadedCheckpoint
 from core.lens.birthplace import predict_birthplaces
 from core.lens.probe import answers, corpus, inputs
 from core.text import MASK_LABEL
-from pages.common import MAIN_WIDTH, fitted_columns, plain, show_figure
-from pages.shared import figure
+from core.text import markdown_escape as plain
+from pages.charts import show_figure
+from pages.page_state import link_text, page_url
+from pages.shared_caches import figure
+from pages.states import AttentionState
+from pages.tables import MAIN_WIDTH, fitted_columns
 
 TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -80,12 +83,12 @@ def warn_unknown(p: Probe, texts) -> None:
 def attention_link(model_name: str, question: str) -> None:
     # The question as typed: the Attention page appends the MASK to a birthplace question itself (its box
     # would show the ⁇ as two more question marks, "born???")
-    params = {"model": model_name, "text": question}
+    params = page_url(AttentionState(text=question), model=model_name)
     try:
         st.page_link("pages/attention.py", label="Open this question on the Attention page",
                      icon=":material/visibility:", query_params=params)
     except StreamlitAPIException:  # the attention page is not in this app's navigation
-        st.text("Attention page: attention?" + urlencode(params, quote_via=quote))
+        st.text("Attention page: " + link_text("attention", params))
 
 
 def show_attention(p: Probe, question: str, key: str) -> None:

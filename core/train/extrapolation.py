@@ -1,4 +1,4 @@
-"""The command line: `python -m core.lens.extrapolation extrapolation CHECKPOINT...` runs the page's plan
+"""The command line: `python -m core.train.extrapolation extrapolation CHECKPOINT...` runs the page's plan
 over each checkpoint's whole dev split (or a given text) and prints a table, sentences and the check;
 `... record CHECKPOINT...` stores the page's default run in each checkpoint, so the page shows it at once."""
 
@@ -13,7 +13,6 @@ from pathlib import Path
 from core.data.datasets import DataError, read_text
 from core.io import checkpoint as ckpt
 from core.io.loaded import CheckpointInfo
-from core.lens.extrapolation.devtext import DevText, dev_text_from_metadata
 from core.lens.extrapolation.plan import run_extrapolation, text_scorer
 from core.lens.extrapolation.recorded import record
 from core.lens.extrapolation.report import (
@@ -28,10 +27,12 @@ from core.lens.extrapolation.scoring import (
     EXTRAPOLATION_FACTORS,
     EXTRAPOLATION_PROTOCOLS,
     WINDOWS_PER_BATCH,
+    DevText,
     ExtrapolationError,
     VariantExtrapolation,
     check_language_model,
     check_protocols,
+    dev_text_from_metadata,
     token_stream,
 )
 from core.model.config import ConfigError
@@ -133,7 +134,7 @@ def record_command(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m core.lens.extrapolation", description="Evaluate checkpoints.")
+    parser = argparse.ArgumentParser(prog="python -m core.train.extrapolation", description="Evaluate checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True)
     extra = sub.add_parser(
         "extrapolation", help="dev perplexity at multiples of the training length",
@@ -173,3 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "record":
         return record_command(args)
     return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

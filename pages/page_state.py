@@ -1,0 +1,293 @@
+"""Page state, declared once per page: widgets <-> one frozen dataclass <-> URL query parameters.
+
+A page's state is a frozen dataclass whose fields are made with `url_field`: per field, its URL key (short and
+stable: changing one breaks links people have shared), its widget key, a parser (URL string -> value, raising
+ValueError on anything it does not accept, bounds included) and how the value is written back. Three generic
+steps then serve every page:
+
+- `restore(cls)`: the state a page opens with (the URL on a first visit or when a link brings values this page
+  did not write last; else this session's last state), with every widget it names seeded from it;
+- `bind(cls, last)`: the state the widgets hold now, written to the URL (values at their defaults left out,
+  so links stay short) and kept as this session's last state;
+- `to_url(state)` / `from_url(cls, params)`: the codec, also used for links between pages (`page_url`).
+
+Decoding never raises: a missing or bad value (hand-edited links, old links, other tools) becomes the
+default, and a field that declares a `note` says so in one sentence. `st.query_params` holds strings;
+AppTest and repeated keys can give lists, of which the last counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import string
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from urllib.parse import quote, unquote, urlencode
+
+import streamlit as st
+
+TRUE, FALSE = "1", "0"
+DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII digits only: no sign, '1e3', '²'
+MAX_INDEX = 4096  # layers, heads and token positions above this are not real, whatever the URL says
+MODEL_KEY, MAX_MODEL_NAME = "model", 200  # the sidebar's model, on every page
+
+
+# --- parsers: URL string -> value, ValueError when not accepted -----------------------------------------
+
+def whole_number(limit: int | None = None) -> Callable[[str], int]:
+    """A whole number written in ASCII digits, at most `limit` (None: any a run can reach, e.g. a step)."""
+    def parse(value: str) -> int:
+        if not DIGITS.fullmatch(value.strip()):
+            raise ValueError(value)
+        number = int(value.strip())
+        if limit is not None and number > limit:
+            raise ValueError(value)
+        return number
+    return parse
+
+
+def number_in(allowed: range) -> Callable[[str], int]:
+    """A whole number that is one of `allowed` (a slider's steps)."""
+    def parse(value: str) -> int:
+        number = whole_number()(value)
+        if number not in allowed:
+            raise ValueError(value)
+        return number
+    return parse
+
+
+def decimal_in(low: float, high: float) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        number = float(value)
+        if not low <= number <= high:  # NaN fails too
+            raise ValueError(value)
+        return number
+    return parse
+
+
+def one_of(choices: Iterable[str], fold_case: bool = False) -> Callable[[str], str]:
+    choices = tuple(choices)
+
+    def parse(value: str) -> str:
+        value = value.strip().lower() if fold_case else value
+        if value not in choices:
+            raise ValueError(value)
+        return value
+    return parse
+
+
+def flag(value: str) -> bool:
+    value = value.strip().lower()
+    if value in (TRUE, "true", "yes", "on"):
+        return True
+    if value in (FALSE, "false", "no", "off"):
+        return False
+    raise ValueError(value)
+
+
+def text(limit: int, blank: bool = True) -> Callable[[str], str]:
+    """Free text cut to `limit`; `blank=False`: empty or only whitespace is refused (the default holds)."""
+    def parse(value: str) -> str:
+        if not blank and not value.strip():
+            raise ValueError(value)
+        return value[:limit]
+    return parse
+
+
+def name(limit: int) -> Callable[[str], str]:
+    """A name (a metric, a model): one to `limit` characters."""
+    def parse(value: str) -> str:
+        if not 0 < len(value) <= limit:
+            raise ValueError(value)
+        return value
+    return parse
+
+
+def span(value: str) -> tuple[int, int]:
+    """'100-147' -> (100, 147): the first and last position a long input's views draw."""
+    first, _, last = value.partition("-")
+    index = whole_number(MAX_INDEX)
+    return index(first), index(last)
+
+
+def show_span(value: tuple[int, int]) -> str:
+    return f"{int(value[0])}-{int(value[1])}"
+
+
+# Names joined with ',' in one parameter may themselves hold ',' and '%': those two are percent-encoded (and
+# anything outside printable ASCII); the rest of a name stays readable in the link.
+NAME_SAFE = "".join(c for c in string.punctuation + " " if c not in "%,")
+
+
+def names(value: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(unquote(n) for n in value.split(",") if n))
+
+
+def show_names(value: Iterable[str]) -> str:
+    return ",".join(quote(n, safe=NAME_SAFE) for n in value)
+
+
+def show_plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return TRUE if value else FALSE
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# --- declaring a page's state ------------------------------------------------------------------------------
+
+def url_field(default: Any = None, *, url: str, parse: Callable[[str], Any], widget: str | None = None,
+              show: Callable[[Any], str] = show_plain, always: bool = False, note: str | None = None,
+              labels: Mapping[Any, str] | None = None, default_factory: Callable[[], Any] | None = None):
+    """One field of a page's state. `widget` may hold '{prefix}' (a view drawn on several pages); `labels`:
+    the widget shows a label per value (a tab title); `always`: written even at its default; `note`: the
+    sentence shown when a link's value is refused."""
+    metadata = dict(url=url, parse=parse, widget=widget, show=show, always=always, note=note, labels=labels)
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _fields(cls_or_state) -> tuple[dataclasses.Field, ...]:
+    return tuple(f for f in dataclasses.fields(cls_or_state) if "url" in f.metadata)
+
+
+def url_keys(cls) -> set[str]:
+    return {f.metadata["url"] for f in _fields(cls)}
+
+
+def _last(value: Any) -> str | None:
+    if isinstance(value, (list, tuple)):
+        value = value[-1] if value else None
+    return value if isinstance(value, str) else None
+
+
+def from_url(cls, params: Mapping[str, Any]):
+    """(state, notes): every missing or refused value is the field's default; refusals with a note say so."""
+    state, values, notes = cls(), {}, []
+    for f in _fields(cls):
+        raw = _last(params.get(f.metadata["url"]))
+        if raw is None:
+            continue
+        try:
+            values[f.name] = f.metadata["parse"](raw)
+        except (ValueError, OverflowError):
+            if f.metadata["note"]:
+                notes.append(f.metadata["note"])
+    return dataclasses.replace(state, **values), notes
+
+
+def to_url(state, short: bool = False) -> dict[str, str]:
+    """State -> query parameters (strings); None, and values at their defaults unless `always`, left out
+    (`short`: every value at its default left out, as in a link from another page)."""
+    default, params = type(state)(), {}
+    for f in _fields(state):
+        value = getattr(state, f.name)
+        if value is None or ((short or not f.metadata["always"]) and value == getattr(default, f.name)):
+            continue
+        params[f.metadata["url"]] = f.metadata["show"](value)
+    return params
+
+
+def page_url(*states, model: str | None = None) -> dict[str, str]:
+    """The query parameters of a link to another page: its states, only what differs from their defaults
+    (and the sidebar's model)."""
+    params = {MODEL_KEY: model[:MAX_MODEL_NAME]} if model else {}
+    for state in states:
+        params.update(to_url(state, short=True))
+    return params
+
+
+def link_text(page: str, params: Mapping[str, str]) -> str:
+    """The link as text, where a page link cannot be drawn (the page is not in this app's navigation)."""
+    return f"{page}?" + urlencode(dict(params), quote_via=quote)
+
+
+# --- widgets <-> state <-> URL --------------------------------------------------------------------------------
+
+def _saved_key(cls, prefix: str) -> str:
+    return f"{prefix or cls.__name__}_saved_state"
+
+
+def widget_key(cls, field_name: str, prefix: str = "") -> str | None:
+    f = next(f for f in _fields(cls) if f.name == field_name)
+    return f.metadata["widget"].format(prefix=prefix) if f.metadata["widget"] else None
+
+
+def last_state(cls, prefix: str = ""):
+    """This session's last state of a page (None before its first visit): what a link to it keeps."""
+    return st.session_state.get(_saved_key(cls, prefix))
+
+
+def restore(cls, prefix: str = "", params: Mapping[str, Any] | None = None, links: bool = True):
+    """(state, notes) a page opens with, every widget it names seeded where not drawn yet. The URL counts on a
+    first visit and when a link brings values other than this page wrote last (a link from another page, a
+    pasted link: then the widgets are reset to it); else this session's last state (views come and go).
+    `links=False`: the URL counts on a first visit only (a view drawn on several tabs of one page)."""
+    params = st.query_params.to_dict() if params is None else params
+    ours = {k: v for k, v in params.items() if k in url_keys(cls)}
+    last = last_state(cls, prefix)
+    notes: list[str] = []
+    if last is None or (links and ours and ours != st.session_state.get(_saved_key(cls, prefix) + "_url")):
+        state, notes = from_url(cls, params)
+        if last is not None:
+            for f in _fields(cls):
+                if f.metadata["widget"]:
+                    st.session_state.pop(f.metadata["widget"].format(prefix=prefix), None)
+    else:
+        state = last
+    for f in _fields(cls):
+        key = f.metadata["widget"].format(prefix=prefix) if f.metadata["widget"] else None
+        if key and key not in st.session_state:
+            value = getattr(state, f.name)
+            labels = f.metadata["labels"]
+            st.session_state[key] = labels[value] if labels and value in labels else value
+    return state, notes
+
+
+def current(cls, last=None, prefix: str = "", **values):
+    """The state the widgets hold now (fields without a drawn widget keep `last`'s value; `values` win)."""
+    base = last if last is not None else cls()
+    now = {}
+    for f in _fields(cls):
+        key = f.metadata["widget"].format(prefix=prefix) if f.metadata["widget"] else None
+        if key and key in st.session_state:
+            value = st.session_state[key]
+            labels = f.metadata["labels"]
+            if labels:
+                value = next((v for v, shown in labels.items() if shown == value), getattr(base, f.name))
+            now[f.name] = value
+    return dataclasses.replace(base, **{**now, **values})
+
+
+def write(state, prefix: str = "", shown=None) -> None:
+    """Into the URL (this state's keys that are absent dropped) and kept as this session's last state.
+    `shown`: what the URL shows, where a page leaves part of its state out of links."""
+    params = to_url(state if shown is None else shown)
+    for stale in url_keys(type(state)) - set(params):
+        st.query_params.pop(stale, None)
+    st.query_params.update(params)
+    st.session_state[_saved_key(type(state), prefix)] = state
+    st.session_state[_saved_key(type(state), prefix) + "_url"] = params
+
+
+def bind(cls, last=None, prefix: str = "", **values):
+    """`current` then `write`: the one call a page makes once its widgets are drawn."""
+    state = current(cls, last, prefix, **values)
+    write(state, prefix)
+    return state
+
+
+# --- the sidebar's model (every page) ----------------------------------------------------------------------
+
+def model_from_url(params: Mapping[str, Any]) -> str | None:
+    """The checkpoint name a link asks for (the picker checks that it exists)."""
+    value = _last(params.get(MODEL_KEY))
+    return value[:MAX_MODEL_NAME] if value and value.strip() else None
+
+
+def model_to_url(model: str) -> dict[str, str]:
+    return {MODEL_KEY: model[:MAX_MODEL_NAME]}
+

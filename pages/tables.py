@@ -1,0 +1,69 @@
+"""Tables on a 1024 px projector: numbers as a table shows them, empty cells blank (`shown_table`), column
+widths that add up to the room a table has (`fitted_columns`). Not a page."""
+
+from __future__ import annotations
+
+
+def _cell(value) -> str:
+    """A number as a table shows it: whole or large numbers with thousands separators (step 12,000, not
+    1.2e+04), the rest to 4 significant digits."""
+    if not isinstance(value, float):
+        return str(value)
+    if value.is_integer() or abs(value) >= 1000:
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.1f}"
+    return f"{value:.4g}"
+
+
+def shown_table(frame):
+    """A frame for st.dataframe, which writes "None" in empty cells: columns empty in every row are left
+    out, and the empty cells of the others are blank (their numbers then written by `_cell`)."""
+    import pandas as pd
+
+    frame = frame.dropna(axis=1, how="all")
+    holes = [c for c in frame.columns if frame[c].isna().any()]
+    if holes:
+        frame = frame.copy()
+        for column in holes:
+            frame[column] = ["" if pd.isna(v) else _cell(v) for v in frame[column]]
+    return frame
+
+
+MAIN_WIDTH, EXPANDER_WIDTH = 560, 520  # px a table has at 1024x768 with the sidebar open: the page, an expander
+
+
+MIN_COLUMN, MAX_COLUMN = 48, 200  # px: a column narrower cuts its header to nothing; wider is one long text
+
+
+def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, index: bool = False) -> dict:
+    """A column_config whose widths add up to `room` px, each column's share by its longest text (header or
+    cell, between MIN_COLUMN and MAX_COLUMN), so a table never scrolls sideways at 1024 px: a long cell is cut
+    with "…" inside the table instead. `config` entries keep their other settings (format, label, help);
+    `index`: the table shows its index (the first column)."""
+    import pandas as pd
+
+    config = dict(config or {})
+    hidden = {c: None for c in frame.columns if c in config and config[c] is None}
+    columns = ([None] if index else []) + [c for c in frame.columns if c not in hidden]
+    label = {c: str((config.get(c) or {}).get("label") or c) for c in frame.columns}
+
+    def longest(column) -> int:
+        values = frame.index if column is None else frame[column]
+        cells = [len(f"{v:,.4g}" if isinstance(v, float) else str(v)) for v in list(values)[:200]
+                 if not (isinstance(v, float) and pd.isna(v))]  # a float as a table formats it, not its repr
+        return max([len(label.get(column, "")), *cells, 3])
+
+    wanted = {c: min(max(7 * longest(c) + 18, MIN_COLUMN), MAX_COLUMN) for c in columns}  # ~7 px a character
+    width = dict(wanted)
+    for _ in range(len(columns)):  # shrink the columns above the floor until the sum fits
+        floor = [c for c in columns if width[c] <= MIN_COLUMN]
+        free = room - MIN_COLUMN * len(floor)
+        above = sum(wanted[c] for c in columns if c not in floor)
+        width = {c: MIN_COLUMN if c in floor else max(MIN_COLUMN, int(wanted[c] * min(1.0, free / max(above, 1))))
+                 for c in columns}
+        if sum(width.values()) <= room or len(floor) == len(columns):
+            break
+    out = dict(hidden)
+    for column in columns:
+        key = "_index" if column is None else column
+        out[key] = {**(config.get(key) or {}), "width": width[column]}
+    return out
