@@ -8,6 +8,7 @@ import streamlit as st
 
 from core.lens import attention as av
 from core.lens.outputs import ModelOutput
+from pages.tables import fitted_columns
 
 
 def show_output(output: ModelOutput) -> None:
@@ -17,8 +18,9 @@ def show_output(output: ModelOutput) -> None:
     if output.completion is not None:
         st.text("Answer: " + (output.answer if output.answer else "(empty)"))
         st.code(output.shown_completion, language=None, wrap_lines=True)  # 32 characters ran off the right at 1024 px
-    if output.rows:
-        st.dataframe(pd.DataFrame(output.rows), hide_index=True)
+    if output.rows:  # widths that add up to the page: a piece-level model's top-5 table scrolled at 1024 px
+        table = pd.DataFrame(output.rows)
+        st.dataframe(table, hide_index=True, column_config=fitted_columns(table))
 
 
 def show_sanity(run: av.AttentionRun) -> None:

@@ -154,8 +154,9 @@ def sentence(loaded) -> None:
             st.warning(str(exc))
             return
     first = runs[0][1]
-    if first.unknown:
-        st.warning(f"{len(first.unknown)} character(s) are not in the vocabulary; they are read as PAD.")
+    if first.unknown:  # the unit is the model's own (character, word, piece): the bundled lm-* read pieces
+        unit = loaded[0][1].tokenizer.unit
+        st.warning(f"{len(first.unknown)} {unit}(s) are not in the vocabulary; they are read as PAD.")
         st.text("Not in the vocabulary: " + " ".join(first.unknown[:20]))
     if first.cut:
         st.caption(f"{first.cut} token(s) past the block size ({config.block_size}) are left out.")
