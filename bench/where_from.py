@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from bench.birthplace_eval import timed
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CHECKPOINT = ROOT / "checkpoints" / "birth-vanilla-pretrained.safetensors"
 DEFAULT_QUESTIONS = ROOT / "data" / "knowledge" / "birth_dev.tsv"
@@ -79,15 +81,6 @@ def hooks_loop(model, q, samples: int, seed: int, noise: float) -> dict[str, lis
     return grids
 
 
-def median_time(function, repeats: int) -> tuple[object, float]:
-    times, result = [], None
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - started)
-    return result, statistics.median(times)
-
-
 FORWARDS: list[float] = []  # the baseline, measured between the things measured
 
 
@@ -138,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     ct, panels = interleaved(lambda: wf.causal_trace(model, tok, q, samples=wf.SAMPLES), forward_pass, args.repeats)
-    loop, loop_time = median_time(lambda: hooks_loop(model, q, wf.SAMPLES, wf.SEED, wf.NOISE), 1)
+    loop, loop_time = timed(lambda: hooks_loop(model, q, wf.SAMPLES, wf.SEED, wf.NOISE), 1)
     worst = max(abs(ct.scores[k][~ct.impossible] - torch.tensor(loop[k]).numpy()[~ct.impossible]).max()
                 for k in wf.KINDS)
     print(f"panels: batched {panels:.3f} s, hook loop {loop_time:.3f} s ({loop_time / panels:.1f}x); "
