@@ -222,10 +222,19 @@ def alternate(tab: Tab, first: Callable[[], None], second: Callable[[], None]) -
     return lambda i: tab.timed(first if i % 2 else second)
 
 
+def steps_of(name: str) -> list[int]:
+    """The training steps a bundled checkpoint kept (its snapshots file)."""
+    from core.io.checkpoint import load
+    from core.io.snapshots import snapshots_of
+
+    kept = snapshots_of(load(ROOT / "checkpoints" / f"{name}.safetensors"))
+    return kept.steps if kept is not None else []
+
+
 def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpoints: list[str]) -> list[Row]:
     rows: list[Row] = []
 
-    def add(what: str, measure: Callable[[int], float], kind: str = "interaction") -> None:
+    def add(what: str, measure: Callable[[int], float], kind: str = "interaction", repeats: int = repeats) -> None:
         try:
             rows.append(Row(what, kind, repeat(repeats, measure)))
         except Exception as exc:  # noqa: BLE001 - one broken row must not lose the whole table
@@ -247,10 +256,13 @@ def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpo
     if "attention" in pages and STEPS_MODEL in checkpoints:  # the bundled model that kept training steps
         tab.goto(f"{url}/attention?model={STEPS_MODEL}")
         thumb = tab.page.get_by_role("slider", name="Training step").first
-        # each press a step not seen yet (new weights, new forward pass): 640 -> 285 -> 127 -> ...
-        add("attention: training step, new each time", lambda i: tab.timed(lambda: thumb.press("ArrowLeft")))
+        kept = len(steps_of(STEPS_MODEL))  # the page opens on the last of them
+        # each press a step not seen yet (new weights, new forward pass), as many as the file keeps
+        add("attention: training step, new each time", lambda i: tab.timed(lambda: thumb.press("ArrowLeft")),
+            repeats=min(repeats, kept - 2))
+        tab.timed(lambda: thumb.press("End"))  # back at the last step: the next rows start from a known place
         add("attention: training step, back and forth",
-            alternate(tab, lambda: thumb.press("ArrowRight"), lambda: thumb.press("ArrowLeft")))
+            alternate(tab, lambda: thumb.press("ArrowLeft"), lambda: thumb.press("ArrowRight")))
         add("attention: training step, model view", lambda i: tab.timed(tab.radio("Model view")) if i < 0 else
             tab.timed(lambda: thumb.press("ArrowRight" if i % 2 else "ArrowLeft")))
     if "probe" in pages:
