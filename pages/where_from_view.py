@@ -159,7 +159,8 @@ def _salience_part(salience: wf.InputAttribution, name: str, key: str) -> None:
                              title=f"{name}: salience for {salience.answer_piece}")
     show_figure(fig, f"{name}-salience", key=f"{key}_salience_chart")
     st.caption(plain(f"Baseline: every token embedding zero (positions kept), the target piece "
-                     f"{salience.answer_piece!r} held fixed. The integrated gradients add up to log p(answer) minus "
+                     f"{salience.answer_piece!r} held fixed; each column scaled to its largest magnitude (the "
+                     f"colour bar's 1). The integrated gradients add up to log p(answer) minus "
                      f"its value at the baseline ({salience.log_prob - salience.baseline_log_prob:+.3f}) within "
                      f"{abs(salience.completeness_gap):.3f}."))
     _csv(pd.DataFrame(salience.rows()), "Input attribution (CSV)", f"{name}-salience.csv", f"{key}_salience_csv")
@@ -181,11 +182,9 @@ def question_view(loaded, name: str, question: str, truth: str | None, swap_name
         st.warning(plain(str(exc)))
         return
     (st.info if q.own_answer else st.caption)(plain(q.note))
-    left, right = st.columns(2)
-    with left:
-        _lens_part(lens, name, key)
-    with right:
-        _attribution_part(attribution, name, key)
+    # one under the other: side by side at 1024 px the lens's cells and the bars' labels had ~200 px and overlapped
+    _lens_part(lens, name, key)
+    _attribution_part(attribution, name, key)
     _trace_part(loaded, name, q, tuple(swap_names), key)
     if salience is not None:
         _salience_part(salience, name, key)
@@ -260,8 +259,6 @@ def next_piece_view(loaded, name: str, text: str, key: str = "wf_next") -> None:
         st.info(plain(str(exc)))
         return
     st.caption(plain(f"The model's own next piece after the sentence is {lens.answer_piece!r}; the views trace it."))
-    left, right = st.columns(2)
-    with left:
-        _lens_part(lens, name, key)
-    with right:
-        _attribution_part(attribution, name, key)
+    # one under the other: side by side at 1024 px the lens's cells and the bars' labels had ~200 px and overlapped
+    _lens_part(lens, name, key)
+    _attribution_part(attribution, name, key)

@@ -44,9 +44,9 @@ def test_causal_trace_panels_grey_out_what_cannot_matter():
 def test_salience_chips_scale_each_row_and_keep_the_raw_values():
     fig = viz.salience_chips(["W", "<i>", "?"], {"gradient x input": [1, -2, 0], "integrated gradients": [0, 0, 0]})
     chips = fig.data[0]
-    np.testing.assert_allclose(chips.z, [[0.5, -1, 0], [0, 0, 0]])
-    np.testing.assert_allclose(chips.customdata, [[1, -2, 0], [0, 0, 0]])
-    assert chips.text[0][1] == "&lt;i&gt;"
+    np.testing.assert_allclose(chips.z, [[0.5, 0], [-1, 0], [0, 0]])  # pieces down, methods across
+    np.testing.assert_allclose(chips.customdata, [[1, 0], [-2, 0], [0, 0]])
+    assert chips.text[1][0] == "&lt;i&gt;"
 
 
 def test_position_classes_are_labels_not_pieces():

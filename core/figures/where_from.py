@@ -55,7 +55,7 @@ def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens:
         textfont=dict(size=12), xgap=2, ygap=1,
         hovertemplate=f"%{{y}}, %{{x}}<br>p({answer}) = %{{z:.3f}}<br>top piece: %{{text}}<extra></extra>",
         colorbar=dict(title=dict(text=f"p({answer})", side="right"), thickness=12)))
-    fig.update_xaxes(side="top", **category_axis())
+    fig.update_xaxes(**category_axis())  # under the map: on top, the column names sat on the chart's title
     fig.update_yaxes(autorange="reversed", title="the piece read", **category_axis())
     return base_layout(fig, html.escape(title) if title else None, 110 + 20 * max(z.shape[0], 4))
 
@@ -80,7 +80,8 @@ def attribution_bars(names: Sequence[str], values, logit: float, answer_piece: s
     fig.update_yaxes(autorange="reversed", **index_axis(shown))
     # room beyond the longest bars for their labels (outside the bar, in the axis font)
     fig.update_xaxes(title=f"share of the logit of {html.escape(visible_token(answer_piece))} ({logit:.2f} in all)",
-                     range=[low - 0.3 * span, high + 0.3 * span], zeroline=True, zerolinecolor="#888")
+                     range=[low - (0.45 * span if low < 0 else 0.05 * span), high + 0.45 * span], zeroline=True,
+                     zerolinecolor="#888")
     return base_layout(fig, html.escape(title) if title else None, 110 + 24 * max(len(order), 3))
 
 
@@ -127,20 +128,25 @@ def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray,
 @finished
 def salience_chips(tokens: Sequence[str], rows: Mapping[str, Sequence[float]], title: str | None = None
                    ) -> go.Figure:
-    """LIT's salience chips: one row per method (gradient x input, integrated gradients), one chip per input
-    piece, coloured by its signed attribution (each row scaled to its own largest magnitude, so a signed and an
-    unsigned method read side by side); the chip's text is the piece. fig.data[0].z is the scaled values,
-    fig.data[0].customdata the raw ones."""
+    """LIT's salience chips: one column per method (gradient x input, integrated gradients), one chip per input
+    piece down the column in reading order, coloured by its signed attribution (each method scaled to its own
+    largest magnitude, so a signed and an unsigned method read side by side); the chip's text is the piece.
+    Pieces run down, not across: a question of 20-30 pieces in a row left each chip ~12 px at 1024x768.
+    fig.data[0].z is the scaled values (pieces, methods), fig.data[0].customdata the raw ones."""
     methods = list(rows)
-    raw = np.array([np.asarray(rows[m], dtype=float) for m in methods])
+    raw = np.array([np.asarray(rows[m], dtype=float) for m in methods])  # (methods, T)
     scale = np.abs(raw).max(axis=1, keepdims=True)
     scaled = np.divide(raw, scale, out=np.zeros_like(raw), where=scale > 0)
     labels = [html.escape(visible_token(t) or "∅") for t in tokens]
     fig = go.Figure(go.Heatmap(
-        z=scaled, x=list(range(len(tokens))), y=list(range(len(methods))), colorscale=DIVERGING, zmin=-1, zmax=1,
-        text=[labels] * len(methods), texttemplate="%{text}", textfont=TOKEN_FONT, customdata=raw, xgap=3, ygap=6,
-        hovertemplate="%{text}: %{customdata:+.4f}<extra></extra>",
-        colorbar=dict(title=dict(text="share of the row's largest", side="right"), thickness=12)))
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, title="the question's pieces, in order")
-    fig.update_yaxes(autorange="reversed", **index_axis(methods))
-    return base_layout(fig, html.escape(title) if title else None, 130 + 46 * max(len(methods), 2))
+        z=scaled.T, x=list(range(len(methods))), y=list(range(len(tokens))), colorscale=DIVERGING, zmin=-1, zmax=1,
+        text=[[label] * len(methods) for label in labels], texttemplate="%{text}",
+        textfont=dict(size=TOKEN_FONT["size"]),  # no colour: plotly picks dark or light text for each chip
+        customdata=raw.T, xgap=8, ygap=2, hovertemplate="%{text}: %{customdata:+.4f}<extra></extra>",
+        colorbar=dict(title=dict(text="scaled", side="right"), thickness=12)))
+    fig.update_xaxes(side="top", **index_axis(methods))
+    fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False,
+                     title="the question's pieces, in order")
+    base_layout(fig, html.escape(title) if title else None, 140 + 22 * max(len(tokens), 4))
+    fig.update_layout(margin_t=fig.layout.margin.t + 24)  # a line for the method names between title and chips
+    return fig
