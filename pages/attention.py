@@ -1,7 +1,8 @@
 """Attention: type a sentence, see what every head of the selected model attends to.
 
 Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass per model content, text and
-options, shared by every session: pages.shared_caches) -> `core.figures` figures (shared per run and view).
+options, shared by every session: pages.shared_caches) -> the chosen view (pages.attention_views: `core.figures`
+figures, shared per run and view) -> the model's output and the sanity checks under it.
 The URL (`pages.states.AttentionState`) holds the sentence, layer, head, view, options and training step, so a
 copied link reopens exactly this view. User text is only ever shown through st.text / st.code / dataframes /
 escaped plotly labels.
@@ -11,22 +12,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.figures import attention as figs
 from core.lens import attention as av
-from core.lens import token_window as tw
 from pages import page_state, where_from_view
-from pages.attention_compare import show_compare
-from pages.attention_output import show_output, show_sanity
-from pages.attention_query_key import show_query_key
-from pages.attention_window import window_controls
-from pages.charts import show_figure
+from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity
 from pages.model_picker import PageModels, checkpoint_picker, require_model
-from pages.shared_caches import attention_run, figure
-from pages.states import COMBINE_METHODS, AttentionState
+from pages.shared_caches import attention_run
+from pages.states import AttentionState
 from pages.training_steps import step_slider
 
-VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "qk": "Query·key",
-               "combine": "Combine", "compare": "Compare"}
+
 def restore_widgets(loaded) -> None:
     """Widget defaults from the page's state (pages/page_state.py: the URL on a first visit or a link, else
     this session's last state), the sentence following a newly picked model while nobody has edited it."""
@@ -38,77 +32,6 @@ def restore_widgets(loaded) -> None:
     st.session_state["attn_default"] = default
     if st.session_state.get("attn_text") is None:  # no sentence in the link: the checkpoint's default
         st.session_state["attn_text"] = default
-
-
-def index_select(label: str, key: str, count: int, default: int = 0, fmt=str) -> int:
-    st.session_state[key] = av.clip_index(st.session_state.get(key), count, default)
-    return st.selectbox(label, range(count), key=key, format_func=fmt)
-
-
-def drawn(positions: list[int] | None) -> tuple[int, ...] | None:
-    return None if positions is None else tuple(positions)
-
-
-def show_single(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
-    p = window_controls(run.tokens)  # long inputs: only the window's rows and columns
-
-    def build():
-        weights, allowed = tw.cut_to_window(run.attention[layer, head], run.allowed, p)
-        return figs.attention_heatmap(weights, run.tokens, allowed, p, title=f"Layer {layer}, head {head}")
-    fig = figure((key, "single", layer, head, drawn(p)), build, len(p or run.tokens) ** 2)
-    show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
-
-
-def focus_single() -> None:
-    st.session_state["attn_view"] = "single"
-
-
-def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
-    st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
-               "above to move the frame; the button opens the framed head on its own.")
-    st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
-    p = window_controls(run.tokens)
-
-    def build():
-        attention, allowed = tw.cut_to_window(run.attention, run.allowed, p)
-        return figs.attention_model_view(attention, allowed, (layer, head), tokens=tw.tokens_at(run.tokens, p))
-    cells = run.n_layer * run.n_head * len(p or run.tokens) ** 2
-    show_figure(figure((key, "model", layer, head, drawn(p)), build, cells), f"{name}-model-view",
-                key="attn_model_chart")
-
-
-def show_token(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
-    query = index_select("Query token", "attn_token", run.n_tokens, -1, lambda i: f"{i}: {run.tokens[i]}")
-    fig = figure((key, "token", layer, query), lambda: figs.token_attention_figure(
-        run.attention[layer, :, query], run.tokens, query, run.allowed[query],
-        title=f"Layer {layer}: where query token {query} looks, per head"), run.n_head * run.n_tokens)
-    show_figure(fig, f"{name}-token{query}-L{layer}", key="attn_token_chart")
-
-
-def show_combine(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
-    method = st.radio("Combine", COMBINE_METHODS, key="attn_combine", horizontal=True,
-                      format_func=av.COMBINE_TITLES.get)
-    hide_first = st.checkbox("Hide the first token", key="attn_hide_first")
-    hide_special = st.checkbox("Hide special tokens (PAD/MASK, [CLS]/[SEP])", key="attn_hide_special")
-    keep = av.keep_mask(run, hide_first, hide_special)
-    if not keep.any():
-        st.info("Every token is hidden; untick an option to see the map.")
-        return
-    p = window_controls(run.tokens)  # long inputs: combined over every token, drawn for the window's
-
-    def build():
-        weights, allowed = av.combined_attention(run, method, layer)
-        weights, allowed, positions = tw.cut_kept_to_window(*av.hide_positions(weights, allowed, keep), p)
-        scope = "all layers" if method == "rollout" else f"layer {layer}"
-        return figs.attention_heatmap(weights, run.tokens, allowed, positions,
-                                      title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
-    fig = figure((key, "combine", method, layer, hide_first, hide_special, drawn(p)), build,
-                 len(p or run.tokens) ** 2)
-    show_figure(fig, f"{name}-{method}", key="attn_combine_chart")
-
-
-VIEWS = {"single": show_single, "model": show_model, "token": show_token, "qk": show_query_key,
-         "combine": show_combine, "compare": show_compare}
 
 
 info = checkpoint_picker(PageModels(

@@ -1,0 +1,293 @@
+"""The Attention page's views of one run (`pages/attention.py` is the page: widgets, the run, which view).
+
+- the views, one function each with one signature (run, run key, layer, head, model name) in `VIEWS`: a single
+  head, the model view (every layer x head), one token, query·key (why one weight is what it is,
+  core.lens.query_key), combined heads (mean, max, rollout) and the same text through a second model;
+- the window of tokens for long inputs (a range slider and a token search that moves it): past
+  `core.lens.token_window.WHOLE_UP_TO` tokens the views draw only the window's rows and columns, so 512 tokens
+  stay readable at 1024x768 and quick to draw;
+- under the figure: what the model made of the text (its answer, label or next tokens) and the sanity checks.
+
+Figures are shared by every session on the same run and choices (pages.shared_caches.figure).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.figures import attention as figs
+from core.figures import query_key as qk_figs
+from core.lens import attention as av
+from core.lens import query_key as qk
+from core.lens import token_window as tw
+from core.lens.outputs import ModelOutput
+from core.model.positional import scheme_label
+from pages.charts import show_figure
+from pages.model_loading import all_checkpoints, load_checkpoint
+from pages.model_picker import selected_info
+from pages.shared_caches import attention_run, figure
+from pages.states import COMBINE_METHODS
+from pages.tables import fitted_columns
+
+# --- long inputs: the window of tokens ----------------------------------------------------------------
+
+WINDOW_KEY, FIND_KEY = "attn_window", "attn_find"
+
+
+def _width() -> int:
+    first, last = st.session_state.get(WINDOW_KEY) or (0, tw.WINDOW_TOKENS - 1)
+    return last - first + 1
+
+
+def move_to(position: int, n_tokens: int) -> None:
+    """Centre the window on a position, keeping its width (callbacks: the key picker, the search)."""
+    window = st.session_state.get(WINDOW_KEY)
+    if window is None or not window[0] <= position <= window[1]:
+        st.session_state[WINDOW_KEY] = tw.window_around(position, n_tokens, _width())
+
+
+def _found(tokens: list[str]) -> None:
+    matches = tw.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
+    if matches:
+        st.session_state[WINDOW_KEY] = tw.window_around(matches[0], len(tokens), _width())
+
+
+def _next(tokens: list[str]) -> None:
+    matches = tw.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
+    window = tw.clamp_window(st.session_state.get(WINDOW_KEY), len(tokens))
+    target = tw.next_match(matches, window)
+    if target is not None:
+        st.session_state[WINDOW_KEY] = tw.window_around(target, len(tokens), window[1] - window[0] + 1)
+
+
+def window_controls(tokens: list[str], around: int | None = None) -> list[int] | None:
+    """Draw the window controls for a long input and return the positions to draw; None: draw every token.
+    With no window chosen yet, it starts at the first token, or centred on `around`."""
+    n = len(tokens)
+    if not tw.needs_window(n):
+        return None
+    window = st.session_state.get(WINDOW_KEY)
+    if window is None and around is not None:
+        window = tw.window_around(around, n)
+    st.session_state[WINDOW_KEY] = tw.clamp_window(window, n)
+    find, step, move = st.columns([2, 1, 5], vertical_alignment="bottom")
+    find.text_input("Find a token", key=FIND_KEY, on_change=_found, args=(tokens,), placeholder="e.g. born",
+                    help="Moves the window to the first token containing this text (case ignored).")
+    matches = tw.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
+    step.button("Next", on_click=_next, args=(tokens,), disabled=len(matches) < 2,
+                help="Move the window to the next token that matches the search.")
+    window = move.slider("Tokens shown (first, last position)", 0, n - 1, key=WINDOW_KEY)
+    found = ""
+    if st.session_state.get(FIND_KEY, "").strip():
+        listed = ", ".join(str(m) for m in matches[:8]) + (", …" if len(matches) > 8 else "")
+        found = f" {len(matches)} token{'s' if len(matches) != 1 else ''} match the search" + (
+            f": positions {listed}" if matches else "") + ("" if listed.endswith("…") else ".")
+    st.caption(tw.window_caption(window, n) + found)
+    return tw.window_positions(window)
+
+# --- the views ----------------------------------------------------------------------------------------
+
+VIEW_TITLES = {"single": "Single head", "model": "Model view", "token": "One token", "qk": "Query·key",
+               "combine": "Combine", "compare": "Compare"}
+def index_select(label: str, key: str, count: int, default: int = 0, fmt=str) -> int:
+    st.session_state[key] = av.clip_index(st.session_state.get(key), count, default)
+    return st.selectbox(label, range(count), key=key, format_func=fmt)
+
+
+def drawn(positions: list[int] | None) -> tuple[int, ...] | None:
+    return None if positions is None else tuple(positions)
+
+
+def show_single(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
+    p = window_controls(run.tokens)  # long inputs: only the window's rows and columns
+
+    def build():
+        weights, allowed = tw.cut_to_window(run.attention[layer, head], run.allowed, p)
+        return figs.attention_heatmap(weights, run.tokens, allowed, p, title=f"Layer {layer}, head {head}")
+    fig = figure((key, "single", layer, head, drawn(p)), build, len(p or run.tokens) ** 2)
+    show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
+
+
+def focus_single() -> None:
+    st.session_state["attn_view"] = "single"
+
+
+def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
+    st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
+               "above to move the frame; the button opens the framed head on its own.")
+    st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
+    p = window_controls(run.tokens)
+
+    def build():
+        attention, allowed = tw.cut_to_window(run.attention, run.allowed, p)
+        return figs.attention_model_view(attention, allowed, (layer, head), tokens=tw.tokens_at(run.tokens, p))
+    cells = run.n_layer * run.n_head * len(p or run.tokens) ** 2
+    show_figure(figure((key, "model", layer, head, drawn(p)), build, cells), f"{name}-model-view",
+                key="attn_model_chart")
+
+
+def show_token(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
+    query = index_select("Query token", "attn_token", run.n_tokens, -1, lambda i: f"{i}: {run.tokens[i]}")
+    fig = figure((key, "token", layer, query), lambda: figs.token_attention_figure(
+        run.attention[layer, :, query], run.tokens, query, run.allowed[query],
+        title=f"Layer {layer}: where query token {query} looks, per head"), run.n_head * run.n_tokens)
+    show_figure(fig, f"{name}-token{query}-L{layer}", key="attn_token_chart")
+
+
+def show_combine(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
+    method = st.radio("Combine", COMBINE_METHODS, key="attn_combine", horizontal=True,
+                      format_func=av.COMBINE_TITLES.get)
+    hide_first = st.checkbox("Hide the first token", key="attn_hide_first")
+    hide_special = st.checkbox("Hide special tokens (PAD/MASK, [CLS]/[SEP])", key="attn_hide_special")
+    keep = av.keep_mask(run, hide_first, hide_special)
+    if not keep.any():
+        st.info("Every token is hidden; untick an option to see the map.")
+        return
+    p = window_controls(run.tokens)  # long inputs: combined over every token, drawn for the window's
+
+    def build():
+        weights, allowed = av.combined_attention(run, method, layer)
+        weights, allowed, positions = tw.cut_kept_to_window(*av.hide_positions(weights, allowed, keep), p)
+        scope = "all layers" if method == "rollout" else f"layer {layer}"
+        return figs.attention_heatmap(weights, run.tokens, allowed, positions,
+                                      title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
+    fig = figure((key, "combine", method, layer, hide_first, hide_special, drawn(p)), build,
+                 len(p or run.tokens) ** 2)
+    show_figure(fig, f"{name}-{method}", key="attn_combine_chart")
+
+
+POSITION_NOTES = {  # how the model's positional scheme enters q and k (or the scores), by scheme name
+    "rope": "q and k are shown after RoPE rotated each pair of dimensions by the token's position, as the "
+            "product uses them.",
+    "alibi": "ALiBi adds its bias after the product (minus the head's slope times the distance), the '+' line.",
+    "none": "This model has no positional encoding; only the causal mask, if any, knows about order.",
+}
+ADDED_TO_EMBEDDINGS = "This model's positions were added to the token embeddings, so q and k already carry them."
+
+
+def _select(label: str, key: str, count: int, default: int, tokens: list[str], **kwargs) -> int:
+    st.session_state[key] = av.clip_index(st.session_state.get(key), count, default)
+    return st.selectbox(label, range(count), key=key, format_func=lambda i: f"{i}: {tokens[i]}", **kwargs)
+
+
+def _steps_text(run: av.AttentionRun, row: qk.QueryKeyRow, key: int, bias_name: str) -> str:
+    steps = qk.weight_steps(row, key, bias_name)
+    lines = [f"{step.what:<52} {step.value:>12.6f}" for step in steps]
+    shown = run.attention[row.layer, row.head, row.query, key]
+    lines.append(f"{'weight in the head view (the trace)':<52} {shown:>12.6f}")
+    return "\n".join(lines)
+
+
+def show_query_key(run: av.AttentionRun, run_key: tuple, layer: int, head: int, name: str) -> None:
+    try:
+        record = qk.queries_keys_of(run.queries_keys, layer)
+    except qk.QueryKeyError as exc:
+        st.info(str(exc))
+        return
+    loaded = load_checkpoint(selected_info())
+    positional = str(getattr(loaded.config, "positional", "")) if loaded is not None else ""
+    tokens, n = run.tokens, run.n_tokens
+    pick = st.columns(2)
+    with pick[0]:
+        query = _select("Query token", "attn_token", n, n - 1, tokens,  # a new query: its best key, in view
+                        on_change=lambda: st.session_state.update(attn_key=None, attn_window=None))
+    row = qk.decompose(record, run.allowed[query], layer, head, query)
+    with pick[1]:
+        key = _select("Key token", "attn_key", n, row.best_key(), tokens,
+                      on_change=lambda: move_to(st.session_state["attn_key"], n))
+    st.code(f"layer {layer}, head {head}: query {query} '{tokens[query]}' → key {key} '{tokens[key]}'\n"
+            + _steps_text(run, row, key, f"{scheme_label(positional)} bias"), language=None)
+    positions = window_controls(tokens, around=key) or list(range(n))
+    labels = [tokens[p] for p in positions]
+    chosen = positions.index(key) if key in positions else None
+    shared = (run_key, layer, head, query)  # figures shared by every session on the same run and choices
+    cells = len(positions) * (row.head_size + 1)
+    show_figure(figure((*shared, "products", key, tuple(positions)), lambda: qk_figs.products_figure(
+        row.products[positions], row.weights[positions], row.q, row.keys[positions], labels, chosen,
+        row.allowed[positions], title=f"Each key's weight, and q_{query}·k_j per dimension"), cells),
+        f"{name}-qk-L{layer}-H{head}-q{query}", key="attn_qk_products")
+    st.caption(POSITION_NOTES.get(positional, ADDED_TO_EMBEDDINGS) + " " + qk.contribution_caption(row, key))
+    dims, values = qk.top_dimensions(row, key)
+    show_figure(figure((*shared, "top", key), lambda: qk_figs.top_dimensions_figure(
+        dims, values, title=f"Key {key}: the {len(dims)} largest parts of q·k"), len(dims)),
+        f"{name}-qk-top-L{layer}-H{head}-q{query}-k{key}", key="attn_qk_top")
+    show_figure(figure((*shared, "vectors", tuple(positions)), lambda: qk_figs.vectors_figure(
+        row.q, row.keys[positions], tokens[query], labels,
+        title=f"q_{query} and every key k_j (layer {layer}, head {head})"), cells),
+        f"{name}-qk-vectors-L{layer}-H{head}-q{query}", key="attn_qk_vectors")
+
+
+def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
+    infos = [i for i in all_checkpoints() if not i.error]
+    names = [i.name for i in infos]
+    if st.session_state.get("attn_compare") not in names:
+        st.session_state["attn_compare"] = next((n for n in names if n != name), name)
+    other_name = st.selectbox("Compare with", names, key="attn_compare")
+    other_loaded = load_checkpoint(infos[names.index(other_name)])
+    if other_loaded is None:
+        return
+    try:
+        other_key, other = attention_run(other_loaded, st.session_state["attn_text"], st.session_state["attn_past"])
+    except av.AttentionInputError as exc:
+        st.info(str(exc))
+        return
+    p = window_controls(run.tokens)  # long inputs: both maps over the same positions
+    pair = [(name, run, p), (other_name, other, tw.same_window(p, other.n_tokens))]
+    top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
+              for _, r, _ in pair)
+    same = av.same_tokenisation(run, other)  # then one set of query labels serves both maps
+    st.caption("Both maps on one colour scale: the bar beside the right one.")
+    for side, column, (label, r, q) in zip(("left", "right"), st.columns(2), pair):
+        l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
+
+        def build(r=r, l=l, h=h, q=q, side=side):  # one colour bar (right) and one set of query labels (left)
+            weights, allowed = tw.cut_to_window(r.attention[l, h], r.allowed, q)
+            return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top, colorbar=side == "right",
+                                          query_labels=side == "left" or not same)
+        with column:
+            st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
+            fig = figure((key, other_key, side, layer, head, q and tuple(q), same), build, len(q or r.tokens) ** 2)
+            show_figure(fig, f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
+    if not same:
+        st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
+        return
+    lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
+
+    def difference():
+        diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
+                                                other.attention[lo, ho], other.allowed)
+        diff, allowed = tw.cut_to_window(diff, allowed, p)
+        return figs.attention_heatmap(diff, run.tokens, allowed, p, diverging=True,
+                                      title="Difference (left minus right)")
+    show_figure(figure((key, other_key, "difference", layer, head, p and tuple(p)), difference,
+                       len(p or run.tokens) ** 2),
+                f"{name}-minus-{other_name}", key="attn_diff_chart")
+
+
+VIEWS = {"single": show_single, "model": show_model, "token": show_token, "qk": show_query_key,
+         "combine": show_combine, "compare": show_compare}
+
+# --- under the figure ---------------------------------------------------------------------------------
+
+def show_output(output: ModelOutput) -> None:
+    st.subheader(output.title)
+    if output.note:
+        st.info(output.note)
+    if output.completion is not None:
+        st.text("Answer: " + (output.answer if output.answer else "(empty)"))
+        st.code(output.shown_completion, language=None, wrap_lines=True)  # 32 characters ran off the right at 1024 px
+    if output.rows:  # widths that add up to the page: a piece-level model's top-5 table scrolled at 1024 px
+        table = pd.DataFrame(output.rows)
+        st.dataframe(table, hide_index=True, column_config=fitted_columns(table))
+
+
+def show_sanity(run: av.AttentionRun) -> None:
+    checks = av.sanity_checks(run)
+    failed = [c.name for c in checks if c.passed is False]
+    if failed:
+        st.error("Sanity check failed: " + "; ".join(failed) + ".")
+    with st.expander("Sanity checks", expanded=bool(failed)):
+        # st.table wraps the details inside the column; a data grid scrolled them sideways at 1024 px
+        st.table(pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
+                                "detail": c.detail} for c in checks]).set_index("check"))
