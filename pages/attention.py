@@ -3,7 +3,7 @@
 Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass per model content, text and
 options, shared by every session: pages.shared_caches) -> the chosen view (pages.attention_views: `core.figures`
 figures, shared per run and view) -> the model's output and the sanity checks under it.
-The URL (`pages.states.AttentionState`) holds the sentence, layer, head, view, options and training step, so a
+The URL (`pages.page_state.AttentionState`) holds the sentence, layer, head, view, options and training step, so a
 copied link reopens exactly this view. User text is only ever shown through st.text / st.code / dataframes /
 escaped plotly labels.
 """
@@ -16,8 +16,8 @@ from core.lens import attention as av
 from pages import page_state, where_from_view
 from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity
 from pages.model_picker import PageModels, checkpoint_picker, require_model
+from pages.page_state import AttentionState
 from pages.shared_caches import attention_run
-from pages.states import AttentionState
 from pages.training_steps import step_slider
 
 

@@ -38,7 +38,7 @@ from pages import page_state
 from pages.charts import show_figure
 from pages.model_loading import all_checkpoints, available_checkpoints
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
-from pages.states import CurvesState
+from pages.page_state import CurvesState
 from pages.tables import shown_table
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 

@@ -7,7 +7,8 @@ attention at the answer; drawn by pages/probe_example.py), Fabricate (names nobo
 strategy), Dev set (assignment-exact accuracy, evidence categories, reliability, one example at a time;
 pages/probe_dev.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
-are in the URL (pages.states.ProbeState). User text is shown only with st.text / st.code / dataframes / escaped plotly.
+are in the URL (pages.page_state.ProbeState). User text is shown only with st.text / st.code / dataframes /
+escaped plotly.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from pages import page_state, where_from_view
 from pages.charts import show_figure
 from pages.model_loading import all_checkpoints, load_checkpoint
 from pages.model_picker import PageModels, checkpoint_picker
+from pages.page_state import PROBE_TABS, ProbeState
 from pages.probe_dev import dev_tab
 from pages.probe_example import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
-from pages.states import PROBE_TABS, ProbeState
 from pages.tables import EXPANDER_WIDTH, fitted_columns
 from pages.training_steps import show_answers_by_step
 

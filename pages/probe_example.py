@@ -21,9 +21,8 @@ from core.lens.probe import answers, corpus, inputs
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
 from pages.charts import show_figure
-from pages.page_state import link_text, page_url
+from pages.page_state import AttentionState, link_text, page_url
 from pages.shared_caches import figure
-from pages.states import AttentionState
 from pages.tables import MAIN_WIDTH, fitted_columns
 
 TOP_K = 10

@@ -18,7 +18,7 @@ from core.text import markdown_escape as plain
 from pages import page_state
 from pages.model_loading import load_cached
 from pages.model_picker import select_checkpoint
-from pages.states import AttentionState, CurvesState
+from pages.page_state import AttentionState, CurvesState
 from pages.tables import EXPANDER_WIDTH, fitted_columns
 
 STEP_KEY = page_state.widget_key(AttentionState, "step")  # the attention page's step slider

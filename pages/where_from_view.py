@@ -3,7 +3,7 @@ Ask tab (one question), its Dev set tab (the causal traces averaged over the dev
 checkpoint) and the Attention page (the logit lens and direct attribution of the next piece of any sentence).
 
 Not a page (app.py lists pages explicitly): the pages call `question_view`, `dev_view` and `next_piece_view`.
-The options live in the URL (pages.states.WhereFromState); every table downloads as CSV and every chart as PNG
+The options live in the URL (pages.page_state.WhereFromState); every table downloads as CSV and every chart as PNG
 (its toolbar camera). User text is shown only with st.text / st.caption(plain(...)) / dataframes / escaped plotly.
 """
 
@@ -25,7 +25,7 @@ from core.model.transformer import Transformer
 from core.text import markdown_escape as plain
 from pages import page_state
 from pages.charts import show_figure
-from pages.states import WHERE_FROM_CORRUPTIONS, WhereFromState
+from pages.page_state import WHERE_FROM_CORRUPTIONS, WhereFromState
 
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
              "last layer at an earlier position, which cannot reach the answer (exactly 0).")

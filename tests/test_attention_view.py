@@ -14,8 +14,7 @@ from core.lens import outputs
 from core.lens.birthplace import answer_from_completion
 from core.model.tokenizer import MASK_CHAR, CharTokenizer, SubwordTokenizer, WordTokenizer
 from core.text import visible_token
-from pages.page_state import from_url, to_url
-from pages.states import MAX_URL_TEXT, AttentionState
+from pages.page_state import MAX_URL_TEXT, AttentionState, from_url, to_url
 from tests.conftest import TINY_CORPUS, tiny_model
 
 CHARS = CharTokenizer.from_corpus(TINY_CORPUS + "Where was born?")
@@ -332,7 +331,7 @@ def test_csv_is_long_format_with_every_weight():
     assert rows[0]["query_token"] == "'=cmd"  # no spreadsheet formula injection
 
 
-# --- the page's state in the URL (pages/states.py) ---------------------------------------------------
+# --- the page's state in the URL (pages/page_state.py) ---------------------------------------------------
 
 
 def test_attention_state_round_trips_through_the_url():

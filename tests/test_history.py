@@ -29,8 +29,7 @@ from core.lens.history.records import (
     records_frame,
     to_csv,
 )
-from pages.page_state import from_url, show_names, to_url
-from pages.states import CurvesState
+from pages.page_state import CurvesState, from_url, show_names, to_url
 from tests.conftest import save_tiny_checkpoint
 
 

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.io import checkpoint
-from pages.states import POSITIONAL_SECTION_TITLES as SECTION_TITLES
+from pages.page_state import POSITIONAL_SECTION_TITLES as SECTION_TITLES
 from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
 
 PAGE = str(ROOT / "pages" / "positional.py")

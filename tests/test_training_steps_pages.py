@@ -20,8 +20,7 @@ from core.io import snapshots as snap_files
 from core.lens import training_steps as ts
 from core.lens.history.curves import build_curves
 from core.lens.history.records import records_frame
-from pages.page_state import from_url, to_url
-from pages.states import AttentionState
+from pages.page_state import AttentionState, from_url, to_url
 from tests.conftest import ROOT
 from tests.test_attention_page import array, charts
 from tests.test_probe_page import small_world  # noqa: F401 - a fixture

@@ -1,4 +1,4 @@
-"""Page state in the URL (pages/page_state.py over pages/states.py): the model, the probe, every page's
+"""Page state in the URL (pages/page_state.py): the model, the probe, every page's
 declaration, old links; and the allowed-folder rule
 (core.io.folders, core.io.uploads.destination_folder): traversal, symlink escapes and the default of none."""
 
@@ -12,8 +12,18 @@ import pytest
 
 from core.io import folders, uploads
 from core.lens.probe.inputs import MAX_INPUT_CHARS
-from pages.page_state import MAX_MODEL_NAME, from_url, model_from_url, model_to_url, to_url
-from pages.states import AttentionState, CurvesState, PositionalState, ProbeState, WhereFromState
+from pages.page_state import (
+    MAX_MODEL_NAME,
+    AttentionState,
+    CurvesState,
+    PositionalState,
+    ProbeState,
+    WhereFromState,
+    from_url,
+    model_from_url,
+    model_to_url,
+    to_url,
+)
 from tests.conftest import ROOT
 
 # --- URL codec ------------------------------------------------------------------------------------

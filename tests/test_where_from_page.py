@@ -13,8 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.lens.probe import corpus
 from core.lens.where_from import dev_set
-from pages.page_state import from_url, to_url
-from pages.states import WhereFromState
+from pages.page_state import WhereFromState, from_url, to_url
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app.py")

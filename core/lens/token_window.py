@@ -3,7 +3,7 @@
 A 512-token map has 262,144 cells and 512 labels no screen can show readably; the views draw a window of
 positions first..last instead (`WINDOW_TOKENS` wide by default, every label readable at 1024x768), moved
 with a slider or by searching for a token. Inputs up to `WHOLE_UP_TO` tokens are drawn whole, as before.
-Pure functions on positions and display labels; the page keeps the window in the URL (pages.states.AttentionState).
+Pure functions on positions and display labels; the page keeps the window in the URL (pages.page_state.AttentionState).
 """
 
 from __future__ import annotations
