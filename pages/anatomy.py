@@ -10,7 +10,7 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
-from pages.charts import show_figure
+from pages.display import show_figure
 from pages.model_picker import PageModels, checkpoint_picker, require_model, selected_info
 from pages.shared_caches import figure
 

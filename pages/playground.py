@@ -11,7 +11,7 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens import playground as pg
-from pages.charts import show_figure
+from pages.display import show_figure
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.shared_caches import figure
 

@@ -30,9 +30,8 @@ from core.lens.extrapolation.scoring import (
     token_stream,
 )
 from core.text import markdown_escape
-from pages.charts import show_figure
+from pages.display import fitted_columns, show_figure
 from pages.positional_views import mtime, stamp
-from pages.tables import fitted_columns
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)

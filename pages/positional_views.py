@@ -18,7 +18,7 @@ from core.figures.attention import attention_heatmap
 from core.lens import positional as pv
 from core.model.positional import scheme_label
 from core.text import markdown_escape
-from pages.charts import show_figure
+from pages.display import show_figure
 from pages.model_loading import load_checkpoint
 
 

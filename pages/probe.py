@@ -21,13 +21,12 @@ from core.figures import probe as viz
 from core.lens.probe import corpus, fabricated, files, inputs
 from core.text import markdown_escape as plain
 from pages import page_state, where_from_view
-from pages.charts import show_figure
+from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.model_loading import all_checkpoints, load_checkpoint
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.page_state import PROBE_TABS, ProbeState
 from pages.probe_dev import dev_tab
 from pages.probe_example import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
-from pages.tables import EXPANDER_WIDTH, fitted_columns
 from pages.training_steps import show_answers_by_step
 
 TABS = tuple(PROBE_TABS.values())

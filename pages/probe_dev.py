@@ -16,10 +16,9 @@ from core.figures.probe import PLAIN_CATEGORIES
 from core.lens.probe import analysis, corpus, files
 from core.text import markdown_escape as plain
 from pages import where_from_view
-from pages.charts import show_figure
+from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure, shown_table
 from pages.probe_example import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, version, warn_unknown
 from pages.probe_knowledge import knowledge_section
-from pages.tables import EXPANDER_WIDTH, fitted_columns, shown_table
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

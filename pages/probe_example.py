@@ -20,10 +20,9 @@ from core.lens.birthplace import predict_birthplaces
 from core.lens.probe import answers, corpus, inputs
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
-from pages.charts import show_figure
+from pages.display import MAIN_WIDTH, fitted_columns, show_figure
 from pages.page_state import AttentionState, link_text, page_url
 from pages.shared_caches import figure
-from pages.tables import MAIN_WIDTH, fitted_columns
 
 TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")

@@ -15,10 +15,9 @@ from core.io.checkpoint import CheckpointError
 from core.lens.birthplace import memorized
 from core.lens.probe import knowledge
 from core.text import markdown_escape as plain
-from pages.charts import show_figure
+from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.model_loading import load_cached
 from pages.probe_example import Probe
-from pages.tables import EXPANDER_WIDTH, fitted_columns
 
 
 @st.cache_data(show_spinner="Asking each pretrained model to complete the dev people's documents…",

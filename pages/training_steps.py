@@ -16,10 +16,10 @@ from core.io.loaded import LoadedCheckpoint
 from core.lens import training_steps as ts
 from core.text import markdown_escape as plain
 from pages import page_state
+from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.model_loading import load_cached
 from pages.model_picker import select_checkpoint
 from pages.page_state import AttentionState, CurvesState
-from pages.tables import EXPANDER_WIDTH, fitted_columns
 
 STEP_KEY = page_state.widget_key(AttentionState, "step")  # the attention page's step slider
 
@@ -131,7 +131,6 @@ def show_answers_by_step(loaded: LoadedCheckpoint, name: str, question: str, pla
     """For a birthplace model that kept snapshots: its answer and top candidates at every kept step, in an
     expander that computes only when opened (about one answer's time per step)."""
     from core.figures.training_steps import candidate_steps_figure
-    from pages.charts import show_figure
 
     found = snapshots_for(loaded)
     if found is None:

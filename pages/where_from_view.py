@@ -24,7 +24,7 @@ from core.lens.where_from import dev_set
 from core.model.transformer import Transformer
 from core.text import markdown_escape as plain
 from pages import page_state
-from pages.charts import show_figure
+from pages.display import show_figure
 from pages.page_state import WHERE_FROM_CORRUPTIONS, WhereFromState
 
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "

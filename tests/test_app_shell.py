@@ -58,7 +58,7 @@ def test_app_py_navigates_over_the_one_page_list(monkeypatch, tiny_checkpoints):
 
 
 def test_the_one_hidden_streamlit_option_the_app_reads_still_means_apptest():
-    """pages.multipage.leave_legacy_multipage_mode reads Streamlit's hidden option global.appTest (through
+    """pages.leave_legacy_multipage_mode reads Streamlit's hidden option global.appTest (through
     streamlit.config.get_option, which AppTest patches) to leave alone a page file that AppTest runs without
     app.py. If a Streamlit upgrade renames or drops it, or sets it another way, this fails (get_option
     raises on an unknown key) before a shared link on a fresh server does."""

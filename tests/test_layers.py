@@ -193,11 +193,11 @@ PRIVATE_APIS = re.compile(r"streamlit\.(runtime|web)\.|PagesManager|_layout_obj|
 
 def test_pages_and_core_use_only_public_streamlit_and_plotly_apis():
     """Private attributes break on the next upgrade. The one thing that is not public API, AppTest's hidden
-    `global.appTest` option, is read in pages/multipage.py and tested in tests/test_app_shell.py."""
+    `global.appTest` option, is read in pages/__init__.py and tested in tests/test_app_shell.py."""
     found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for folder in ("pages", "core")
              for path in sorted((ROOT / folder).rglob("*.py"))
              for n, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE_APIS.search(line)]
     assert found == []
     hidden = [path.relative_to(ROOT) for folder in ("pages", "core") for path in (ROOT / folder).rglob("*.py")
               if "global.appTest" in path.read_text()]
-    assert hidden == [Path("pages/multipage.py")]
+    assert hidden == [Path("pages/__init__.py")]

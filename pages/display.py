@@ -1,7 +1,10 @@
-"""Tables on a 1024 px projector: numbers as a table shows them, empty cells blank (`shown_table`), column
-widths that add up to the room a table has (`fitted_columns`). Not a page."""
+"""Showing results on a page, at projector size: a plotly figure with its toolbar exporting PNG or SVG as the
+sidebar says (`show_figure`); tables with numbers as a table shows them, empty cells blank (`shown_table`),
+and column widths that add up to the room a table has on a 1024 px projector (`fitted_columns`). Not a page."""
 
 from __future__ import annotations
+
+import streamlit as st
 
 
 def _cell(value) -> str:
@@ -67,3 +70,19 @@ def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, in
         key = "_index" if column is None else column
         out[key] = {**(config.get(key) or {}), "width": width[column]}
     return out
+
+
+def image_format() -> str:
+    return st.session_state.get("image_format", "png")
+
+
+def show_figure(fig, filename: str, key: str | None = None, on_select: bool = False):
+    """Draw a plotly figure whose toolbar camera exports PNG or SVG (chosen in the sidebar); `on_select`:
+    a click on a point reruns the page and the selection event is returned."""
+    from core.figures.browser import for_browser
+    from core.figures.common import chart_config
+
+    # theme=None: the look is in the figure (core.figures.common.APP_LOOK); Streamlit's theme step would
+    # make plotly.js draw every chart twice (core/figures/browser.py).
+    return st.plotly_chart(for_browser(fig), config=chart_config(filename, image_format()), key=key, theme=None,
+                           on_select="rerun" if on_select else "ignore", selection_mode="points")
