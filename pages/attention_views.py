@@ -21,7 +21,6 @@ from core.figures import query_key as qk_figs
 from core.lens import attention as av
 from core.lens import query_key as qk
 from core.lens import token_window as tw
-from core.lens.outputs import ModelOutput
 from core.model.positional import scheme_label
 from pages.display import fitted_columns, show_figure
 from pages.model_loading import all_checkpoints, load_checkpoint
@@ -269,7 +268,7 @@ VIEWS = {"single": show_single, "model": show_model, "token": show_token, "qk": 
 
 # --- under the figure ---------------------------------------------------------------------------------
 
-def show_output(output: ModelOutput) -> None:
+def show_output(output: av.ModelOutput) -> None:
     st.subheader(output.title)
     if output.note:
         st.info(output.note)

@@ -44,7 +44,7 @@ def snapshots_for(loaded: LoadedCheckpoint | None) -> snap_files.SnapshotFile | 
 @st.cache_resource(show_spinner="Loading the weights of that step…", max_entries=32)
 def cached_at_step(path: str, modified: float, side_modified: float, step: int, _loaded,
                    _snapshots) -> LoadedCheckpoint:
-    return ts.at_step(_loaded, _snapshots, step)
+    return snap_files.at_step(_loaded, _snapshots, step)
 
 
 def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
@@ -56,12 +56,12 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
     if found is None or not found.snapshots:
         st.session_state[STEP_KEY] = None
         return loaded
-    steps, last = ts.slider_steps(loaded, found), ts.final_step(loaded)
+    steps, last = snap_files.slider_steps(loaded, found), snap_files.final_step(loaded)
     wanted = st.session_state.get(STEP_KEY)
     st.session_state[STEP_KEY] = min(steps, key=lambda s: (abs(s - wanted), s)) if isinstance(wanted, int) \
         else steps[-1]
     kept = st.session_state[STEP_KEY] in found.steps
-    now = f"{ts.step_line(found, st.session_state[STEP_KEY], last)}. " if kept else "The checkpoint itself. "
+    now = f"{snap_files.step_line(found, st.session_state[STEP_KEY], last)}. " if kept else "The checkpoint itself. "
     step = where.select_slider("Training step", steps, key=STEP_KEY, format_func=lambda s: f"{s:,}",
                                help=f"{now}The weights after each of the {len(found.steps)} steps this run kept "
                                     f"({found.size_line()}); the same sentence, layer, head and view at every step.")

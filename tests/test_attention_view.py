@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from core.lens import attention as av
-from core.lens import outputs
 from core.lens.birthplace import answer_from_completion
 from core.model.tokenizer import MASK_CHAR, CharTokenizer, SubwordTokenizer, WordTokenizer
 from core.text import visible_token
@@ -31,7 +30,7 @@ def make_run(attention, ids=None, causal=True, special=None, block_size=8, max_l
         np.broadcast_to(np.asarray(ids) != 0, (T, T)).copy(),
         special=np.zeros(T, bool) if special is None else np.asarray(special),
         causal=causal, block_size=block_size, max_length=max_length,
-        n_input_tokens=T if n_input is None else n_input, notes=[], output=outputs.ModelOutput(title=""))
+        n_input_tokens=T if n_input is None else n_input, notes=[], output=av.ModelOutput(title=""))
 
 
 # --- combining -------------------------------------------------------------------------------------
@@ -229,23 +228,23 @@ def test_birthplace_answer_equals_plain_greedy_generation():
     prompt = f"Where was Ada born?{MASK_CHAR}"
     run = av.run_attention(model, CHARS, "birthplace", prompt)
     idx = torch.tensor([CHARS.encode(prompt)])
-    expected = CHARS.decode(model.generate(idx, outputs.ANSWER_CHARS)[0].tolist())
+    expected = CHARS.decode(model.generate(idx, av.ANSWER_CHARS)[0].tolist())
     assert expected.startswith(run.output.completion)
     assert run.output.answer == answer_from_completion(expected)
-    assert sum(outputs.ANSWER_CHUNKS) == outputs.ANSWER_CHARS
+    assert sum(av.ANSWER_CHUNKS) == av.ANSWER_CHARS
 
 
 def test_output_titles_name_the_models_own_unit():
     model = tiny_model(CHARS.vocab_size)
     run = av.run_attention(model, CHARS, "birthplace", f"Where was Ada born?{MASK_CHAR}")
-    assert run.output.title == f"Generated answer (greedy, {outputs.ANSWER_CHARS} characters)"
+    assert run.output.title == f"Generated answer (greedy, {av.ANSWER_CHARS} characters)"
     assert av.run_attention(model, CHARS, "lm", "Ada").output.title == "Top-5 next character after each position"
     words = WordTokenizer.from_corpus(TINY_CORPUS)
     run = av.run_attention(tiny_model(words.vocab_size), words, "lm", "Ada Lovelace")
     assert run.output.title == "Top-5 next word after each position"
     pieces = SubwordTokenizer.from_corpus(TINY_CORPUS, 60)
     run = av.run_attention(tiny_model(pieces.vocab_size), pieces, "birthplace", "Where was Ada born?")
-    assert run.output.title == f"Generated answer (greedy, {outputs.ANSWER_CHARS} pieces)"
+    assert run.output.title == f"Generated answer (greedy, {av.ANSWER_CHARS} pieces)"
 
 
 def test_birthplace_generation_stops_once_the_answer_is_closed():
@@ -259,7 +258,7 @@ def test_birthplace_generation_stops_once_the_answer_is_closed():
     prompt = f"Where was Ada born?{MASK_CHAR}"
     run = av.run_attention(model, CHARS, "birthplace", prompt)
     assert run.output.answer == ""
-    assert run.output.completion == prompt + MASK_CHAR * outputs.ANSWER_CHUNKS[0]
+    assert run.output.completion == prompt + MASK_CHAR * av.ANSWER_CHUNKS[0]
 
 
 def test_birthplace_without_a_question_asks_for_one():

@@ -5,6 +5,11 @@
 row per step with epoch, tokens seen, the training loss at that step, wall time and a sha256 of the step's
 tensors. Reading never unpickles. A damaged file or step is left out with one sentence (`note`), and the
 checkpoint itself still opens: snapshots are an extra, never a reason to refuse a model.
+
+A checkpoint with snapshots can be looked at as it was after any kept step: `at_step` gives the loaded
+checkpoint with those weights (the checkpoint's own weights at its final step, so the last position of a
+slider shows exactly what the page shows without one); `slider_steps` and `step_line` are what a step slider
+offers and says.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +203,43 @@ def model_at(loaded: LoadedCheckpoint, snapshots: SnapshotFile, step: int) -> Tr
     # ~50 ms in all for 636k parameters)
     model.load_state_dict({name: kept[name].to(t.dtype) for name, t in state.items()}, assign=True)
     return model.eval()
+
+
+# --- a checkpoint at a kept step (the pages' step slider) ---------------------------------------------------
+
+def final_step(loaded: LoadedCheckpoint) -> int | None:
+    """The optimizer steps the checkpoint's weights had (its saved progress), when it says."""
+    progress = loaded.metadata.get("progress")
+    try:
+        step = (json.loads(progress) if isinstance(progress, str) else progress or {}).get("step")
+    except (ValueError, AttributeError):
+        return None
+    return int(step) if isinstance(step, int) else None
+
+
+def slider_steps(loaded: LoadedCheckpoint, snapshots: SnapshotFile) -> list[int]:
+    """The kept steps, then the checkpoint's own step when no snapshot has it (a run stopped early, a
+    damaged last snapshot): the last position always shows the checkpoint."""
+    last = final_step(loaded)
+    return snapshots.steps + ([last] if last is not None and last > snapshots.steps[-1] else [])
+
+
+def at_step(loaded: LoadedCheckpoint, snapshots: SnapshotFile, step: int) -> LoadedCheckpoint:
+    """The checkpoint as it was after the kept step nearest `step` (its own weights at its own step);
+    `.step` says which."""
+    if step == final_step(loaded):
+        return replace(loaded, step=step)
+    kept = snapshots.at(step).step
+    if kept == final_step(loaded):
+        return replace(loaded, step=kept)
+    return replace(loaded, model=model_at(loaded, snapshots, kept), step=kept)
+
+
+def step_line(snapshots: SnapshotFile, step: int, last: int | None = None) -> str:
+    """'step 127 of 640: 260,096 tokens seen, training loss 2.298' for the kept step nearest `step`."""
+    s = snapshots.at(step)
+    of = f" of {last:,}" if last else ""
+    return f"step {s.step:,}{of}: {s.tokens:,} tokens seen, training loss {s.loss:.3f}"
 
 
 def read_for_resume(path: str | Path) -> tuple[list[tuple[Snapshot, dict[str, torch.Tensor]]], dict[str, str]]:

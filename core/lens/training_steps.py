@@ -1,57 +1,19 @@
 """The model across training: what the pages compute from a run's snapshots (core/io/snapshots.py).
 
-A checkpoint with snapshots can be looked at as it was after any kept step: `at_step` gives the loaded
-checkpoint with those weights (the checkpoint's own weights at its final step, so the last position of a
-slider shows exactly what the page shows without one), `step_marks` places the kept steps on a loss
-curve, and `answers_by_step` asks a birthplace model one question at every kept step.
+`step_marks` places the kept steps on a loss curve, and `answers_by_step` asks a birthplace model one question
+at every kept step (each step's weights from `core.io.snapshots.at_step`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pandas as pd
 
 from core.io.loaded import LoadedCheckpoint
-from core.io.snapshots import Snapshot, SnapshotFile, model_at
-
-
-def final_step(loaded: LoadedCheckpoint) -> int | None:
-    """The optimizer steps the checkpoint's weights had (its saved progress), when it says."""
-    progress = loaded.metadata.get("progress")
-    try:
-        step = (json.loads(progress) if isinstance(progress, str) else progress or {}).get("step")
-    except (ValueError, AttributeError):
-        return None
-    return int(step) if isinstance(step, int) else None
-
-
-def slider_steps(loaded: LoadedCheckpoint, snapshots: SnapshotFile) -> list[int]:
-    """The kept steps, then the checkpoint's own step when no snapshot has it (a run stopped early, a
-    damaged last snapshot): the last position always shows the checkpoint."""
-    last = final_step(loaded)
-    return snapshots.steps + ([last] if last is not None and last > snapshots.steps[-1] else [])
-
-
-def at_step(loaded: LoadedCheckpoint, snapshots: SnapshotFile, step: int) -> LoadedCheckpoint:
-    """The checkpoint as it was after the kept step nearest `step` (its own weights at its own step);
-    `.step` says which."""
-    if step == final_step(loaded):
-        return replace(loaded, step=step)
-    kept = snapshots.at(step).step
-    if kept == final_step(loaded):
-        return replace(loaded, step=kept)
-    return replace(loaded, model=model_at(loaded, snapshots, kept), step=kept)
-
-
-def step_line(snapshots: SnapshotFile, step: int, last: int | None = None) -> str:
-    """'step 127 of 640: 260,096 tokens seen, training loss 2.298' for the kept step nearest `step`."""
-    s = snapshots.at(step)
-    of = f" of {last:,}" if last else ""
-    return f"step {s.step:,}{of}: {s.tokens:,} tokens seen, training loss {s.loss:.3f}"
+from core.io.snapshots import Snapshot, SnapshotFile, at_step
 
 
 @dataclass(frozen=True)
