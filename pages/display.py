@@ -79,8 +79,7 @@ def image_format() -> str:
 def show_figure(fig, filename: str, key: str | None = None, on_select: bool = False):
     """Draw a plotly figure whose toolbar camera exports PNG or SVG (chosen in the sidebar); `on_select`:
     a click on a point reruns the page and the selection event is returned."""
-    from core.figures.browser import for_browser
-    from core.figures.common import chart_config
+    from core.figures.browser import chart_config, for_browser
 
     # theme=None: the look is in the figure (core.figures.common.APP_LOOK); Streamlit's theme step would
     # make plotly.js draw every chart twice (core/figures/browser.py).

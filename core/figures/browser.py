@@ -1,4 +1,5 @@
-"""The figure as plotly.js should receive it: drawn once per change, not twice.
+"""The figure as plotly.js should receive it, drawn once per change, not twice (`for_browser`); and its toolbar's
+export button (`chart_config`).
 
 Streamlit's chart element mounts a new figure with `Plotly.react` and then calls `Plotly.react` again
 with a JSON copy of the same figure (its theme step). plotly.js diffs the two: with no
@@ -27,6 +28,19 @@ import weakref
 from typing import Any
 
 import plotly.graph_objects as go
+
+IMAGE_FORMATS = ("png", "svg")
+
+
+def chart_config(filename: str, image_format: str = "png") -> dict[str, Any]:
+    """Plotly config: the toolbar camera downloads this chart as PNG or SVG under a useful name."""
+    if image_format not in IMAGE_FORMATS:
+        image_format = "png"
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": image_format, "filename": filename, "scale": 2},
+    }
+
 
 # Layout entries that plotly.js applies to every numbered sibling (xaxis2, scene3, coloraxis2, ...).
 _NUMBERED = ("xaxis", "yaxis", "scene", "polar", "ternary", "geo", "map", "mapbox", "smith", "coloraxis")

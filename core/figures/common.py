@@ -1,4 +1,4 @@
-"""What every figure shares: palettes, layouts, token axes, the chart toolbar's export config.
+"""What every figure shares: palettes, layouts, token axes.
 
 Figures are pure functions, data in (tensors, arrays, frames), plotly Figure out; no streamlit, so
 every chart is unit-tested by inspecting `fig.data` / `fig.layout`.
@@ -15,7 +15,6 @@ import plotly.io as pio
 
 from core.figures.margins import fit_margins
 
-IMAGE_FORMATS = ("png", "svg")
 SEQUENTIAL = "Blues"  # attention weights and other [0, 1] quantities
 DIVERGING = "RdBu"  # differences and signed values, centred on 0
 ALLOWED_COLOR = "#2E6DB4"  # "may attend", bars
@@ -24,16 +23,6 @@ TICK_LABELS_MAX = 64  # more tokens than this: label every k-th one
 # Legends sit right of the plot, where plotly makes room for them: under the plot (y=-0.18) they
 # landed on the x axis title, above it on the figure's title.
 LEGEND_RIGHT = dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.02)
-
-
-def chart_config(filename: str, image_format: str = "png") -> dict[str, Any]:
-    """Plotly config: the toolbar camera downloads this chart as PNG or SVG under a useful name."""
-    if image_format not in IMAGE_FORMATS:
-        image_format = "png"
-    return {
-        "displaylogo": False,
-        "toImageButtonOptions": {"format": image_format, "filename": filename, "scale": 2},
-    }
 
 
 TITLE_WIDTH = 34  # characters per title line: a half-width column at 1024 px holds about this many (bold 14 px)
