@@ -25,7 +25,6 @@ from pages.page_state import (
     POSITIONAL_SECTIONS,
     PositionalState,
 )
-from pages.positional_extrapolation import extrapolation
 
 
 def clip(key: str, count: int) -> None:
@@ -76,5 +75,5 @@ for tab, name in zip(tabs, POSITIONAL_SECTIONS):
         elif name == "training":
             sections.training(loaded)
         else:
-            st.fragment(extrapolation)(loaded)  # Run reruns this tab alone: its progress bar shows sooner
+            st.fragment(sections.extrapolation)(loaded)  # Run reruns this tab alone: its progress bar shows sooner
 page_state.bind(PositionalState, saved)
