@@ -9,18 +9,17 @@ length, so every row of a batch is exactly what a one-question-at-a-time loop wo
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from core.data.world_tables import COUNTRIES
-from core.lens.trace import model_device
+from core.lens.trace import Progress, model_device
 from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.model.transformer import Transformer
 
 ANSWER_CHARS = 32
-Progress = Callable[[int, int], None]  # (done, total)
 
 
 def context_length(model: Transformer) -> int:

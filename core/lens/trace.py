@@ -18,7 +18,7 @@ raises `TraceError` for input the model refuses.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,6 +133,10 @@ class Trace(AttentionShape):
 
 def model_device(model) -> torch.device:
     return next(model.parameters()).device
+
+
+# Called as a model works through many inputs (questions, windows, batches): (done, total).
+Progress = Callable[[int, int], None]
 
 
 def final_norm(model):

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import torch
 
 from core.io.loaded import CheckpointInfo, LoadedCheckpoint
-from core.lens.birthplace import Progress
 from core.lens.extrapolation.report import recorded_val_loss, reproduction_note
 from core.lens.extrapolation.scoring import (
     WINDOWS_PER_BATCH,
@@ -23,6 +22,7 @@ from core.lens.extrapolation.scoring import (
     token_stream,
     window_length,
 )
+from core.lens.trace import Progress
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from core.io.loaded import CheckpointInfo
-from core.lens.birthplace import Progress
-from core.lens.trace import model_device
+from core.lens.trace import Progress, model_device
 from core.model.transformer import Transformer
 
 EXTRAPOLATION_FACTORS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)

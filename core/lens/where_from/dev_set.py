@@ -24,7 +24,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ import numpy as np
 
 from core.lens.extrapolation.recorded import text_digest, weights_digest
 from core.lens.probe.knowledge import ANSWERED, STORED
+from core.lens.trace import Progress
 from core.lens.where_from.analyses import (
     IG_STEPS,
     KINDS,
@@ -56,7 +57,6 @@ SIDECAR_VERSION = 1
 # 200 dev questions 3 draws gave layer 0's residual a median 1.4% / 5.3% (name's last piece / all its pieces)
 # where 10 gave 5.8% / 12.4% (bench/where_from.py's run; checkpoints/README.md).
 DEV_SAMPLES = 10
-Progress = Callable[[int, int], None]
 
 
 def position_classes(name_positions: Sequence[int], n_tokens: int) -> list[list[int]]:
