@@ -18,7 +18,8 @@ import streamlit as st
 from core.data.datasets import DataError
 from core.data.world_tables import LOCALES
 from core.figures import probe as viz
-from core.lens.probe import corpus, fabricated, files, inputs
+from core.io.tables import table_csv
+from core.lens.probe import corpus, fabricated, inputs
 from core.text import markdown_escape as plain
 from pages import page_state, where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
@@ -110,7 +111,7 @@ def fabricate_tab(p: Probe) -> None:
                                  "share that are training labels")}))
     with st.expander("Every name and each model's answer"):
         st.dataframe(found.frame, hide_index=True, column_config=fitted_columns(found.frame, EXPANDER_WIDTH))
-        st.download_button("Download these predictions (CSV)", files.table_csv(found.frame),
+        st.download_button("Download these predictions (CSV)", table_csv(found.frame),
                            "fabricated-predictions.csv", "text/csv", key="probe_fab_csv")
     with st.expander("Which places they answer"):
         show_figure(viz.place_share_bars(found.shares,

@@ -13,6 +13,7 @@ import streamlit as st
 
 from core.figures import probe as viz
 from core.figures.probe import PLAIN_CATEGORIES
+from core.io.tables import table_csv
 from core.lens.probe import analysis, corpus, files
 from core.text import markdown_escape as plain
 from pages import where_from_view
@@ -136,7 +137,7 @@ def every_question(p: Probe, focused: analysis.DevAnalysis, label: str) -> None:
                          files.predictions_text(focused.result.predictions), f"{focus}-predictions.txt",
                          "text/plain", key="probe_dev_predictions")
     right.download_button("The table, all questions (CSV)",
-                          files.table_csv(frame.reset_index(names="number")),
+                          table_csv(frame.reset_index(names="number")),
                           f"{focus}-analysis.csv", "text/csv", key="probe_dev_csv")
     if view.empty:
         st.info("No question matches these filters.")

@@ -19,6 +19,7 @@ import torch
 from core.data.datasets import DataError, NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
 from core.figures import probe as viz
+from core.io.tables import table_csv
 from core.lens.birthplace import (
     BirthplaceResult,
     evaluate_birthplaces,
@@ -429,7 +430,7 @@ def test_a_good_question_file_with_unknown_characters_is_read():
 
 def test_exports():
     assert files.predictions_text(["London", "", "Paris"]) == "London\n\nParis\n"
-    csv = files.table_csv(pd.DataFrame({"name": ["=cmd()", "Ada"], "n": [1, 2]}))
+    csv = table_csv(pd.DataFrame({"name": ["=cmd()", "Ada"], "n": [1, 2]}))
     assert csv == "name,n\n'=cmd(),1\nAda,2\n"
     assert parse_tsv_pairs("a\tb") == [("a", "b")]
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.io.tables import csv_safe
 from core.lens.birthplace import ANSWER_CHARS, answer_from_completion
 from core.lens.trace import AttentionShape, LayerQueryKey, TraceError, trace_text
 from core.model.tokenizer import Tokenizer
@@ -410,11 +411,6 @@ def sanity_checks(run: AttentionRun) -> list[SanityCheck]:
 
 
 CSV_COLUMNS = ("layer", "head", "query_pos", "query_token", "key_pos", "key_token", "weight")
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # spreadsheet formula injection (OWASP)
-
-
-def csv_safe(token: str) -> str:
-    return "'" + token if token.startswith(FORMULA_STARTS) else token
 
 
 def attention_csv(attention: np.ndarray, tokens: list[str]) -> str:

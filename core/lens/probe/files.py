@@ -1,21 +1,16 @@
 """Files in and out of the probe: an uploaded `Where was NAME born?<TAB>PLACE` question file, read into
-pairs or one sentence saying what is wrong; predictions in the assignment's format; tables as safe CSV."""
+pairs or one sentence saying what is wrong; predictions in the assignment's format."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import pandas as pd
 
 from core.data.datasets import DataError, parse_tsv_pairs
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR
 
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 MAX_UPLOAD_QUESTIONS = 5000
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # spreadsheet formula injection (OWASP)
 
 
 @dataclass(frozen=True)
@@ -59,13 +54,3 @@ def read_question_file(data: bytes, source: str = "the file") -> QuestionFile:
 def predictions_text(predictions: Sequence[str]) -> str:
     """The assignment's predictions file: one prediction per line, in question order."""
     return "".join(p.replace("\n", " ") + "\n" for p in predictions)
-
-
-def table_csv(frame: pd.DataFrame) -> str:
-    """CSV of a table; text cells that a spreadsheet would run as a formula get a leading quote."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([str(c) for c in frame.columns])
-    for row in frame.itertuples(index=False):
-        writer.writerow(["'" + v if isinstance(v, str) and v.startswith(FORMULA_STARTS) else v for v in row])
-    return buffer.getvalue()
