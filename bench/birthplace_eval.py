@@ -2,7 +2,7 @@
 
     python -m bench.birthplace_eval [--checkpoint PATH] [--limit N] [--questions TSV]
 
-Same checkpoint, same run: `core.lens.birthplace.predict_birthplaces` (prompts grouped by length, batched,
+Same checkpoint, same run: `core.lens.probe.evaluation.predict_birthplaces` (prompts grouped by length, batched,
 cached) against `predict_birthplaces_one_by_one` (one question at a time, no cache: how the CS224N
 assignment evaluates). The uncached loop is slow on a CPU, so `--limit N` times it on the first N
 questions only; both decoders are compared on those N (measured), and the loop's time for the whole
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from core.data.datasets import read_tsv_pairs
     from core.io import checkpoint
-    from core.lens.birthplace import predict_birthplaces, predict_birthplaces_one_by_one
+    from core.lens.probe.evaluation import predict_birthplaces, predict_birthplaces_one_by_one
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,8 +16,8 @@ from streamlit.errors import StreamlitAPIException
 
 from core.figures import probe as viz
 from core.io.checkpoint import LoadedCheckpoint
-from core.lens.birthplace import predict_birthplaces
 from core.lens.probe import answers, corpus, inputs
+from core.lens.probe.evaluation import predict_birthplaces
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
 from pages.display import MAIN_WIDTH, fitted_columns, show_figure

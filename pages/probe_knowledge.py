@@ -12,8 +12,8 @@ import streamlit as st
 
 from core.figures import probe as viz
 from core.io.checkpoint import CheckpointError
-from core.lens.birthplace import memorized
 from core.lens.probe import knowledge
+from core.lens.probe.evaluation import memorized
 from core.text import markdown_escape as plain
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.model_loading import load_cached

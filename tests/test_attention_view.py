@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from core.lens import attention as av
-from core.lens.birthplace import answer_from_completion
+from core.lens.probe.evaluation import answer_from_completion
 from core.model.tokenizer import MASK_CHAR, CharTokenizer, SubwordTokenizer, WordTokenizer
 from core.text import visible_token
 from pages.page_state import MAX_URL_TEXT, AttentionState, from_url, to_url

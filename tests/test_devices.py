@@ -12,8 +12,8 @@ import torch
 
 from core.data.datasets import NameDataset
 from core.lens.attention import run_attention
-from core.lens.birthplace import evaluate_birthplaces, memorization_rate, predict_birthplaces_one_by_one
 from core.lens.probe.answers import answer_attention, answer_probabilities, ask, rank_candidates
+from core.lens.probe.evaluation import evaluate_birthplaces, memorization_rate, predict_birthplaces_one_by_one
 from core.model.tokenizer import CharTokenizer
 from core.train.trainer import evaluate_loss
 from tests.conftest import tiny_model

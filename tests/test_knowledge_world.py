@@ -20,7 +20,7 @@ from core.data.datasets import (
 from core.data.loader import epoch_batches, trim_to_longest
 from core.data.world import KNOWLEDGE, KNOWLEDGE_COMMAND, generate_world, world_files
 from core.data.world_tables import COUNTRIES
-from core.lens.birthplace import (
+from core.lens.probe.evaluation import (
     _split_for_completion,
     country_prior_accuracy,
     country_prior_answers,

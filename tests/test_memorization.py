@@ -1,4 +1,4 @@
-from core.lens.birthplace import document_completion_prompts, memorization_rate
+from core.lens.probe.evaluation import document_completion_prompts, memorization_rate
 from core.model.tokenizer import CharTokenizer
 from tests.conftest import tiny_model
 

@@ -20,13 +20,13 @@ from core.data.datasets import DataError, NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
 from core.figures import probe as viz
 from core.io.tables import table_csv
-from core.lens.birthplace import (
+from core.lens.probe import analysis, answers, corpus, fabricated, files, inputs
+from core.lens.probe.evaluation import (
     BirthplaceResult,
     evaluate_birthplaces,
     predict_birthplaces,
     predict_birthplaces_one_by_one,
 )
-from core.lens.probe import analysis, answers, corpus, fabricated, files, inputs
 from core.model.config import ModelConfig
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from core.model.transformer import Transformer

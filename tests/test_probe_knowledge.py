@@ -7,7 +7,7 @@ import json
 import pytest
 
 from core.figures.probe import knowledge_grids
-from core.lens.birthplace import BirthplaceResult
+from core.lens.probe.evaluation import BirthplaceResult
 from core.lens.probe.knowledge import CELLS, knowledge_table
 from core.train import knowledge_grid
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from core.io.tables import csv_safe
-from core.lens.birthplace import ANSWER_CHARS, answer_from_completion
+from core.lens.probe.evaluation import ANSWER_CHARS, answer_from_completion
 from core.lens.trace import AttentionShape, LayerQueryKey, TraceError, trace_text
 from core.model.tokenizer import Tokenizer
 from core.text import MASK_CHAR, MASK_LABEL, TYPED_QUESTION_MARKS, markdown_escape, visible_token

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from core.data.datasets import CharCorruptionDataset, DataError, read_text, read_tsv_pairs
-from core.lens.birthplace import memorization_rate
+from core.lens.probe.evaluation import memorization_rate
 from core.train.recipes import ModelShape, build_model
 from core.train.trainer import Trainer, TrainerConfig
 

@@ -183,7 +183,7 @@ def memorisation_file(corpus_path: str | Path) -> Path:
 
 def measure_memorisation(loaded, corpus_path: Path, dev_path: Path) -> dict[str, float]:
     from core.data.datasets import read_text, read_tsv_pairs
-    from core.lens.birthplace import memorization_rate
+    from core.lens.probe.evaluation import memorization_rate
 
     hits, people = memorization_rate(loaded.model, loaded.tokenizer, read_text(corpus_path), read_tsv_pairs(dev_path))
     return {"dev_memorised": hits / max(people, 1), "dev_memorised_people": float(people)}
@@ -240,7 +240,7 @@ def record_fabricated(path: str) -> dict[str, float]:
 def reevaluate(name: str) -> dict[str, float]:
     """Recompute a bundled checkpoint's stored final metrics from its file and data/world/."""
     from core.data.datasets import ClassificationDataset, LanguageModelDataset, read_text, read_tsv_pairs
-    from core.lens.birthplace import evaluate_birthplaces
+    from core.lens.probe.evaluation import evaluate_birthplaces
     from core.train.trainer import evaluate_loss
 
     recipe = next(r for r in RECIPES if r.name == name)

@@ -356,7 +356,7 @@ def evaluate_command(args, need, one_eval, out=print) -> str:
         return f"{Path(path).name}: accuracy {scores['accuracy']:.4f}, loss {scores['loss']:.4f} ({len(data)} lines)"
     from tqdm import tqdm
 
-    from core.lens.birthplace import evaluate_birthplaces
+    from core.lens.probe.evaluation import evaluate_birthplaces
 
     pairs = read_tsv_pairs(path)
     has_answers = any(a for _, a in pairs)

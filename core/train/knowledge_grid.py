@@ -28,7 +28,7 @@ import torch
 
 from core.data.datasets import DataError, read_text, read_tsv_pairs
 from core.io import checkpoint as ckpt
-from core.lens.birthplace import country_prior_accuracy, evaluate_birthplaces, memorization_rate
+from core.lens.probe.evaluation import country_prior_accuracy, evaluate_birthplaces, memorization_rate
 from core.train import recipes
 from core.train.recipes import ModelShape
 from core.train.trainer import TrainerConfig, resume_path

@@ -29,8 +29,8 @@ from core.data.datasets import (
 )
 from core.data.vocabulary import vocabulary_text
 from core.io import checkpoint as ckpt
-from core.lens.birthplace import country_prior_accuracy, evaluate_birthplaces, most_frequent_place
 from core.lens.lm_eval import score_text, split_names, unknown_share
+from core.lens.probe.evaluation import country_prior_accuracy, evaluate_birthplaces, most_frequent_place
 from core.model.config import ModelConfig
 from core.model.tokenizer import CharTokenizer, SubwordTokenizer, Tokenizer, VocabularyChoice, tokenizer_from_dict
 from core.model.transformer import Transformer

@@ -1,7 +1,7 @@
 """Birthplace probe: what a finetuned model retrieves from pretraining, and what it makes up.
 
 Looking only at an answer you cannot tell a retrieved birthplace from an invented one. These modules put
-instruments next to the assignment-exact evaluation of `core.lens.birthplace` (which owns the decoding,
+instruments next to the assignment-exact evaluation of `core.lens.probe.evaluation` (which owns the decoding,
 the answer rule and accuracy); import the one you need (`from core.lens.probe import corpus`):
 
 - inputs: a typed name or question -> 'Where was NAME born?' and NAME; unknown characters, in one sentence;

@@ -1,4 +1,4 @@
-"""Dev-set error analysis: the assignment-exact evaluation (`core.lens.birthplace.BirthplaceResult`, the one
+"""Dev-set error analysis: the assignment-exact evaluation (`core.lens.probe.evaluation.BirthplaceResult`, the one
 home of accuracy and the baseline) joined, question by question, with the answer's confidence and the
 corpus evidence; models side by side; filters; reliability (calibration) and evidence categories."""
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.lens.birthplace import BirthplaceResult, Progress, country_prior_answers, evaluate_birthplaces
 from core.lens.probe.answers import answer_probabilities
 from core.lens.probe.corpus import CATEGORIES, CorpusIndex, categorise
+from core.lens.probe.evaluation import BirthplaceResult, Progress, country_prior_answers, evaluate_birthplaces
 from core.lens.probe.inputs import name_from_question
 from core.model.tokenizer import Tokenizer
 from core.model.transformer import Transformer

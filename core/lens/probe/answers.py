@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.lens.birthplace import ANSWER_CHARS, context_length, predict_birthplaces
+from core.lens.probe.evaluation import ANSWER_CHARS, context_length, predict_birthplaces
 from core.lens.trace import Trace, model_device, trace_text
 from core.model.attention import KVCache
 from core.model.tokenizer import MASK_CHAR, Tokenizer

@@ -13,8 +13,8 @@ import pandas as pd
 
 from core.data.world import fabricate_names
 from core.data.world_tables import LOCALES
-from core.lens.birthplace import country_priors
 from core.lens.probe.corpus import CorpusIndex
+from core.lens.probe.evaluation import country_priors
 
 MAX_FABRICATED = 500
 

@@ -1,5 +1,5 @@
 """Stored versus extractable: for each dev person, did pretraining store the birthplace (the pretrained model
-completes the person's own document with it, `core.lens.birthplace.memorized`) and did finetuning reach it
+completes the person's own document with it, `core.lens.probe.evaluation.memorized`) and did finetuning reach it
 (the finetuned model answers the question)? A 2x2 of people per model: an answer without the stored fact is
 a guess from the name; a stored fact without the answer is knowledge finetuning did not reach."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from core.lens.birthplace import BirthplaceResult
+from core.lens.probe.evaluation import BirthplaceResult
 from core.lens.probe.inputs import name_from_question
 
 STORED = ("memorised", "not memorised")

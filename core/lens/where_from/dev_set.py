@@ -324,9 +324,10 @@ def pretrained_beside(checkpoint: str | Path, metadata: dict) -> Path | None:
 def memorised_flags(checkpoint: str | Path, loaded, pairs: Sequence[tuple[str, str]],
                     questions_path: str | Path) -> list[bool | None] | None:
     """Per question, does the model's pretrained file complete the person's own document with the place
-    (core.lens.birthplace.memorized)? None when there is no pretrained file or no wiki.txt beside the questions."""
+    (core.lens.probe.evaluation.memorized)? None when there is no pretrained file or no wiki.txt beside the
+    questions."""
     from core.io.checkpoint import load
-    from core.lens.birthplace import memorized
+    from core.lens.probe.evaluation import memorized
 
     source = pretrained_beside(checkpoint, loaded.metadata)
     corpus = Path(questions_path).with_name("wiki.txt")
@@ -337,7 +338,7 @@ def memorised_flags(checkpoint: str | Path, loaded, pairs: Sequence[tuple[str, s
 
 
 def answered_flags(loaded, pairs: Sequence[tuple[str, str]]) -> list[bool]:
-    from core.lens.birthplace import predict_birthplaces
+    from core.lens.probe.evaluation import predict_birthplaces
 
     answers = predict_birthplaces(loaded.model, loaded.tokenizer, [q for q, _ in pairs])
     return [a == t for a, (_, t) in zip(answers, pairs, strict=True)]
