@@ -35,7 +35,7 @@ import streamlit as st
 
 from core.lens.history.curves import DEFAULT_SMOOTHING, MAX_SMOOTHING, X_AXES
 from core.lens.history.records import MAX_NAME_CHARS
-from core.lens.probe.inputs import MAX_INPUT_CHARS
+from core.lens.probe.questions import MAX_INPUT_CHARS
 
 TRUE, FALSE = "1", "0"
 DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII digits only: no sign, '1e3', '²'

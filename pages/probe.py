@@ -19,7 +19,8 @@ from core.data.datasets import DataError
 from core.data.world_tables import LOCALES
 from core.figures import probe as viz
 from core.io.tables import table_csv
-from core.lens.probe import corpus, fabricated, inputs
+from core.lens.probe import corpus, fabricated
+from core.lens.probe.questions import name_from_question, question_for, read_probe_input
 from core.text import markdown_escape as plain
 from pages import page_state, where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
@@ -49,7 +50,7 @@ def restore_state(data: corpus.ProbeData) -> ProbeState:
     """Widgets from the URL on a first visit or a link, else from this session's last visit (page switches)."""
     saved, _ = page_state.restore(ProbeState)
     if st.session_state.get("probe_ask") is None:  # no name in the link: the first dev question's
-        st.session_state["probe_ask"] = (inputs.name_from_question(data.dev_pairs[0][0]) if data.dev_pairs
+        st.session_state["probe_ask"] = (name_from_question(data.dev_pairs[0][0]) if data.dev_pairs
                                          else "Ada Lovelace")
     return saved
 
@@ -64,7 +65,7 @@ def ask_tab(p: Probe) -> None:
     name_box, focus_box = st.columns([3, 2])  # one row: the answers start above the fold at 1024x768
     pick_focus(p, focus_box)
     text = name_box.text_input("A name, or a question 'Where was NAME born?'", key="probe_ask")
-    asked = inputs.read_probe_input(text)
+    asked = read_probe_input(text)
     if asked.problem:
         st.warning(plain(asked.problem))
         return
@@ -94,7 +95,7 @@ def fabricate_tab(p: Probe) -> None:
     except ValueError as exc:
         finding.warning(plain(exc))
         return
-    questions = tuple(inputs.question_for(name) for name, _ in people)
+    questions = tuple(question_for(name) for name, _ in people)
     with names_box:  # about the names, so with them: above the finding it pushed the figure down
         warn_unknown(p, questions)
     predictions = {m: cached_answers(*version(loaded), questions, loaded) for m, loaded in models.items()}

@@ -14,7 +14,8 @@ import streamlit as st
 from core.figures import probe as viz
 from core.figures.probe import PLAIN_CATEGORIES
 from core.io.tables import table_csv
-from core.lens.probe import analysis, corpus, files
+from core.lens.probe import analysis, corpus
+from core.lens.probe.questions import predictions_text, read_question_file
 from core.text import markdown_escape as plain
 from pages import where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure, shown_table
@@ -83,7 +84,7 @@ def dev_tab(p: Probe) -> None:
     if chosen is None:
         return
     raw, label = chosen
-    questions = files.read_question_file(raw, label)
+    questions = read_question_file(raw, label)
     if questions.problem:
         st.error(plain(questions.problem))
         return
@@ -134,7 +135,7 @@ def every_question(p: Probe, focused: analysis.DevAnalysis, label: str) -> None:
     st.caption(f"{len(view)} of {len(frame)} questions")
     left, right = st.columns(2)
     left.download_button("Predictions, assignment format (one per line)",
-                         files.predictions_text(focused.result.predictions), f"{focus}-predictions.txt",
+                         predictions_text(focused.result.predictions), f"{focus}-predictions.txt",
                          "text/plain", key="probe_dev_predictions")
     right.download_button("The table, all questions (CSV)",
                           table_csv(frame.reset_index(names="number")),

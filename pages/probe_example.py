@@ -16,8 +16,9 @@ from streamlit.errors import StreamlitAPIException
 
 from core.figures import probe as viz
 from core.io.checkpoint import LoadedCheckpoint
-from core.lens.probe import answers, corpus, inputs
+from core.lens.probe import answers, corpus
 from core.lens.probe.evaluation import predict_birthplaces
+from core.lens.probe.questions import unknown_summary
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
 from pages.display import MAIN_WIDTH, fitted_columns, show_figure
@@ -73,7 +74,7 @@ def version(loaded) -> tuple[str, float]:
 
 
 def warn_unknown(p: Probe, texts) -> None:
-    message = inputs.unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()})
+    message = unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()})
     if message:
         st.warning(plain(message))
 

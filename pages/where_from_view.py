@@ -18,7 +18,7 @@ from core.figures import where_from as viz
 from core.io.tables import table_csv
 from core.lens import where_from as wf
 from core.lens.attention import birthplace_prompt
-from core.lens.probe.inputs import name_from_question
+from core.lens.probe.questions import name_from_question
 from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
 from core.model.transformer import Transformer

@@ -228,7 +228,7 @@ def test_country_prior_is_each_countrys_most_frequent_train_birthplace() -> None
 
 
 def test_the_probe_names_pieces_a_subword_model_never_read(bpe) -> None:
-    from core.lens.probe.inputs import unknown_summary
+    from core.lens.probe.questions import unknown_summary
 
     finetuned = bpe.reading(["Where was Ada born?"])  # finetuning reads the questions' pieces too
     assert "?" in bpe.tokenize("born?").untrained and not finetuned.tokenize("born?").untrained

@@ -1,4 +1,4 @@
-"""core.lens.probe (inputs, corpus, candidates, answers, analysis, files, fabricated) and the probe figures:
+"""core.lens.probe (evaluation, questions, corpus, candidates, answers, analysis, fabricated) and the probe figures:
 candidates, confidence, corpus evidence, the dev analysis on the one BirthplaceResult, fabricated names, uploads.
 
 A tiny birthplace model is finetuned once per module on a tiny generated world (a few seconds), so the
@@ -20,7 +20,7 @@ from core.data.datasets import DataError, NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
 from core.figures import probe as viz
 from core.io.tables import table_csv
-from core.lens.probe import analysis, answers, corpus, fabricated, files, inputs
+from core.lens.probe import analysis, answers, corpus, fabricated, questions
 from core.lens.probe.evaluation import (
     BirthplaceResult,
     evaluate_birthplaces,
@@ -372,29 +372,29 @@ def test_reliability_table_counts_and_accuracy_per_bin():
 
 
 def test_probe_input_reads_a_name_or_a_question():
-    assert inputs.read_probe_input("  Ada   Lovelace ") == inputs.ProbeInput("Where was Ada Lovelace born?",
-                                                                         "Ada Lovelace")
-    assert inputs.read_probe_input("where was Ada Lovelace born").name == "Ada Lovelace"
+    assert questions.read_probe_input("  Ada   Lovelace ") == questions.ProbeInput("Where was Ada Lovelace born?",
+                                                                                 "Ada Lovelace")
+    assert questions.read_probe_input("where was Ada Lovelace born").name == "Ada Lovelace"
     for typed in ("Where was Ada Lovelace born?", "Where was Ada Lovelace born??", "Ada Lovelace?",
                   f"where  was Ada Lovelace born {MASK_CHAR}", "Where was Ada Lovelace born？", "Ada Lovelace"):
-        assert inputs.read_probe_input(typed) == inputs.ProbeInput("Where was Ada Lovelace born?", "Ada Lovelace")
+        assert questions.read_probe_input(typed) == questions.ProbeInput("Where was Ada Lovelace born?", "Ada Lovelace")
     for bad in ("", "   ", "x" * 400, f"Ada{MASK_CHAR} Lovelace", "???", f"Ada{PAD_CHAR}"):
-        result = inputs.read_probe_input(bad)
+        result = questions.read_probe_input(bad)
         assert result.problem and result.problem.endswith(".") and "\n" not in result.problem
 
 
 def test_unknown_characters_are_named_once_for_every_model():
     tokenizer = CharTokenizer.from_corpus("abc ")
     wider = CharTokenizer.from_corpus("abcz ")
-    assert inputs.unknown_characters(["abz", "cy z"], tokenizer) == ["z", "y"]
-    same = inputs.unknown_summary(["abŚ", "cŚ a"], {"m1": tokenizer, "m2": tokenizer, "m3": tokenizer})
+    assert questions.unknown_characters(["abz", "cy z"], tokenizer) == ["z", "y"]
+    same = questions.unknown_summary(["abŚ", "cŚ a"], {"m1": tokenizer, "m2": tokenizer, "m3": tokenizer})
     assert same.count("Ś") == 1 and "(m1, m2 and m3) have never seen 'Ś' (U+015A)" in same and "PAD" in same
-    mixed = inputs.unknown_summary(["abz", "Śa"], {"m1": tokenizer, "m2": wider})
+    mixed = questions.unknown_summary(["abz", "Śa"], {"m1": tokenizer, "m2": wider})
     assert "'z' (U+007A) (m1); 'Ś' (U+015A) (m1 and m2)" in mixed and "\n" not in mixed
-    one = inputs.unknown_summary(["abz"], {"m1": tokenizer})
+    one = questions.unknown_summary(["abz"], {"m1": tokenizer})
     assert one.startswith("m1 has never seen 'z'") and "it reads it as PAD" in one
-    assert inputs.unknown_summary(["abc"], {"m1": tokenizer}) is None
-    many = inputs.unknown_summary(["".join(chr(0x400 + i) for i in range(20))], {"m1": tokenizer}, limit=5)
+    assert questions.unknown_summary(["abc"], {"m1": tokenizer}) is None
+    many = questions.unknown_summary(["".join(chr(0x400 + i) for i in range(20))], {"m1": tokenizer}, limit=5)
     assert "and 15 more" in many
 
 
@@ -414,22 +414,22 @@ def test_the_appended_mask_is_shown_as_a_labelled_marker():
     (b"Where was Ada born?\t \n", "empty question or answer"),
 ])
 def test_bad_question_files_give_one_sentence(data, fragment):
-    result = files.read_question_file(data, "upload.tsv")
+    result = questions.read_question_file(data, "upload.tsv")
     assert result.pairs == [] and fragment in result.problem
     assert result.problem.endswith(".") and "\n" not in result.problem
 
 
 def test_a_good_question_file_with_unknown_characters_is_read():
     text = "\ufeffWhere was Zoë born?\tLondon\r\n\nWhere was Ada born?\tParis\n"
-    result = files.read_question_file(text.encode())
+    result = questions.read_question_file(text.encode())
     assert result.problem is None
     assert result.pairs == [("Where was Zoë born?", "London"), ("Where was Ada born?", "Paris")]
     tokenizer = CharTokenizer.from_corpus("Where was Ada born? London Paris Z")
-    assert inputs.unknown_characters([q for q, _ in result.pairs], tokenizer) == ["ë"]
+    assert questions.unknown_characters([q for q, _ in result.pairs], tokenizer) == ["ë"]
 
 
 def test_exports():
-    assert files.predictions_text(["London", "", "Paris"]) == "London\n\nParis\n"
+    assert questions.predictions_text(["London", "", "Paris"]) == "London\n\nParis\n"
     csv = table_csv(pd.DataFrame({"name": ["=cmd()", "Ada"], "n": [1, 2]}))
     assert csv == "name,n\n'=cmd(),1\nAda,2\n"
     assert parse_tsv_pairs("a\tb") == [("a", "b")]

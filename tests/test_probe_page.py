@@ -14,7 +14,8 @@ from streamlit.testing.v1 import AppTest
 from core.data.world import generate_world, write_world
 from core.data.world_tables import COUNTRIES
 from core.io.checkpoint import list_checkpoints
-from core.lens.probe import analysis, corpus, inputs
+from core.lens.probe import analysis, corpus
+from core.lens.probe.questions import name_from_question
 from core.model.tokenizer import MASK_CHAR
 from core.text import MASK_LABEL
 from tests.conftest import ROOT, save_tiny_checkpoint
@@ -95,7 +96,7 @@ def test_ask_shows_every_model_answer_truth_and_evidence(monkeypatch, models, sm
     shown_answers = frames(at)[0]
     assert sorted(shown_answers["model"]) == TWO_MODELS
     assert len(at.get("plotly_chart")) >= 1  # the attention heatmap (candidates may not fit a block of 32)
-    assert any(code.value.startswith(inputs.name_from_question(question)) for code in at.code)
+    assert any(code.value.startswith(name_from_question(question)) for code in at.code)
     link = at.get("page_link")[0].proto
     focus = at.selectbox(key="probe_focus").value
     assert link.page == "attention"

@@ -2,9 +2,10 @@
 
 Paths: checkpoints (`core.io.checkpoint.load` / `read_metadata` / `list_checkpoints`, the history read
 from their header, `core.io.uploads.add_checkpoint`), CS224N params (`core.io.convert`, `core.io.uploads.add_cs224n`),
-TSV question files (`core.data.datasets.read_tsv_pairs`, the probe page's `core.lens.probe.files.read_question_file`),
-corpora (`read_text`, `CharCorruptionDataset`, the converter's `corpus_tokenizer`) and training histories
-(`core.lens.history`: .jsonl uploads, followed logs, and what the curves page then draws).
+TSV question files (`core.data.datasets.read_tsv_pairs`, the probe page's
+`core.lens.probe.questions.read_question_file`), corpora (`read_text`, `CharCorruptionDataset`, the converter's
+`corpus_tokenizer`) and training histories (`core.lens.history`: .jsonl uploads, followed logs, and what the
+curves page then draws).
 
 Files: empty, truncated, random bytes, pickles whose unpickling would create a canary file, safetensors
 headers with hostile metadata (huge strings, wrong types, JSON nesting bombs), mismatched shapes and
@@ -56,7 +57,7 @@ from core.lens.history.records import (
     read_uploaded_history,
     to_csv,
 )
-from core.lens.probe import files as question_files
+from core.lens.probe import questions as question_files
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer
 from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
 from tests.hostile_inputs import app_pages

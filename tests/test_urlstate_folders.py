@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.io import folders, uploads
-from core.lens.probe.inputs import MAX_INPUT_CHARS
+from core.lens.probe.questions import MAX_INPUT_CHARS
 from pages.page_state import (
     MAX_MODEL_NAME,
     AttentionState,

@@ -14,7 +14,7 @@ import pandas as pd
 from core.lens.probe.answers import answer_probabilities
 from core.lens.probe.corpus import CATEGORIES, CorpusIndex, categorise
 from core.lens.probe.evaluation import BirthplaceResult, Progress, country_prior_answers, evaluate_birthplaces
-from core.lens.probe.inputs import name_from_question
+from core.lens.probe.questions import name_from_question
 from core.model.tokenizer import Tokenizer
 from core.model.transformer import Transformer
 

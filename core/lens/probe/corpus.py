@@ -15,7 +15,7 @@ from pathlib import Path
 from core.data.datasets import DataError, parse_tsv_pairs
 from core.data.world_tables import COUNTRIES
 from core.lens.probe.evaluation import most_frequent_place
-from core.lens.probe.inputs import name_from_question, normalise_name
+from core.lens.probe.questions import name_from_question, normalise_name
 
 WORLD_ENV = "ATTENTION_LAB_WORLD"  # a folder with the CS224N files; default: the bundled demo world
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from core.lens.probe.evaluation import BirthplaceResult
-from core.lens.probe.inputs import name_from_question
+from core.lens.probe.questions import name_from_question
 
 STORED = ("memorised", "not memorised")
 ANSWERED = ("answered", "wrong")

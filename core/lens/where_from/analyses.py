@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from core.lens.probe.inputs import name_from_question
+from core.lens.probe.questions import name_from_question
 from core.lens.trace import Trace, TraceError, cut_to_limit, model_device, trace
 from core.model.hooks import Hooks, Recorder
 from core.model.tokenizer import MASK_CHAR

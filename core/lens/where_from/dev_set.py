@@ -297,7 +297,7 @@ def read_questions(path: str | Path) -> tuple[list[tuple[str, str | None]], str]
 
 
 def names_in(rows: Sequence[tuple[str, str | None]]) -> list[str]:
-    from core.lens.probe.inputs import name_from_question
+    from core.lens.probe.questions import name_from_question
 
     return [name_from_question(q) for q, _ in rows]
 
