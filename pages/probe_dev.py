@@ -14,7 +14,7 @@ import streamlit as st
 from core.figures import probe as viz
 from core.figures.probe import PLAIN_CATEGORIES
 from core.io.tables import table_csv
-from core.lens.probe import analysis, corpus
+from core.lens.probe import corpus, dev_set
 from core.lens.probe.questions import predictions_text, read_question_file
 from core.text import markdown_escape as plain
 from pages import where_from_view
@@ -25,14 +25,14 @@ from pages.probe_knowledge import knowledge_section
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_analysis(path: str, modified: float, content_hash: str, stamp: tuple, label: str, _loaded, _pairs,
-                    _data) -> analysis.DevAnalysis:
+                    _data) -> dev_set.DevAnalysis:
     """Keyed on (checkpoint, modification time, question-file hash, corpus files); the bar replays empty."""
     bar = st.progress(0.0, text=f"Evaluating {plain(label)}…")
 
     def progress(done: int, total: int) -> None:
         bar.progress(done / total, text=f"Evaluating {plain(label)}: {done} of {total} questions")
 
-    done = analysis.analyse_dev(_loaded.model, _loaded.tokenizer, _pairs, _data.index, _data.labels,
+    done = dev_set.analyse_dev(_loaded.model, _loaded.tokenizer, _pairs, _data.index, _data.labels,
                                 _data.baseline_place, progress=progress)
     bar.empty()
     return done
@@ -92,8 +92,8 @@ def dev_tab(p: Probe) -> None:
     digest = hashlib.sha256(raw).hexdigest()
     analyses = {m: cached_analysis(*version(loaded), digest, stamp, m, loaded, questions.pairs, data)
                 for m, loaded in models.items()}
-    comparison = analysis.compare(analyses, {m: loaded.metadata for m, loaded in models.items()}, data.train_places)
-    st.markdown("**" + plain(analysis.dev_finding(comparison.table)) + "**")  # the finding, then its figure
+    comparison = dev_set.compare(analyses, {m: loaded.metadata for m, loaded in models.items()}, data.train_places)
+    st.markdown("**" + plain(dev_set.dev_finding(comparison.table)) + "**")  # the finding, then its figure
     show_figure(viz.category_share_bars(comparison.categories, title="Where each model's answers come from"),
                 "evidence-categories", key="probe_dev_categories")
     with st.expander("Accuracy per model, and what the colours mean"):
@@ -119,11 +119,11 @@ def dev_tab(p: Probe) -> None:
         every_question(p, analyses[focus], label)
 
 
-def every_question(p: Probe, focused: analysis.DevAnalysis, label: str) -> None:
+def every_question(p: Probe, focused: dev_set.DevAnalysis, label: str) -> None:
     focus = p.focus
     frame = focused.frame
     columns = st.columns([1, 2, 2, 1])
-    outcome = columns[0].radio("Outcome", analysis.OUTCOMES, key="probe_dev_outcome")
+    outcome = columns[0].radio("Outcome", dev_set.OUTCOMES, key="probe_dev_outcome")
     categories = columns[1].multiselect("Where the answer comes from", list(corpus.CATEGORIES),
                                         default=list(corpus.CATEGORIES), key="probe_dev_categories_filter", wrap=True,
                                         format_func=lambda c: PLAIN_CATEGORIES.get(c, c))
@@ -131,7 +131,7 @@ def every_question(p: Probe, focused: analysis.DevAnalysis, label: str) -> None:
                                    key="probe_dev_confidence_filter")
     places = ["(any)"] + sorted(set(frame["truth"]) | set(frame["prediction"]))
     place = columns[3].selectbox("Place (true or predicted)", places, key="probe_dev_place")
-    view = analysis.filter_analysis(frame, outcome, categories, confidence, None if place == "(any)" else place)
+    view = dev_set.filter_analysis(frame, outcome, categories, confidence, None if place == "(any)" else place)
     st.caption(f"{len(view)} of {len(frame)} questions")
     left, right = st.columns(2)
     left.download_button("Predictions, assignment format (one per line)",

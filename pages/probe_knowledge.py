@@ -12,7 +12,7 @@ import streamlit as st
 
 from core.figures import probe as viz
 from core.io.checkpoint import CheckpointError
-from core.lens.probe import knowledge
+from core.lens.probe import dev_set
 from core.lens.probe.evaluation import memorized
 from core.text import markdown_escape as plain
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
@@ -49,7 +49,7 @@ def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
         if flags is None and loaded.metadata.get("pretrained_from"):
             skipped.append(model)  # pretrained, but its pretrained file is not beside it
             continue
-        tables[model] = knowledge.knowledge_table([q for q, _ in pairs], analyses[model].result, flags)
+        tables[model] = dev_set.knowledge_table([q for q, _ in pairs], analyses[model].result, flags)
     for model in skipped:
         st.info(plain(f"{model} names its pretrained file {p.models[model].metadata['pretrained_from']}, "
                       "which is not beside it: its row is left out."))
@@ -71,10 +71,10 @@ def knowledge_section(p: Probe, analyses: dict, pairs, digest: str) -> None:
                 f"{stored}, and {counts.at['not memorised', 'answered']} people without the stored fact.")
     model_box, cell_box = st.columns([2, 3])
     model = model_box.selectbox("Model", list(tables), key="probe_dev_knowledge_model")
-    cells = list(knowledge.CELLS)
+    cells = list(dev_set.CELLS)
     counts = tables[model].counts
     stored, answered = cell_box.selectbox(
         "People in", cells, key="probe_dev_knowledge_cell",
-        format_func=lambda c: f"{c[0]} x {c[1]} ({counts.at[c]}): {knowledge.CELLS[c]}")
+        format_func=lambda c: f"{c[0]} x {c[1]} ({counts.at[c]}): {dev_set.CELLS[c]}")
     people = tables[model].cell(stored, answered)
     st.dataframe(people, hide_index=True, column_config=fitted_columns(people, EXPANDER_WIDTH))

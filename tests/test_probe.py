@@ -1,4 +1,4 @@
-"""core.lens.probe (evaluation, questions, corpus, candidates, answers, analysis, fabricated) and the probe figures:
+"""core.lens.probe (evaluation, questions, corpus, candidates, answers, dev_set, fabricated) and the probe figures:
 candidates, confidence, corpus evidence, the dev analysis on the one BirthplaceResult, fabricated names, uploads.
 
 A tiny birthplace model is finetuned once per module on a tiny generated world (a few seconds), so the
@@ -20,7 +20,7 @@ from core.data.datasets import DataError, NameDataset, parse_tsv_pairs
 from core.data.world import fabricate_names, generate_world, write_world
 from core.figures import probe as viz
 from core.io.tables import table_csv
-from core.lens.probe import analysis, answers, corpus, fabricated, questions
+from core.lens.probe import answers, corpus, dev_set, fabricated, questions
 from core.lens.probe.evaluation import (
     BirthplaceResult,
     evaluate_birthplaces,
@@ -173,7 +173,7 @@ def test_answer_attention_is_the_last_row_over_the_prompt(world):
     assert cut.cut == 71 - BLOCK and len(cut.tokens) == BLOCK
 
 
-def frame_matches(dev: analysis.DevAnalysis) -> bool:
+def frame_matches(dev: dev_set.DevAnalysis) -> bool:
     """The per-question table says what the evaluation says: same predictions, truths, hits."""
     frame = dev.frame
     return (frame["prediction"].tolist() == dev.result.predictions and frame["truth"].tolist() == dev.result.targets
@@ -196,7 +196,7 @@ def test_birthplace_result_derives_every_count_from_the_answers():
 def test_dev_analysis_agrees_with_the_assignment_evaluation(world):
     progress = []
     baseline = world.data.baseline_place
-    dev = analysis.analyse_dev(world.model, world.tokenizer, world.dev, world.data.index, world.data.labels,
+    dev = dev_set.analyse_dev(world.model, world.tokenizer, world.dev, world.data.index, world.data.labels,
                                baseline, progress=lambda done, total: progress.append(done))
     result = evaluate_birthplaces(world.model, world.tokenizer, world.dev, baseline_place=baseline)
     assert dev.result == result  # one result type: the analysis holds the assignment's own evaluation
@@ -204,7 +204,7 @@ def test_dev_analysis_agrees_with_the_assignment_evaluation(world):
     assert frame_matches(dev)
     assert progress[-1] == len(world.dev)
     frame = dev.frame
-    assert list(frame.columns) == list(analysis.ANALYSIS_COLUMNS) and len(frame) == len(world.dev)
+    assert list(frame.columns) == list(dev_set.ANALYSIS_COLUMNS) and len(frame) == len(world.dev)
     assert frame["confidence"].between(0, 1).all()
     assert frame["in_corpus"].all() and frame["truth_in_document"].all()  # every dev person has a document
     assert set(frame["category"]) <= {"retrieved", "wrong despite evidence"}
@@ -250,7 +250,7 @@ def test_index_finds_names_by_leading_key_and_by_substring(index):
     ("Where was Alan Turing born?", "Rome", "Cambridge", "wrong, no evidence"),
 ])
 def test_evidence_categories(index, question, truth, prediction, category):
-    dev = analysis.analyse_predictions([(question, truth)], [prediction], [0.5], index, ["London", "Paris"],
+    dev = dev_set.analyse_predictions([(question, truth)], [prediction], [0.5], index, ["London", "Paris"],
                                        "London")
     row = dev.frame.iloc[0]
     assert row["category"] == category
@@ -260,7 +260,7 @@ def test_evidence_categories(index, question, truth, prediction, category):
 def test_analysis_columns_say_what_the_document_holds(index):
     pairs = [("Where was Ada Lovelace born?", "London"), ("Where was Alan Turing born?", "Maida Vale"),
              ("Where was Grace Hopper born?", "New York")]
-    dev = analysis.analyse_predictions(pairs, ["Paris", "Maida Vale", "Rome"], [0.9, 0.4, 0.2], index,
+    dev = dev_set.analyse_predictions(pairs, ["Paris", "Maida Vale", "Rome"], [0.9, 0.4, 0.2], index,
                                        ["London", "Paris"], "London")
     frame = dev.frame
     assert frame["truth_in_document"].tolist() == [True, True, False]  # 'Maida Vale' is not a known place
@@ -270,31 +270,31 @@ def test_analysis_columns_say_what_the_document_holds(index):
     assert frame["category"].tolist() == ["wrong despite evidence", "retrieved", "unseen name"]
     assert dev.result.accuracy == pytest.approx(1 / 3) and dev.result.baseline_accuracy == pytest.approx(1 / 3)
     assert frame_matches(dev)
-    summary = analysis.category_summary(frame).set_index("category")
+    summary = dev_set.category_summary(frame).set_index("category")
     assert summary.loc["retrieved", "count"] == 1 and summary.loc["correct by prior", "count"] == 0
     assert summary["share"].sum() == pytest.approx(1.0)
     assert summary.loc["unseen name", "mean_confidence"] == pytest.approx(0.2)
-    assert len(analysis.filter_analysis(frame, "wrong")) == 2
-    assert len(analysis.filter_analysis(frame, categories=["retrieved"])) == 1
-    assert len(analysis.filter_analysis(frame, confidence=(0.3, 1.0))) == 2
-    assert len(analysis.filter_analysis(frame, place="Rome")) == 1
-    table = analysis.comparison_table({"m": dev}, {"m": "not pretrained"})
+    assert len(dev_set.filter_analysis(frame, "wrong")) == 2
+    assert len(dev_set.filter_analysis(frame, categories=["retrieved"])) == 1
+    assert len(dev_set.filter_analysis(frame, confidence=(0.3, 1.0))) == 2
+    assert len(dev_set.filter_analysis(frame, place="Rome")) == 1
+    table = dev_set.comparison_table({"m": dev}, {"m": "not pretrained"})
     assert table["model"].tolist() == ["m", "baseline: always 'London'"]
     assert table.loc[0, "correct"] == 1 and table.loc[0, "retrieved"] == 1 and table.loc[1, "correct"] == 1
-    comparison = analysis.compare({"m": dev}, {"m": {"pretrained_from": ""}})  # what the Dev set tab shows
+    comparison = dev_set.compare({"m": dev}, {"m": {"pretrained_from": ""}})  # what the Dev set tab shows
     pd.testing.assert_frame_equal(comparison.table, table)
-    pd.testing.assert_frame_equal(comparison.categories["m"], analysis.category_summary(frame))
-    reliability = analysis.reliability_table(frame["confidence"], frame["correct"])
+    pd.testing.assert_frame_equal(comparison.categories["m"], dev_set.category_summary(frame))
+    reliability = dev_set.reliability_table(frame["confidence"], frame["correct"])
     pd.testing.assert_frame_equal(comparison.reliability["m"], reliability)
-    assert comparison.calibration == {"m": analysis.expected_calibration_error(reliability)}
+    assert comparison.calibration == {"m": dev_set.expected_calibration_error(reliability)}
 
 
 def test_pretraining_label_reads_the_metadata():
     recorded = {"pretrained_from": "wiki.safetensors"}
-    assert analysis.pretraining_label("birth-x", recorded) == "pretrained (wiki.safetensors)"
-    assert analysis.pretraining_label("birth-x", {"pretrained_from": ""}) == "not pretrained"
-    assert analysis.pretraining_label("birth-scratch", {}) == "not pretrained"
-    assert analysis.pretraining_label("converted", {}) == "not recorded"
+    assert dev_set.pretraining_label("birth-x", recorded) == "pretrained (wiki.safetensors)"
+    assert dev_set.pretraining_label("birth-x", {"pretrained_from": ""}) == "not pretrained"
+    assert dev_set.pretraining_label("birth-scratch", {}) == "not pretrained"
+    assert dev_set.pretraining_label("converted", {}) == "not recorded"
 
 
 # --- fabricated names ----------------------------------------------------------------------------------
@@ -358,12 +358,12 @@ def test_strategy_numbers():
 
 def test_reliability_table_counts_and_accuracy_per_bin():
     confidence = [0.05, 0.15, 0.95, 0.92, float("nan"), 1.0]
-    table = analysis.reliability_table(confidence, [False, False, True, False, True, True], n_bins=10)
+    table = dev_set.reliability_table(confidence, [False, False, True, False, True, True], n_bins=10)
     assert table["count"].tolist() == [1, 1, 0, 0, 0, 0, 0, 0, 0, 3]
     assert table.loc[9, "accuracy"] == pytest.approx(2 / 3)
     assert np.isnan(table.loc[5, "accuracy"])
     assert table.loc[0, "low"] == 0.0 and table.loc[9, "high"] == 1.0
-    ece = analysis.expected_calibration_error(table)
+    ece = dev_set.expected_calibration_error(table)
     expected = (0.05 + 0.15 + 3 * abs(2 / 3 - (0.95 + 0.92 + 1.0) / 3)) / 5
     assert ece == pytest.approx(expected)
 
@@ -473,14 +473,14 @@ def test_probe_heatmaps_and_bars_carry_the_numbers():
 
 
 def test_reliability_and_category_figures(index):
-    table = analysis.reliability_table([0.1, 0.9, 0.95], [False, True, False], n_bins=2)
+    table = dev_set.reliability_table([0.1, 0.9, 0.95], [False, True, False], n_bins=2)
     fig = viz.reliability_figure({"a": table, "b": table})
     assert [t.type for t in fig.data] == ["bar", "bar", "scatter"]
     assert list(fig.data[0].y) == [0.0, 0.5] and list(fig.data[0].text) == ["n=1", "n=2"]
-    dev = analysis.analyse_predictions([("Where was Ada Lovelace born?", "London"),
+    dev = dev_set.analyse_predictions([("Where was Ada Lovelace born?", "London"),
                                         ("Where was Grace Hopper born?", "Rome")], ["London", "London"],
                                        [0.9, 0.3], index, ["London"], "London")
-    summaries = {"a": analysis.category_summary(dev.frame)}
+    summaries = {"a": dev_set.category_summary(dev.frame)}
     fig = viz.category_share_bars(summaries)
     assert [t.meta["category"] for t in fig.data] == list(corpus.CATEGORIES)
     assert sum(t.x[0] for t in fig.data) == pytest.approx(1.0)

@@ -1,4 +1,4 @@
-"""The stored-versus-extractable 2x2 (core.lens.probe.knowledge), its figure, and the grid's table."""
+"""The stored-versus-extractable 2x2 (core.lens.probe.dev_set), its figure, and the grid's table."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 
 from core.figures.probe import knowledge_grids
+from core.lens.probe.dev_set import CELLS, knowledge_table
 from core.lens.probe.evaluation import BirthplaceResult
-from core.lens.probe.knowledge import CELLS, knowledge_table
 from core.train import knowledge_grid
 
 QUESTIONS = [f"Where was Person {i} born?" for i in range(6)]

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from core.data.world import generate_world, write_world
 from core.data.world_tables import COUNTRIES
 from core.io.checkpoint import list_checkpoints
-from core.lens.probe import analysis, corpus
+from core.lens.probe import corpus, dev_set
 from core.lens.probe.questions import name_from_question
 from core.model.tokenizer import MASK_CHAR
 from core.text import MASK_LABEL
@@ -160,8 +160,8 @@ def test_fabricate_compares_models_side_by_side(monkeypatch, models, small_world
 
 def test_dev_set_analysis_table_filters_and_example(monkeypatch, models, small_world):
     evaluated = []
-    analyse = analysis.analyse_dev
-    monkeypatch.setattr(analysis, "analyse_dev", lambda *a, **k: evaluated.append(1) or analyse(*a, **k))
+    analyse = dev_set.analyse_dev
+    monkeypatch.setattr(dev_set, "analyse_dev", lambda *a, **k: evaluated.append(1) or analyse(*a, **k))
     at = open_page(monkeypatch, models, small_world, "Dev set")
     assert len(evaluated) == 2  # one evaluation per model, then cached
     comparison = frames(at)[0]

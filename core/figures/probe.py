@@ -149,7 +149,7 @@ def locale_place_heatmap(counts, title: str | None = None) -> go.Figure:
 @finished
 def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.Figure:
     """Accuracy per confidence bin, one bar group per model (bar text = questions in the bin), over a
-    dotted diagonal (perfect calibration). `tables`: model -> `core.lens.probe.analysis.reliability_table` frame."""
+    dotted diagonal (perfect calibration). `tables`: model -> `core.lens.probe.dev_set.reliability_table` frame."""
     import html
 
     fig = go.Figure()
@@ -209,7 +209,7 @@ def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> 
 @finished
 def confidence_by_category(frame, title: str | None = None) -> go.Figure:
     """Box plot of the greedy answer's confidence per evidence category: can confidence tell
-    retrieval from invention? `frame` is `core.lens.probe.analysis.DevAnalysis.frame`."""
+    retrieval from invention? `frame` is `core.lens.probe.dev_set.DevAnalysis.frame`."""
     import html
 
     fig = go.Figure()
@@ -228,7 +228,7 @@ def confidence_by_category(frame, title: str | None = None) -> go.Figure:
 
 @finished
 def knowledge_grids(counts: dict[str, Any], title: str | None = None) -> go.Figure:
-    """One 2x2 per model (core.lens.probe.knowledge.KnowledgeTable.counts): rows memorised in pretraining
+    """One 2x2 per model (core.lens.probe.dev_set.KnowledgeTable.counts): rows memorised in pretraining
     or not, columns answered after finetuning or not; each cell shows its count and its share."""
     import html
     import textwrap

@@ -8,7 +8,7 @@ total effect (a ratio of means: a question whose corruption changed little canno
 the joint restorations ROME reports in words (layer l's state at the name's last piece, at all its pieces, at
 the last position) are summarised by the median over questions of each one's recovered share.
 
-Groups: every question, the stored x answered 2x2 (core.lens.probe.knowledge: memorised by the pretrained
+Groups: every question, the stored x answered 2x2 (core.lens.probe.dev_set: memorised by the pretrained
 file x answered by this model) when the memorisation flags are known, and the wrong answers. Every question is
 traced with its true answer, so in "wrong" the grid shows where what is left of the truth sits.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from core.lens.extrapolation.recorded import text_digest, weights_digest
-from core.lens.probe.knowledge import ANSWERED, STORED
+from core.lens.probe.dev_set import ANSWERED, STORED
 from core.lens.trace import Progress
 from core.lens.where_from.analyses import (
     IG_STEPS,
