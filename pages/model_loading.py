@@ -31,6 +31,15 @@ def load_cached(path: str, modified: float) -> LoadedCheckpoint:
     return load(path)
 
 
+def model_version(loaded) -> tuple[str, float]:
+    """The cache key of a loaded model: (its file, with the training step when it is at one; the file's
+    modification time, 0.0 for a file gone since it was loaded). A kept step is another model than the
+    checkpoint's final weights, so the two never share a cached result."""
+    path = Path(loaded.path)
+    step = getattr(loaded, "step", None)
+    return f"{path}@{step}" if step is not None else str(path), path.stat().st_mtime if path.exists() else 0.0
+
+
 @st.cache_resource(show_spinner=False, ttl=30)
 def available_checkpoints(folder: str) -> tuple[CheckpointInfo, ...]:
     """Read every 30 s and shared by every session and run as it is (st.cache_data would unpickle a copy on

@@ -24,11 +24,11 @@ from core.lens.probe.questions import name_from_question, question_for, read_pro
 from core.text import markdown_escape as plain
 from pages import page_state, where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
-from pages.model_loading import all_checkpoints, load_checkpoint
+from pages.model_loading import all_checkpoints, load_checkpoint, model_version
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.page_state import PROBE_TABS, ProbeState
 from pages.probe_dev import dev_tab
-from pages.probe_example import PERCENT, Probe, cached_answers, pick_focus, show_example, version, warn_unknown
+from pages.probe_example import PERCENT, Probe, cached_answers, pick_focus, show_example, warn_unknown
 from pages.training_steps import show_answers_by_step
 
 TABS = tuple(PROBE_TABS.values())
@@ -98,7 +98,7 @@ def fabricate_tab(p: Probe) -> None:
     questions = tuple(question_for(name) for name, _ in people)
     with names_box:  # about the names, so with them: above the finding it pushed the figure down
         warn_unknown(p, questions)
-    predictions = {m: cached_answers(*version(loaded), questions, loaded) for m, loaded in models.items()}
+    predictions = {m: cached_answers(*model_version(loaded), questions, loaded) for m, loaded in models.items()}
     found = fabricated.strategy(people, predictions, data.train_places)
     finding.markdown("**" + plain(fabricated.strategy_sentence(found, focus)) + "**")
     summary = found.summary

@@ -19,7 +19,8 @@ from core.lens.probe.questions import predictions_text, read_question_file
 from core.text import markdown_escape as plain
 from pages import where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure, shown_table
-from pages.probe_example import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, version, warn_unknown
+from pages.model_loading import model_version
+from pages.probe_example import CONFIDENCE, PERCENT, Probe, pick_focus, show_example, warn_unknown
 from pages.probe_knowledge import knowledge_section
 
 
@@ -90,7 +91,7 @@ def dev_tab(p: Probe) -> None:
         return
     warn_unknown(p, (q for q, _ in questions.pairs))
     digest = hashlib.sha256(raw).hexdigest()
-    analyses = {m: cached_analysis(*version(loaded), digest, stamp, m, loaded, questions.pairs, data)
+    analyses = {m: cached_analysis(*model_version(loaded), digest, stamp, m, loaded, questions.pairs, data)
                 for m, loaded in models.items()}
     comparison = dev_set.compare(analyses, {m: loaded.metadata for m, loaded in models.items()}, data.train_places)
     st.markdown("**" + plain(dev_set.dev_finding(comparison.table)) + "**")  # the finding, then its figure

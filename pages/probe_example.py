@@ -9,7 +9,6 @@ through module globals. User text is shown only with st.text / st.code / datafra
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -22,6 +21,7 @@ from core.lens.probe.questions import unknown_summary
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
 from pages.display import MAIN_WIDTH, fitted_columns, show_figure
+from pages.model_loading import model_version
 from pages.page_state import AttentionState, link_text, page_url
 from pages.shared_caches import figure
 
@@ -69,10 +69,6 @@ def pick_focus(p: Probe, where=st) -> None:
                               help="The model whose candidates, attention and tables this tab shows.")
 
 
-def version(loaded) -> tuple[str, float]:
-    return str(loaded.path), Path(loaded.path).stat().st_mtime
-
-
 def warn_unknown(p: Probe, texts) -> None:
     message = unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()})
     if message:
@@ -93,7 +89,7 @@ def attention_link(model_name: str, question: str) -> None:
 def show_attention(p: Probe, question: str, key: str) -> None:
     focus = p.focus
     loaded = p.models[focus]
-    attention = cached_attention(*version(loaded), question, loaded)
+    attention = cached_attention(*model_version(loaded), question, loaded)
     n_layer = attention.weights.shape[0]
     unit = getattr(loaded.tokenizer, "unit", "piece")
     view = st.radio(f"Attention at the answer's first {unit}", list(ATTENTION_VIEWS), horizontal=True,
@@ -109,7 +105,7 @@ def show_attention(p: Probe, question: str, key: str) -> None:
     if attention.cut:
         st.caption(plain(f"The first {attention.cut} {unit}s are past what {focus} reads at once; it "
                          f"answers from the rest, as generation does."))
-    shown = ("answer attention", *version(loaded), question, layer, focus, unit)  # shared by every session
+    shown = ("answer attention", *model_version(loaded), question, layer, focus, unit)  # shared by every session
     fig = figure(shown, lambda: viz.answer_attention_heatmap(weights, attention.tokens, rows,
                                                              title=f"{focus}: where the MASK looks", unit=unit),
                  weights.size)
@@ -135,7 +131,7 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     """Every selected model's answer to one question, the focus model's candidates and attention."""
     models, focus, data = p.models, p.focus, p.data
     labels = tuple(data.labels)
-    by_model = {m: cached_ask(*version(loaded), question, labels, loaded) for m, loaded in models.items()}
+    by_model = {m: cached_ask(*model_version(loaded), question, labels, loaded) for m, loaded in models.items()}
     known = (f"**true birthplace** ({plain(source)}): {plain(truth)}" if truth else
              "true birthplace unknown (not a question of the train or dev file)")
     st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}] · {known}",
@@ -163,7 +159,7 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
             k = st.slider("Top candidates", 3, min(40, len(ranking.places)), min(TOP_K, len(ranking.places)),
                           key=f"{key}_k") if len(ranking.places) > 3 else len(ranking.places)
             top = ranking.top(k)
-            fig = figure(("candidates", *version(models[focus]), question, labels, k, truth, focus),
+            fig = figure(("candidates", *model_version(models[focus]), question, labels, k, truth, focus),
                          lambda: viz.candidate_bars(list(top["place"]), top["probability"], by_model[focus].answer,
                                                     truth, title=f"{focus}: top {len(top)} of {len(ranking.places)} "
                                                                  "candidates"), k)

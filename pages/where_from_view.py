@@ -25,17 +25,11 @@ from core.model.transformer import Transformer
 from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import show_figure
+from pages.model_loading import model_version
 from pages.page_state import WHERE_FROM_CORRUPTIONS, WhereFromState
 
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
              "last layer at an earlier position, which cannot reach the answer (exactly 0).")
-
-
-def _version(loaded) -> tuple[str, float]:
-    """(file and training step, modification time): the cache key of a model (a kept step is another model)."""
-    path = Path(loaded.path)
-    step = getattr(loaded, "step", None)
-    return f"{path}@{step}" if step is not None else str(path), path.stat().st_mtime if path.exists() else 0.0
 
 
 def names_of(pairs) -> tuple[str, ...]:
@@ -130,7 +124,7 @@ def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], 
                                        help="Noise draws, or names swapped in; the grids are their mean.")
     seed = seed_box.number_input("Seed", 0, 9999, key=f"{key}_seed")
     try:
-        ct = cached_trace(*_version(loaded), q.question, q.truth, corruption, int(samples), int(seed), swap_names,
+        ct = cached_trace(*model_version(loaded), q.question, q.truth, corruption, int(samples), int(seed), swap_names,
                           loaded)
     except wf.WhereFromError as exc:
         st.info(plain(str(exc)))
@@ -177,7 +171,7 @@ def question_view(loaded, name: str, question: str, truth: str | None, swap_name
         return
     _save(key)
     try:
-        q, lens, attribution, salience = cached_reading(*_version(loaded), question, truth, loaded)
+        q, lens, attribution, salience = cached_reading(*model_version(loaded), question, truth, loaded)
     except wf.WhereFromError as exc:
         st.warning(plain(str(exc)))
         return
@@ -254,7 +248,7 @@ def next_piece_view(loaded, name: str, text: str, key: str = "wf_next") -> None:
     if loaded.task == "birthplace":
         text = birthplace_prompt(text)  # as the page reads it: a typed '?' gets the MASK
     try:
-        lens, attribution = cached_next_piece(*_version(loaded), text, loaded)
+        lens, attribution = cached_next_piece(*model_version(loaded), text, loaded)
     except wf.WhereFromError as exc:
         st.info(plain(str(exc)))
         return

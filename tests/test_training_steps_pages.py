@@ -1,11 +1,12 @@
 """Training steps on the pages (AppTest): the attention page's step slider and its URL, the curves page's
-snapshot marks and their click, the probe's answers per step, a damaged snapshot file; the lens and figure
-functions behind them."""
+snapshot marks and their click, the probe's answers per step, a damaged snapshot file, the cache key of a model
+at a kept step; the lens and figure functions behind them."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,8 @@ from core.io import snapshots as snap_files
 from core.lens import training_steps as ts
 from core.lens.history.curves import build_curves
 from core.lens.history.records import records_frame
+from pages import probe_example
+from pages.model_loading import model_version
 from pages.page_state import AttentionState, from_url, to_url
 from tests.conftest import ROOT
 from tests.test_attention_page import array, charts
@@ -170,6 +173,43 @@ def test_probe_answers_at_every_kept_step(monkeypatch, tiny_checkpoints, small_w
     table = next(d.value for d in at.dataframe if "step" in d.value.columns)
     assert list(table["step"]) == list(STEPS) and {"greedy answer", "top candidates"} <= set(table.columns)
     assert any(t.value.startswith("It answers ") for t in at.text)
+
+
+def test_a_kept_step_and_the_final_weights_never_share_a_cache_key(tiny_checkpoints):
+    path = add_snapshots(tiny_checkpoints / "tiny-birthplace.safetensors")
+    loaded = ckpt.load(path)
+    found = snap_files.snapshots_of(loaded)
+    kept, last = snap_files.at_step(loaded, found, 3), snap_files.at_step(loaded, found, STEPS[-1])
+    weights = zip(kept.model.state_dict().values(), loaded.model.state_dict().values())
+    assert kept.step == 3 and not all(torch.equal(a, b) for a, b in weights)  # another model, one file
+    modified = path.stat().st_mtime
+    assert [model_version(m) for m in (loaded, kept, last)] == [
+        (str(path), modified), (f"{path}@3", modified), (f"{path}@{STEPS[-1]}", modified)]
+    # a plain object with a path (no step) and a file gone since it was loaded
+    assert model_version(SimpleNamespace(path=path)) == model_version(loaded)
+    gone = tiny_checkpoints / "gone.safetensors"
+    assert model_version(SimpleNamespace(path=gone, step=3)) == (f"{gone}@3", 0.0)
+
+
+def test_the_probe_page_keys_its_models_by_model_version(monkeypatch, tiny_checkpoints, small_world):  # noqa: F811
+    from core.lens.probe import corpus
+
+    asked = []
+
+    def spy(loaded):
+        asked.append(Path(loaded.path).name)
+        return model_version(loaded)
+
+    monkeypatch.setattr(probe_example, "model_version", spy)
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
+    monkeypatch.setenv(corpus.WORLD_ENV, str(small_world))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/probe.py")
+    at.session_state["probe_models"] = ["tiny-birthplace"]
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert asked and set(asked) == {"tiny-birthplace.safetensors"}  # the answers, attention and candidates
 
 
 def test_answer_story_and_first_step():
