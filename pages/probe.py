@@ -3,9 +3,9 @@
 Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each opening with the picker of
 the model for the details (beside the name on Ask: the answers start above the fold at 1024x768), then one
 `core.lens.probe` call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence,
-attention at the answer; drawn by pages/probe_example.py), Fabricate (names nobody wrote about: the fallback
+attention at the answer; drawn by pages/probe_views.py), Fabricate (names nobody wrote about: the fallback
 strategy), Dev set (assignment-exact accuracy, evidence categories, reliability, one example at a time;
-pages/probe_dev.py).
+pages/probe_views.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
 are in the URL (pages.page_state.ProbeState). User text is shown only with st.text / st.code / dataframes /
 escaped plotly.
@@ -27,8 +27,7 @@ from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.model_loading import all_checkpoints, load_checkpoint, model_version
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.page_state import PROBE_TABS, ProbeState
-from pages.probe_dev import dev_tab
-from pages.probe_example import PERCENT, Probe, cached_answers, pick_focus, show_example, warn_unknown
+from pages.probe_views import PERCENT, Probe, cached_answers, dev_tab, pick_focus, show_example, warn_unknown
 from pages.training_steps import show_answers_by_step
 
 TABS = tuple(PROBE_TABS.values())

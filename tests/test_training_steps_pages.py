@@ -21,7 +21,7 @@ from core.io import snapshots as snap_files
 from core.lens import training_steps as ts
 from core.lens.history.curves import build_curves
 from core.lens.history.records import records_frame
-from pages import probe_example
+from pages import probe_views
 from pages.model_loading import model_version
 from pages.page_state import AttentionState, from_url, to_url
 from tests.conftest import ROOT
@@ -200,7 +200,7 @@ def test_the_probe_page_keys_its_models_by_model_version(monkeypatch, tiny_check
         asked.append(Path(loaded.path).name)
         return model_version(loaded)
 
-    monkeypatch.setattr(probe_example, "model_version", spy)
+    monkeypatch.setattr(probe_views, "model_version", spy)
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
     monkeypatch.setenv(corpus.WORLD_ENV, str(small_world))
     at = AppTest.from_file(APP, default_timeout=120)
