@@ -23,10 +23,9 @@ from core.lens import query_key as qk
 from core.lens import token_window as tw
 from core.model.positional import scheme_label
 from pages.display import fitted_columns, show_figure
-from pages.model_loading import all_checkpoints, load_checkpoint
 from pages.model_picker import selected_info
 from pages.page_state import COMBINE_METHODS
-from pages.shared_caches import attention_run, figure
+from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint
 
 # --- long inputs: the window of tokens ----------------------------------------------------------------
 

@@ -36,9 +36,9 @@ from core.lens.history.records import (
 from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import show_figure, shown_table
-from pages.model_loading import all_checkpoints, available_checkpoints
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
 from pages.page_state import CurvesState
+from pages.shared_caches import all_checkpoints, available_checkpoints
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200

@@ -1,8 +1,8 @@
 import streamlit as st
 
 from core.io.checkpoint import checkpoint_dir
-from pages.model_loading import NO_CHECKPOINTS, all_checkpoints
 from pages.model_picker import PageModels, checkpoint_picker
+from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints
 
 checkpoint_picker(PageModels("home", ("lm-learned",), "lm"))
 

@@ -15,8 +15,8 @@ import streamlit as st
 from core.io.checkpoint import CheckpointInfo, LoadedCheckpoint, checkpoint_dir
 from core.text import markdown_escape as plain
 from pages import leave_legacy_multipage_mode
-from pages.model_loading import NO_CHECKPOINTS, all_checkpoints, cached_model_card, load_checkpoint
 from pages.page_state import model_from_url, model_to_url
+from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints, cached_model_card, load_checkpoint
 
 MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches (widget state is not)
 

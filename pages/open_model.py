@@ -2,7 +2,7 @@
 Hugging Face model folder on the server (inside the operator's allowed folders).
 
 Storyboard: where to keep it -> upload -> one core call (core.io.uploads) -> the model joins the
-sidebar picker (st.session_state["uploaded_checkpoints"], which pages.model_loading reads) and is selected.
+sidebar picker (st.session_state["uploaded_checkpoints"], which pages.shared_caches reads) and is selected.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import streamlit as st
 from core.io import folders, hf, uploads
 from core.io.checkpoint import CheckpointError
 from core.text import markdown_escape as plain
-from pages.model_loading import all_checkpoints
 from pages.model_picker import PageModels, checkpoint_picker, select_checkpoint
+from pages.shared_caches import all_checkpoints
 
 checkpoint_picker(PageModels("open_model"))
 allowed = folders.allowed_dirs()  # server folders a browser may name: none unless the operator says

@@ -17,7 +17,6 @@ from core.lens import positional as pv
 from core.text import markdown_escape
 from pages import page_state
 from pages import positional_views as sections
-from pages.model_loading import all_checkpoints, load_checkpoint
 from pages.model_picker import PageModels, checkpoint_picker, selected_info
 from pages.page_state import (
     POSITIONAL_ENCODING_SECTIONS,
@@ -25,6 +24,7 @@ from pages.page_state import (
     POSITIONAL_SECTIONS,
     PositionalState,
 )
+from pages.shared_caches import all_checkpoints, load_checkpoint
 
 
 def clip(key: str, count: int) -> None:

@@ -34,7 +34,7 @@ from core.lens.extrapolation.scoring import (
 from core.model.positional import scheme_label
 from core.text import markdown_escape
 from pages.display import fitted_columns, show_figure
-from pages.model_loading import load_checkpoint
+from pages.shared_caches import load_checkpoint
 
 
 def mtime(info) -> float:

@@ -24,10 +24,10 @@ from core.lens.probe.questions import name_from_question, question_for, read_pro
 from core.text import markdown_escape as plain
 from pages import page_state, where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
-from pages.model_loading import all_checkpoints, load_checkpoint, model_version
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.page_state import PROBE_TABS, ProbeState
 from pages.probe_views import PERCENT, Probe, cached_answers, dev_tab, pick_focus, show_example, warn_unknown
+from pages.shared_caches import all_checkpoints, load_checkpoint, model_version
 from pages.training_steps import show_answers_by_step
 
 TABS = tuple(PROBE_TABS.values())

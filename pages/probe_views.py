@@ -34,9 +34,8 @@ from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
 from pages import where_from_view
 from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
-from pages.model_loading import load_cached, model_version
 from pages.page_state import AttentionState, link_text, page_url
-from pages.shared_caches import figure
+from pages.shared_caches import figure, load_cached, model_version
 
 # --- one example (Ask, Dev set) ---------------------------------------------------------------------------
 

@@ -17,9 +17,9 @@ from core.lens import training_steps as ts
 from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
-from pages.model_loading import load_cached
 from pages.model_picker import select_checkpoint
 from pages.page_state import AttentionState, CurvesState
+from pages.shared_caches import load_cached
 
 STEP_KEY = page_state.widget_key(AttentionState, "step")  # the attention page's step slider
 

@@ -25,8 +25,8 @@ from core.model.transformer import Transformer
 from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import show_figure
-from pages.model_loading import model_version
 from pages.page_state import WHERE_FROM_CORRUPTIONS, WhereFromState
+from pages.shared_caches import model_version
 
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
              "last layer at an earlier position, which cannot reach the answer (exactly 0).")

@@ -1,4 +1,4 @@
-"""What sessions share on one server (pages/shared_caches.py, pages/model_loading.py, app.py): one forward pass and one
+"""What sessions share on one server (pages/shared_caches.py, app.py): one forward pass and one
 browser figure per equal input whichever session asks, nothing rebuilt on a rerun or a page switch, and
 nothing shared that a page could change."""
 
@@ -16,7 +16,7 @@ import core.figures.attention as attention_figures
 import core.figures.browser as browser
 from core.io.checkpoint import list_checkpoints, load
 from core.lens import attention as av
-from pages import model_loading
+from pages import shared_caches
 from pages import shared_caches as shared
 from tests.conftest import ROOT
 
@@ -120,9 +120,9 @@ def test_pages_are_built_once_per_process_and_each_run_gets_its_own_copies(monke
 
 def test_the_checkpoint_list_is_shared_not_copied_and_never_changed(monkeypatch, tiny_checkpoints):
     folder = str(tiny_checkpoints)
-    first = model_loading.available_checkpoints(folder)
+    first = shared_caches.available_checkpoints(folder)
     assert isinstance(first, tuple)
-    assert model_loading.available_checkpoints(folder) is first  # the same objects on every run: no unpickling
+    assert shared_caches.available_checkpoints(folder) is first  # the same objects on every run: no unpickling
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", folder)
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
@@ -130,7 +130,7 @@ def test_the_checkpoint_list_is_shared_not_copied_and_never_changed(monkeypatch,
                  "pages/probe.py", "pages/positional.py", "pages/home.py"):
         at.switch_page(page).run()
         assert not at.exception, page
-    assert model_loading.available_checkpoints(folder) == tuple(list_checkpoints(folder))  # nothing written to it
+    assert shared_caches.available_checkpoints(folder) == tuple(list_checkpoints(folder))  # nothing written to it
 
 
 def test_a_shared_trace_is_read_only_and_equal_to_a_fresh_one(tiny_checkpoints):
