@@ -4,7 +4,7 @@
   head, the model view (every layer x head), one token, query·key (why one weight is what it is,
   core.lens.query_key), combined heads (mean, max, rollout) and the same text through a second model;
 - the window of tokens for long inputs (a range slider and a token search that moves it): past
-  `core.lens.token_window.WHOLE_UP_TO` tokens the views draw only the window's rows and columns, so 512 tokens
+  `core.lens.attention.WHOLE_UP_TO` tokens the views draw only the window's rows and columns, so 512 tokens
   stay readable at 1024x768 and quick to draw;
 - under the figure: what the model made of the text (its answer, label or next tokens) and the sanity checks.
 
@@ -20,7 +20,6 @@ from core.figures import attention as figs
 from core.figures import query_key as qk_figs
 from core.lens import attention as av
 from core.lens import query_key as qk
-from core.lens import token_window as tw
 from core.model.positional import scheme_label
 from pages.display import fitted_columns, show_figure
 from pages.model_picker import selected_info
@@ -33,7 +32,7 @@ WINDOW_KEY, FIND_KEY = "attn_window", "attn_find"
 
 
 def _width() -> int:
-    first, last = st.session_state.get(WINDOW_KEY) or (0, tw.WINDOW_TOKENS - 1)
+    first, last = st.session_state.get(WINDOW_KEY) or (0, av.WINDOW_TOKENS - 1)
     return last - first + 1
 
 
@@ -41,37 +40,37 @@ def move_to(position: int, n_tokens: int) -> None:
     """Centre the window on a position, keeping its width (callbacks: the key picker, the search)."""
     window = st.session_state.get(WINDOW_KEY)
     if window is None or not window[0] <= position <= window[1]:
-        st.session_state[WINDOW_KEY] = tw.window_around(position, n_tokens, _width())
+        st.session_state[WINDOW_KEY] = av.window_around(position, n_tokens, _width())
 
 
 def _found(tokens: list[str]) -> None:
-    matches = tw.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
+    matches = av.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
     if matches:
-        st.session_state[WINDOW_KEY] = tw.window_around(matches[0], len(tokens), _width())
+        st.session_state[WINDOW_KEY] = av.window_around(matches[0], len(tokens), _width())
 
 
 def _next(tokens: list[str]) -> None:
-    matches = tw.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
-    window = tw.clamp_window(st.session_state.get(WINDOW_KEY), len(tokens))
-    target = tw.next_match(matches, window)
+    matches = av.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
+    window = av.clamp_window(st.session_state.get(WINDOW_KEY), len(tokens))
+    target = av.next_match(matches, window)
     if target is not None:
-        st.session_state[WINDOW_KEY] = tw.window_around(target, len(tokens), window[1] - window[0] + 1)
+        st.session_state[WINDOW_KEY] = av.window_around(target, len(tokens), window[1] - window[0] + 1)
 
 
 def window_controls(tokens: list[str], around: int | None = None) -> list[int] | None:
     """Draw the window controls for a long input and return the positions to draw; None: draw every token.
     With no window chosen yet, it starts at the first token, or centred on `around`."""
     n = len(tokens)
-    if not tw.needs_window(n):
+    if not av.needs_window(n):
         return None
     window = st.session_state.get(WINDOW_KEY)
     if window is None and around is not None:
-        window = tw.window_around(around, n)
-    st.session_state[WINDOW_KEY] = tw.clamp_window(window, n)
+        window = av.window_around(around, n)
+    st.session_state[WINDOW_KEY] = av.clamp_window(window, n)
     find, step, move = st.columns([2, 1, 5], vertical_alignment="bottom")
     find.text_input("Find a token", key=FIND_KEY, on_change=_found, args=(tokens,), placeholder="e.g. born",
                     help="Moves the window to the first token containing this text (case ignored).")
-    matches = tw.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
+    matches = av.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
     step.button("Next", on_click=_next, args=(tokens,), disabled=len(matches) < 2,
                 help="Move the window to the next token that matches the search.")
     window = move.slider("Tokens shown (first, last position)", 0, n - 1, key=WINDOW_KEY)
@@ -80,8 +79,8 @@ def window_controls(tokens: list[str], around: int | None = None) -> list[int] |
         listed = ", ".join(str(m) for m in matches[:8]) + (", …" if len(matches) > 8 else "")
         found = f" {len(matches)} token{'s' if len(matches) != 1 else ''} match the search" + (
             f": positions {listed}" if matches else "") + ("" if listed.endswith("…") else ".")
-    st.caption(tw.window_caption(window, n) + found)
-    return tw.window_positions(window)
+    st.caption(av.window_caption(window, n) + found)
+    return av.window_positions(window)
 
 # --- the views ----------------------------------------------------------------------------------------
 
@@ -100,7 +99,7 @@ def show_single(run: av.AttentionRun, key: tuple, layer: int, head: int, name: s
     p = window_controls(run.tokens)  # long inputs: only the window's rows and columns
 
     def build():
-        weights, allowed = tw.cut_to_window(run.attention[layer, head], run.allowed, p)
+        weights, allowed = av.cut_to_window(run.attention[layer, head], run.allowed, p)
         return figs.attention_heatmap(weights, run.tokens, allowed, p, title=f"Layer {layer}, head {head}")
     fig = figure((key, "single", layer, head, drawn(p)), build, len(p or run.tokens) ** 2)
     show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
@@ -117,8 +116,8 @@ def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: st
     p = window_controls(run.tokens)
 
     def build():
-        attention, allowed = tw.cut_to_window(run.attention, run.allowed, p)
-        return figs.attention_model_view(attention, allowed, (layer, head), tokens=tw.tokens_at(run.tokens, p))
+        attention, allowed = av.cut_to_window(run.attention, run.allowed, p)
+        return figs.attention_model_view(attention, allowed, (layer, head), tokens=av.tokens_at(run.tokens, p))
     cells = run.n_layer * run.n_head * len(p or run.tokens) ** 2
     show_figure(figure((key, "model", layer, head, drawn(p)), build, cells), f"{name}-model-view",
                 key="attn_model_chart")
@@ -145,7 +144,7 @@ def show_combine(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
 
     def build():
         weights, allowed = av.combined_attention(run, method, layer)
-        weights, allowed, positions = tw.cut_kept_to_window(*av.hide_positions(weights, allowed, keep), p)
+        weights, allowed, positions = av.cut_kept_to_window(*av.hide_positions(weights, allowed, keep), p)
         scope = "all layers" if method == "rollout" else f"layer {layer}"
         return figs.attention_heatmap(weights, run.tokens, allowed, positions,
                                       title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
@@ -230,7 +229,7 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
         st.info(str(exc))
         return
     p = window_controls(run.tokens)  # long inputs: both maps over the same positions
-    pair = [(name, run, p), (other_name, other, tw.same_window(p, other.n_tokens))]
+    pair = [(name, run, p), (other_name, other, av.same_window(p, other.n_tokens))]
     top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
               for _, r, _ in pair)
     same = av.same_tokenisation(run, other)  # then one set of query labels serves both maps
@@ -239,7 +238,7 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
         l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
 
         def build(r=r, l=l, h=h, q=q, side=side):  # one colour bar (right) and one set of query labels (left)
-            weights, allowed = tw.cut_to_window(r.attention[l, h], r.allowed, q)
+            weights, allowed = av.cut_to_window(r.attention[l, h], r.allowed, q)
             return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top, colorbar=side == "right",
                                           query_labels=side == "left" or not same)
         with column:
@@ -254,7 +253,7 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
     def difference():
         diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
                                                 other.attention[lo, ho], other.allowed)
-        diff, allowed = tw.cut_to_window(diff, allowed, p)
+        diff, allowed = av.cut_to_window(diff, allowed, p)
         return figs.attention_heatmap(diff, run.tokens, allowed, p, diverging=True,
                                       title="Difference (left minus right)")
     show_figure(figure((key, other_key, "difference", layer, head, p and tuple(p)), difference,

@@ -11,7 +11,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.io.checkpoint import load
-from core.lens import token_window as tw
+from core.lens import attention as av
 from tests.conftest import ROOT, save_tiny_checkpoint
 
 APP = str(ROOT / "app.py")
@@ -215,13 +215,13 @@ def test_combine_and_compare_draw_the_window_of_a_long_input(monkeypatch, tmp_pa
 def test_window_helpers_for_hidden_tokens_and_a_second_model():
     weights, allowed = np.arange(25.0).reshape(5, 5), np.ones((5, 5), dtype=bool)
     kept = np.array([1, 2, 4])  # token 0 and 3 hidden
-    w, a, positions = tw.cut_kept_to_window(weights[np.ix_(kept, kept)], allowed[np.ix_(kept, kept)], kept, [2, 3, 4])
+    w, a, positions = av.cut_kept_to_window(weights[np.ix_(kept, kept)], allowed[np.ix_(kept, kept)], kept, [2, 3, 4])
     assert list(positions) == [2, 4] and w.tolist() == [[12.0, 14.0], [22.0, 24.0]]
-    assert tw.cut_kept_to_window(weights, allowed, np.arange(5), None)[0] is weights
-    assert tw.same_window(list(range(40, 72)), 100) == list(range(40, 72))
-    assert tw.same_window(list(range(40, 72)), 70) == list(range(38, 70))  # kept inside a shorter reading
-    assert tw.same_window(list(range(40, 72)), 50) is None  # short enough to draw whole
-    assert tw.same_window(None, 500) is None
+    assert av.cut_kept_to_window(weights, allowed, np.arange(5), None)[0] is weights
+    assert av.same_window(list(range(40, 72)), 100) == list(range(40, 72))
+    assert av.same_window(list(range(40, 72)), 70) == list(range(38, 70))  # kept inside a shorter reading
+    assert av.same_window(list(range(40, 72)), 50) is None  # short enough to draw whole
+    assert av.same_window(None, 500) is None
 
 
 def test_compare_shows_both_models_and_their_difference(monkeypatch, tiny_checkpoints):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.lens import token_window as tw
+from core.lens import attention as av
 from core.lens.trace import trace
 from tests.conftest import require_hf_extra, save_tiny_checkpoint
 from tests.test_attention_page import array, assert_no_exception, charts, messages, open_page
@@ -62,15 +62,15 @@ def test_a_512_token_input_is_drawn_as_a_window_the_search_moves(monkeypatch, fo
     assert_no_exception(at)
     first, last = at.slider(key="attn_window").value
     if view == "qk":  # centred on the key taken apart
-        assert first <= at.selectbox(key="attn_key").value <= last and last - first + 1 == tw.WINDOW_TOKENS
+        assert first <= at.selectbox(key="attn_key").value <= last and last - first + 1 == av.WINDOW_TOKENS
     else:
-        assert (first, last) == (0, tw.WINDOW_TOKENS - 1)
-    assert f"Tokens {first} to {last} ({tw.WINDOW_TOKENS} of 512" in " ".join(c.value for c in at.caption)
+        assert (first, last) == (0, av.WINDOW_TOKENS - 1)
+    assert f"Tokens {first} to {last} ({av.WINDOW_TOKENS} of 512" in " ".join(c.value for c in at.caption)
     at.text_input(key="attn_find").input("m").run()
     assert_no_exception(at)
     first = LONG_TEXT.index("M")
     window = at.slider(key="attn_window").value
-    assert window[0] <= first <= window[1] and window[1] - window[0] + 1 == tw.WINDOW_TOKENS and window[0] > 0
+    assert window[0] <= first <= window[1] and window[1] - window[0] + 1 == av.WINDOW_TOKENS and window[0] > 0
     assert "2 tokens match the search: positions 100, 301." in " ".join(c.value for c in at.caption)
     assert at.query_params["window"] in (f"{window[0]}-{window[1]}", [f"{window[0]}-{window[1]}"])
     at.button[[b.label for b in at.button].index("Next")].click().run()
@@ -80,11 +80,11 @@ def test_a_512_token_input_is_drawn_as_a_window_the_search_moves(monkeypatch, fo
     fig = charts(at)[0]
     if view == "single":
         z = array(fig["data"][0]["z"])
-        assert z.shape == (tw.WINDOW_TOKENS,) * 2 and fig["data"][0]["meta"][0]["positions"][0] == window[0]
+        assert z.shape == (av.WINDOW_TOKENS,) * 2 and fig["data"][0]["meta"][0]["positions"][0] == window[0]
     elif view == "model":
-        assert array(fig["data"][0]["z"]).shape == (tw.WINDOW_TOKENS,) * 2 and len(fig["data"]) == 2 * 4
+        assert array(fig["data"][0]["z"]).shape == (av.WINDOW_TOKENS,) * 2 and len(fig["data"]) == 2 * 4
     else:
-        assert len(fig["data"][0]["y"]) == tw.WINDOW_TOKENS
+        assert len(fig["data"][0]["y"]) == av.WINDOW_TOKENS
 
 
 def test_a_link_reopens_a_window_of_a_long_input(monkeypatch, folder):
@@ -100,16 +100,16 @@ def test_a_link_reopens_a_window_of_a_long_input(monkeypatch, folder):
 
 
 def test_window_helpers():
-    assert tw.clamp_window(None, 10) == (0, 9) and tw.clamp_window(None, 500) == (0, tw.WINDOW_TOKENS - 1)
-    assert tw.clamp_window((400, 447), 100) == (52, 99)  # a shorter text: same width, back inside
-    assert tw.clamp_window((9, 3), 100) == (3, 9)
-    assert tw.window_around(0, 512) == (0, tw.WINDOW_TOKENS - 1) and tw.window_around(511, 512) == (480, 511)
-    assert tw.window_around(200, 512, 10) == (195, 204)
-    assert tw.find_tokens(["␣London", "x", "LONDON"], " london ") == [0, 2] and tw.find_tokens(["a"], "  ") == []
-    assert tw.next_match([5, 50, 300], (0, 47)) == 50 and tw.next_match([5, 24, 300], (0, 47)) == 300
-    assert tw.next_match([5, 50], (280, 320)) == 5
+    assert av.clamp_window(None, 10) == (0, 9) and av.clamp_window(None, 500) == (0, av.WINDOW_TOKENS - 1)
+    assert av.clamp_window((400, 447), 100) == (52, 99)  # a shorter text: same width, back inside
+    assert av.clamp_window((9, 3), 100) == (3, 9)
+    assert av.window_around(0, 512) == (0, av.WINDOW_TOKENS - 1) and av.window_around(511, 512) == (480, 511)
+    assert av.window_around(200, 512, 10) == (195, 204)
+    assert av.find_tokens(["␣London", "x", "LONDON"], " london ") == [0, 2] and av.find_tokens(["a"], "  ") == []
+    assert av.next_match([5, 50, 300], (0, 47)) == 50 and av.next_match([5, 24, 300], (0, 47)) == 300
+    assert av.next_match([5, 50], (280, 320)) == 5
     attention = np.arange(2 * 16, dtype=float).reshape(2, 4, 4)
-    cut, allowed = tw.cut_to_window(attention, np.eye(4, dtype=bool), [1, 2])
+    cut, allowed = av.cut_to_window(attention, np.eye(4, dtype=bool), [1, 2])
     np.testing.assert_array_equal(cut, attention[:, 1:3, 1:3]) and allowed.tolist() == [[True, False], [False, True]]
 
 
@@ -135,8 +135,8 @@ def test_a_512_token_input_on_a_hugging_face_bert_folder(monkeypatch, tmp_path):
         at = open_page(monkeypatch, tmp_path / "models", model="bert-512", view=view, text=text, layer="1")
         assert "at most 512, so only the first 512" in messages(at)
         first, last = at.slider(key="attn_window").value
-        assert last - first + 1 == tw.WINDOW_TOKENS
+        assert last - first + 1 == av.WINDOW_TOKENS
         if view == "qk":
             lines = steps_block(at).splitlines()
             assert lines[-1].split()[-1] == lines[-2].split()[-1]
-            assert array(charts(at)[0]["data"][1]["z"]).shape == (8, tw.WINDOW_TOKENS)  # 16 wide, 2 heads
+            assert array(charts(at)[0]["data"][1]["z"]).shape == (8, av.WINDOW_TOKENS)  # 16 wide, 2 heads

@@ -10,7 +10,6 @@ from urllib.parse import quote
 import pytest
 
 from core.lens import attention as av
-from core.lens import token_window as tw
 from tests.browser.conftest import WAIT_MS, browser_page, open_page, screenshot, wait_idle
 from tests.browser.test_projector import (
     LABELS_JS,
@@ -91,7 +90,7 @@ def test_a_512_token_input_is_a_window_the_search_moves(projector, server):
             check_labels(measured["x"], f"{view}: keys at 512 tokens")
         check_labels(measured["y"], f"{view}: {'dimensions' if view == 'qk' else 'queries'} at 512 tokens")
     needle = max(tokens[100:400], key=len)  # the longest token there: a word, or a letter for a character model
-    first, last = tw.window_around(tw.find_tokens(tokens, needle)[0], len(tokens))
+    first, last = av.window_around(av.find_tokens(tokens, needle)[0], len(tokens))
     box = projector.get_by_label("Find a token", exact=True)
     box.fill(needle)
     box.press("Enter")
