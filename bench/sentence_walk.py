@@ -84,11 +84,10 @@ def walk(calls: list[tuple[str | None, str, str]]) -> dict:
             "doors": {file: list(functions) for file, functions in doors.items()}}
 
 
-def traced_sentence(text: str, checkpoints: str | None) -> dict:
+def traced_sentence(text: str) -> dict:
+    """The walk of `text` typed on the Attention page (checkpoints: ATTENTION_LAB_CHECKPOINTS or the bundled)."""
     from streamlit.testing.v1 import AppTest
 
-    if checkpoints:
-        os.environ["ATTENTION_LAB_CHECKPOINTS"] = checkpoints
     at = AppTest.from_file(str(ROOT / "pages" / "attention.py"), default_timeout=300)
     at.run()
     if at.exception:
@@ -114,7 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoints", help="a checkpoints folder (default: the bundled checkpoints/)")
     parser.add_argument("--files", action="store_true", help="list the files entered, in order")
     args = parser.parse_args(argv)
-    found = traced_sentence(args.text, args.checkpoints)
+    if args.checkpoints:
+        os.environ["ATTENTION_LAB_CHECKPOINTS"] = args.checkpoints
+    found = traced_sentence(args.text)
     if args.files:
         for file in found["files"]:
             print(f"  {file}")
