@@ -153,18 +153,24 @@ def test_the_curves_page_marks_kept_steps_and_a_click_opens_attention_there(monk
     assert at.select_slider(key="attn_step").value == 3
 
 
-def test_probe_answers_at_every_kept_step(monkeypatch, tiny_checkpoints, small_world):  # noqa: F811
+def open_probe(monkeypatch, folder, world) -> AppTest:
+    """The probe page on `folder`'s tiny-birthplace model and the small world, run once without an error."""
     from core.lens.probe import corpus
 
-    add_snapshots(tiny_checkpoints / "tiny-birthplace.safetensors")
-    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
-    monkeypatch.setenv(corpus.WORLD_ENV, str(small_world))
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    monkeypatch.setenv(corpus.WORLD_ENV, str(world))
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     at.switch_page("pages/probe.py")
     at.session_state["probe_models"] = ["tiny-birthplace"]
     at.run()
     assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_probe_answers_at_every_kept_step(monkeypatch, tiny_checkpoints, small_world):  # noqa: F811
+    add_snapshots(tiny_checkpoints / "tiny-birthplace.safetensors")
+    at = open_probe(monkeypatch, tiny_checkpoints, small_world)
     box = next(e for e in at.expander if "across training" in e.label)
     assert "4 kept steps" in box.label and not [d for d in at.dataframe if "step" in d.value.columns]
     at.session_state["probe_steps"] = True
@@ -192,8 +198,6 @@ def test_a_kept_step_and_the_final_weights_never_share_a_cache_key(tiny_checkpoi
 
 
 def test_the_probe_page_keys_its_models_by_model_version(monkeypatch, tiny_checkpoints, small_world):  # noqa: F811
-    from core.lens.probe import corpus
-
     asked = []
 
     def spy(loaded):
@@ -201,14 +205,7 @@ def test_the_probe_page_keys_its_models_by_model_version(monkeypatch, tiny_check
         return model_version(loaded)
 
     monkeypatch.setattr(probe_views, "model_version", spy)
-    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
-    monkeypatch.setenv(corpus.WORLD_ENV, str(small_world))
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page("pages/probe.py")
-    at.session_state["probe_models"] = ["tiny-birthplace"]
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
+    open_probe(monkeypatch, tiny_checkpoints, small_world)
     assert asked and set(asked) == {"tiny-birthplace.safetensors"}  # the answers, attention and candidates
 
 
