@@ -85,8 +85,8 @@ def test_recipe_summary_reads_what_the_file_stores():
 
 
 def test_a_grid_row_leaves_no_checkpoint_or_resume_file_behind(tmp_path):
+    from core.train.callbacks import resume_path
     from core.train.knowledge_grid import remove_row_files
-    from core.train.trainer import resume_path
 
     kept = tmp_path / "grid.jsonl"
     made = [tmp_path / "r.pretrain.safetensors", tmp_path / "r.finetune.safetensors"]

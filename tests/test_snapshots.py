@@ -11,8 +11,9 @@ from core.data.datasets import NameDataset
 from core.io import checkpoint as ckpt
 from core.io import snapshots as snap_files
 from core.model.tokenizer import CharTokenizer
+from core.train.callbacks import CheckpointPlan, resume_run, standard
 from core.train.snapshots import log_spaced_steps
-from core.train.trainer import CheckpointPlan, Trainer, TrainerConfig
+from core.train.trainer import Trainer, TrainerConfig
 from tests.conftest import tiny_model
 
 
@@ -26,7 +27,7 @@ def _data():
 def _train(path, config, evaluate=None):
     tok, data = _data()
     trainer = Trainer(tiny_model(tok.vocab_size, dropout=0.2), data, config,
-                      CheckpointPlan(path, tok, "birthplace"), evaluate)
+                      standard(CheckpointPlan(path, tok, "birthplace"), evaluate))
     return trainer
 
 
@@ -100,7 +101,7 @@ def test_snapshots_survive_resume(tmp_path):
     assert part.steps == [0, 1, 2, 4]
     resumed = _train(tmp_path / "part.safetensors", TrainerConfig(**{**CONFIG.__dict__, "snapshots": 0}),
                      lambda m: {})
-    resumed.resume()  # the file's plan wins over a command line that forgot --snapshots
+    resume_run(resumed)  # the file's plan wins over a command line that forgot --snapshots
     resumed.train()
     a = snap_files.snapshots_of(ckpt.load(tmp_path / "whole.safetensors"))
     b = snap_files.snapshots_of(ckpt.load(tmp_path / "part.safetensors"))
@@ -217,7 +218,7 @@ def test_each_snapshots_loss_is_its_own_weights_loss(tmp_path):
     path = tmp_path / "m.safetensors"
     tok, data = _data()
     config = TrainerConfig(max_epochs=2, batch_size=8, learning_rate=3e-2, log_every=1, snapshots=4)  # 8 steps
-    trainer = Trainer(tiny_model(tok.vocab_size), data, config, CheckpointPlan(path, tok, "birthplace"))
+    trainer = Trainer(tiny_model(tok.vocab_size), data, config, standard(CheckpointPlan(path, tok, "birthplace")))
     trainer.train()
     loaded = ckpt.load(path)
     found = snap_files.snapshots_of(loaded)

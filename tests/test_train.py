@@ -11,8 +11,9 @@ from core.data.datasets import CharCorruptionDataset, NameDataset
 from core.data.world import generate_world, write_world
 from core.io import checkpoint as ckpt
 from core.model.tokenizer import CharTokenizer
+from core.train.callbacks import Checkpointing, CheckpointPlan, log_path, resume_run, standard
 from core.train.recipes import ModelShape
-from core.train.trainer import CheckpointPlan, Trainer, TrainerConfig, log_path
+from core.train.trainer import Trainer, TrainerConfig
 from tests.conftest import ROOT, tiny_model
 
 TINY = ModelShape(n_layer=1, n_head=2, n_embd=32, block_size=64, dropout=0.1)
@@ -82,13 +83,13 @@ def test_saving_every_n_epochs_still_saves_the_last_and_resumes(tmp_path):
     config = TrainerConfig(max_epochs=5, batch_size=8, learning_rate=3e-3, save_every=2)
     saved = []
 
-    class Counting(Trainer):
-        def save(self):
-            saved.append(self.epoch)
-            super().save()
+    class Counting(Checkpointing):
+        def save(self, trainer):
+            saved.append(trainer.epoch)
+            super().save(trainer)
 
-    Counting(tiny_model(tok.vocab_size), data, config, CheckpointPlan(tmp_path / "m.safetensors", tok,
-                                                                       "birthplace")).train()
+    Trainer(tiny_model(tok.vocab_size), data, config,
+            [Counting(CheckpointPlan(tmp_path / "m.safetensors", tok, "birthplace"))]).train()
     assert saved == [2, 4, 5]
     assert ckpt.load(tmp_path / "m.safetensors").metadata["progress"]
 
@@ -126,7 +127,7 @@ def test_resume_gives_the_same_history_as_an_uninterrupted_run(tmp_path, corrupt
     def make(name, evaluate, seed=11):
         model = tiny_model(tok.vocab_size, dropout=0.2)  # dropout: the RNG state must resume too
         return Trainer(model, data(seed), replace(config, seed=config.seed + seed - 11),
-                       CheckpointPlan(tmp_path / name, tok, "birthplace"), evaluate)
+                       standard(CheckpointPlan(tmp_path / name, tok, "birthplace"), evaluate))
 
     whole = make("whole.safetensors", lambda m: {"val_loss": m(*probe)[1].item()})
     whole.train()
@@ -144,7 +145,7 @@ def test_resume_gives_the_same_history_as_an_uninterrupted_run(tmp_path, corrupt
     assert ckpt.load(tmp_path / "part.safetensors").history[-1]["epoch"] == 2
     torch.manual_seed(1234)  # the resuming process's own draws are not the run's
     resumed = make("part.safetensors", lambda m: {"val_loss": m(*probe)[1].item()}, seed=99)
-    resumed.resume()
+    resume_run(resumed)
     assert resumed.config.seed == config.seed
     resumed.train()
     assert _strip_time(resumed.history) == _strip_time(whole.history)
@@ -159,13 +160,13 @@ def test_resume_gives_the_same_history_as_an_uninterrupted_run(tmp_path, corrupt
 def test_resume_restores_the_cuda_generator(tmp_path):
     tok, data = _name_data()
     trainer = Trainer(tiny_model(tok.vocab_size, dropout=0.2), data, TrainerConfig(max_epochs=1, device="cuda"),
-                      CheckpointPlan(tmp_path / "m.safetensors", tok, "birthplace"))
+                      standard(CheckpointPlan(tmp_path / "m.safetensors", tok, "birthplace")))
     trainer.train()
     expected = torch.rand(4, device="cuda")
     torch.cuda.manual_seed_all(5)
     fresh = Trainer(tiny_model(tok.vocab_size, dropout=0.2), data, TrainerConfig(max_epochs=1, device="cuda"),
-                    CheckpointPlan(tmp_path / "m.safetensors", tok, "birthplace"))
-    fresh.resume()
+                    standard(CheckpointPlan(tmp_path / "m.safetensors", tok, "birthplace")))
+    resume_run(fresh)
     assert torch.equal(torch.rand(4, device="cuda"), expected)
 
 
@@ -231,7 +232,7 @@ def test_trainer_records_the_documented_history_rows(tmp_path):
     tok, data = _name_data()
     plan = CheckpointPlan(tmp_path / "m.safetensors", tok, "birthplace")
     trainer = Trainer(tiny_model(tok.vocab_size), data, TrainerConfig(max_epochs=2, batch_size=8, log_every=1),
-                      plan, evaluate=lambda m: {"val_loss": 1.0})
+                      standard(plan, evaluate=lambda m: {"val_loss": 1.0}))
     trainer.train()
     row = trainer.history[0]
     assert set(row) == {"run", "step", "epoch", "tokens", "wall_time", "split", "metric", "value"}

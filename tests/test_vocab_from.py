@@ -13,6 +13,7 @@ from core.data.datasets import DataError
 from core.data.vocabulary import vocabulary_text, vocabulary_warnings
 from core.io import checkpoint as ckpt
 from core.model.tokenizer import TokenizerError, VocabularyChoice
+from core.train.callbacks import Checkpointing
 from core.train.cli import main
 from core.train.recipes import ModelShape, train_lm
 from core.train.trainer import TrainerConfig
@@ -69,7 +70,7 @@ def test_the_checkpoint_records_each_file_with_its_sha256(files):
     assert [f["path"] for f in record["files"]] == list(paths)
     assert [f["sha256"] for f in record["files"]] == [hashlib.sha256(open(p, "rb").read()).hexdigest()
                                                       for p in paths]
-    assert record["size"] == loaded.tokenizer.vocab_size == trainer.plan.tokenizer.vocab_size
+    assert record["size"] == loaded.tokenizer.vocab_size == trainer.callback(Checkpointing).plan.tokenizer.vocab_size
     assert record["splitter"] == "nltk" and loaded.tokenizer.splitter == "nltk"
     assert "prevail" in loaded.tokenizer.words  # from train_CLS.tsv only
 

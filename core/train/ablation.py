@@ -26,6 +26,7 @@ import torch
 
 from core.data.datasets import CharCorruptionDataset, DataError, read_text, read_tsv_pairs
 from core.lens.probe.evaluation import memorization_rate
+from core.train.callbacks import ProgressBar
 from core.train.recipes import ModelShape, build_model
 from core.train.trainer import Trainer, TrainerConfig
 
@@ -74,7 +75,7 @@ def run_row(corpus: str, pairs, preset: Preset, decay: str, schedule: str, devic
     config = TrainerConfig(max_epochs=preset.epochs, batch_size=preset.batch_size, learning_rate=6e-3,
                            warmup_tokens=512 * 20, decay=decay, schedule=schedule, seed=seed, device=device,
                            final_tokens=round(tokens_per_epoch * preset.epochs * 200 / 650), log_every=5)
-    trainer = Trainer(model, dataset, config, run_name=f"{decay}/{schedule}")
+    trainer = Trainer(model, dataset, config, [ProgressBar()], run_name=f"{decay}/{schedule}")
     started = time.perf_counter()
     trainer.train()
     losses = [r["value"] for r in trainer.history if r["metric"] == "loss"]

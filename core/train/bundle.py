@@ -27,8 +27,9 @@ import torch
 from core.io import checkpoint as ckpt
 from core.model.tokenizer import VocabularyChoice
 from core.train import recipes
+from core.train.callbacks import log_path, resume_path
 from core.train.recipes import ModelShape
-from core.train.trainer import TrainerConfig, log_path, resume_path
+from core.train.trainer import TrainerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 WORLD = "data/world"

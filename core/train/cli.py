@@ -237,6 +237,7 @@ def run_command(args, command: str, out=print) -> str:
     from core.lens.lm_eval import unknown_warning
     from core.model.tokenizer import VocabularyChoice
     from core.train import recipes
+    from core.train.callbacks import Checkpointing, Snapshots
     from core.train.progress import EpochReport
 
     variant, corpus = split_words(args.words)
@@ -302,11 +303,12 @@ def run_command(args, command: str, out=print) -> str:
                                      **common)
     for line in report.summary() if report else []:
         out(line)
-    if t.snapshots.active:
-        out(snapshot_line(t))
-    shares = (t.plan.extra.get("vocabulary") or {}).get("unknown_share", {}) if t.plan else {}
+    snaps, plan = t.callback(Snapshots), t.callback(Checkpointing).plan
+    if snaps is not None and snaps.keeper.active:
+        out(snapshot_line(snaps))
+    shares = (plan.extra.get("vocabulary") or {}).get("unknown_share", {})
     if shares:
-        out(vocabulary_line(t.plan.extra, t.plan.tokenizer))
+        out(vocabulary_line(plan.extra, plan.tokenizer))
     for name, share in shares.items():
         out(f"unknown share of split {name}: {share:.1%}")
         if warning := unknown_warning(f"split {name}", share):
@@ -314,15 +316,16 @@ def run_command(args, command: str, out=print) -> str:
     return f"wrote {args.writing_params_path}: " + ", ".join(f"{k} {v:.4g}" for k, v in t.metrics.items())
 
 
-def snapshot_line(trainer) -> str:
-    """What the run kept: steps, the size of one snapshot and of the file."""
+def snapshot_line(snaps) -> str:
+    """What the run kept (a Snapshots callback's): steps, the size of one snapshot and of the file."""
     from core.io import snapshots
 
-    path = snapshots.snapshots_path(trainer.plan.path)
-    kept = sorted(s.step for s, _ in trainer.snapshots.kept)
-    each = sum(t.numel() * t.element_size() for t in trainer.snapshots.kept[0][1].values()) if kept else 0
+    path = snapshots.snapshots_path(snaps.path)
+    keeper = snaps.keeper
+    kept = sorted(s.step for s, _ in keeper.kept)
+    each = sum(t.numel() * t.element_size() for t in keeper.kept[0][1].values()) if kept else 0
     return (f"snapshots: {len(kept)} at steps {', '.join(map(str, kept))}; {each / 1e6:.2f} MB each "
-            f"({trainer.snapshots.dtype}), {path.stat().st_size / 1e6:.1f} MB in {path.name}")
+            f"({keeper.dtype}), {path.stat().st_size / 1e6:.1f} MB in {path.name}")
 
 
 def vocabulary_line(metadata: dict, tokenizer) -> str:

@@ -30,8 +30,9 @@ from core.data.datasets import DataError, read_text, read_tsv_pairs
 from core.io import checkpoint as ckpt
 from core.lens.probe.evaluation import country_prior_accuracy, evaluate_birthplaces, memorization_rate
 from core.train import recipes
+from core.train.callbacks import Checkpointing, resume_path
 from core.train.recipes import ModelShape
-from core.train.trainer import TrainerConfig, resume_path
+from core.train.trainer import TrainerConfig
 
 WORLD = "data/knowledge"
 SMALL = ModelShape(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0)
@@ -112,7 +113,8 @@ def run_row(row: Row, out: Path, threads: int) -> dict:
                          vocab_size=row.vocab_size)
     finetune_min = (time.perf_counter() - started) / 60
     curve = [r["value"] for r in f.history if r["metric"] == "accuracy" and r["split"] == "val"]
-    result = evaluate_birthplaces(f.model, f.plan.tokenizer, pairs, baseline_place=f.plan.extra["baseline_place"])
+    plan = f.callback(Checkpointing).plan
+    result = evaluate_birthplaces(f.model, plan.tokenizer, pairs, baseline_place=plan.extra["baseline_place"])
     prior = country_prior_accuracy([a for _, a in read_tsv_pairs(train)], [a for _, a in pairs])
     remove_row_files(pretrained, finetuned)
     return {**asdict(row), "pretrain_minutes": round(pretrain_min, 2), "finetune_minutes": round(finetune_min, 2),

@@ -1,11 +1,12 @@
 """One plain line per epoch on stdout (it survives a pipe, unlike a progress bar), then the final and
-the best epoch. Wraps a recipe's evaluate function, which the Trainer calls once after every epoch.
+the best epoch: EpochReport, a Trainer callback that runs after the Evaluation callback and shows its rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from core.train.trainer import Callback, Trainer
 
 Printer = Callable[[str], None]
 
@@ -18,37 +19,26 @@ def metric_text(metrics: dict[str, float]) -> str:
     return "  ".join(f"{key.replace('_', ' ', 1)} {_fmt(value)}" for key, value in metrics.items())
 
 
-class EpochReport:
+class EpochReport(Callback):
     """`unit` names what the trainer's token count counts (tokens for LMs, sentences for classifiers);
     `best` is the metric that picks the best epoch and whether higher is better."""
 
     def __init__(self, unit: str = "tokens", best: tuple[str, bool] | None = None,
                  out: Printer = print) -> None:
         self.unit, self.best, self.out = unit, best, out
-        self.trainer: Any = None
         self.epochs: list[tuple[int, dict[str, float]]] = []
         self._wall = self._tokens = None
 
-    def attach(self, trainer: Any) -> Any:
-        self.trainer = trainer
-        return trainer
-
-    def wrap(self, evaluate: Callable | None) -> Callable:
-        def evaluate_and_report(model) -> dict[str, float]:
-            metrics = evaluate(model) if evaluate is not None else {}
-            self.epoch_done(metrics)
-            return metrics
-
-        return evaluate_and_report
-
-    def _train_loss(self) -> float | None:
-        t = self.trainer
+    @staticmethod
+    def _train_loss(t: Trainer) -> float | None:
         rows = [r["value"] for r in t.history if r["split"] == "train" and r["metric"] == "loss"
                 and r["epoch"] == t.epoch - 1]
         return sum(rows) / len(rows) if rows else None
 
-    def epoch_done(self, metrics: dict[str, float]) -> None:
-        t = self.trainer
+    def on_epoch_end(self, t: Trainer) -> None:
+        # the rows recorded since the epoch counter moved on: this epoch's evaluation (the loop's own train
+        # rows of the epoch carry the number it started with)
+        metrics = {f"{r['split']}_{r['metric']}": r["value"] for r in t.history if r["epoch"] == t.epoch}
         if self._wall is None:  # the first epoch of this process (a resumed run starts mid-way)
             # rows before this epoch: earlier train rows, and the previous epoch's evaluation rows
             # (recorded after the epoch counter moved on, so they carry this epoch's start number)
@@ -59,7 +49,7 @@ class EpochReport:
         seconds = max(t.wall_time - self._wall, 1e-9)
         rate = (t.tokens - self._tokens) / seconds
         self._wall, self._tokens = t.wall_time, t.tokens
-        loss = self._train_loss()
+        loss = self._train_loss(t)
         shown = {**({"train_loss": loss} if loss is not None else {}), **metrics}
         self.epochs.append((t.epoch, dict(shown)))
         self.out(f"epoch {t.epoch}/{t.config.max_epochs}  {metric_text(shown)}  "

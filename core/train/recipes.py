@@ -34,8 +34,9 @@ from core.lens.probe.evaluation import country_prior_accuracy, evaluate_birthpla
 from core.model.config import ModelConfig
 from core.model.tokenizer import CharTokenizer, SubwordTokenizer, Tokenizer, VocabularyChoice, tokenizer_from_dict
 from core.model.transformer import Transformer
+from core.train.callbacks import CheckpointPlan, EvaluateFn, log_path, resume_path, resume_run, standard
 from core.train.progress import EpochReport
-from core.train.trainer import CheckpointPlan, Trainer, TrainerConfig, evaluate_loss, log_path, resume_path
+from core.train.trainer import Trainer, TrainerConfig, evaluate_loss
 
 
 @dataclass
@@ -67,9 +68,12 @@ def _prepare_output(path: Path, resume: bool, force: bool) -> None:
     resume_path(path).unlink(missing_ok=True)
 
 
-def _run(trainer: Trainer, resume: bool) -> Trainer:
+def _run(model: Transformer, dataset, config: TrainerConfig, plan: CheckpointPlan, resume: bool,
+         evaluate: EvaluateFn | None = None, report: EpochReport | None = None) -> Trainer:
+    """Train with the standard callbacks (core/train/callbacks.py), from the checkpoint when resuming."""
+    trainer = Trainer(model, dataset, config, standard(plan, evaluate, report), run_name=plan.path.stem)
     if resume:
-        trainer.resume()
+        resume_run(trainer)
     trainer.train()
     return trainer
 
@@ -200,7 +204,7 @@ def pretrain(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
     plan = CheckpointPlan(out, dataset.tokenizer, "lm", data=[file_record(corpus_path)], command=command,
                           extra={"objective": "span-corruption" if objective == "span" else "lm",
                                  "level": level})
-    return _run(_reporting(Trainer(model, dataset, trainer, plan), report), resume)
+    return _run(model, dataset, trainer, plan, resume, report=report)
 
 
 def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: str, shape: ModelShape,
@@ -263,7 +267,7 @@ def finetune(corpus_path: str, finetune_corpus_path: str, writing_params_path: s
     plan = CheckpointPlan(out, tokenizer, "birthplace", data=data, command=command,
                           extra={"pretrained_from": Path(reading_params_path).name if reading_params_path
                                  else "", "baseline_place": baseline, "eval_corpus_path": eval_corpus_path or ""})
-    return _run(_reporting(Trainer(model, dataset, trainer, plan, evaluate), report), resume)
+    return _run(model, dataset, trainer, plan, resume, evaluate, report)
 
 
 def _split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
@@ -290,13 +294,6 @@ def bounded(config: TrainerConfig, dataset) -> TrainerConfig:
     save_every = min(config.save_every, max(1, epochs // 20))  # ~20 saves, as the CLI asks for
     return replace(config, max_epochs=epochs, log_every=log_every, save_every=save_every,
                    final_tokens=config.final_tokens or config.batch_size * y.numel() * steps)
-
-
-def _reporting(trainer: Trainer, report: EpochReport | None) -> Trainer:
-    if report is not None:
-        report.attach(trainer)
-        trainer.evaluate = report.wrap(trainer.evaluate)
-    return trainer
 
 
 def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
@@ -341,7 +338,7 @@ def train_lm(corpus_path: str, writing_params_path: str, shape: ModelShape, trai
                                                   "vocabulary": vocab, "eval_splits": list(evals),
                                                   "stride": str(dataset.stride)})
     config = bounded(trainer, dataset)
-    return _run(_reporting(Trainer(model, dataset, config, plan, evaluate), report), resume)
+    return _run(model, dataset, config, plan, resume, evaluate, report)
 
 
 def pretrain_encoder(corpus_path: str, writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
@@ -358,7 +355,7 @@ def pretrain_encoder(corpus_path: str, writing_params_path: str, shape: ModelSha
     model = build_model(shape, tokenizer.vocab_size, trainer.seed, causal=False)
     plan = CheckpointPlan(out, tokenizer, "lm", data=[file_record(corpus_path)], command=command,
                           extra={"objective": "masked-lm"})
-    return _run(_reporting(Trainer(model, dataset, bounded(trainer, dataset), plan), report), resume)
+    return _run(model, dataset, bounded(trainer, dataset), plan, resume, report=report)
 
 
 # How a classifier started from a pretrained causal LM pools its pieces when the caller does not say: on
@@ -424,5 +421,4 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
                           data=[file_record(train_path), file_record(test_path)],
                           extra={"pretrained_from": Path(reading_params_path).name if reading_params_path and warm_start
                                  else "", "vocabulary": vocab, "pooling": pooling})
-    trainer_obj = Trainer(model, dataset, bounded(trainer, dataset), plan, evaluate)
-    return _run(_reporting(trainer_obj, report), resume)
+    return _run(model, dataset, bounded(trainer, dataset), plan, resume, evaluate, report)

@@ -3,37 +3,69 @@
 The Trainer follows the CS224N assignment's minGPT trainer: AdamW (betas 0.9/0.95) with its decay
 groups, linear warmup then an unclamped cosine with a 10% floor measured in tokens, gradient
 clipping (core/train/optim.py holds the groups and schedules; a recipe may name others).
-It writes history rows (run, step, epoch, tokens, wall_time, split, metric, value): live to
-`<checkpoint>.log.jsonl`, and into the checkpoint every `save_every` epochs and at the end, atomically. A sidecar
-`<checkpoint>.resume` (safetensors: optimizer moments and every random state the run draws from: CPU, CUDA,
-the data order's seeds) lets `--resume` continue with exactly the history an uninterrupted run would have
-written. With `snapshots=N` the weights at N
-log-spaced steps go to `<checkpoint>.snapshots.safetensors` (core/train/snapshots.py), kept by `--resume`.
+`Trainer.train()` is the bare loop: batches, learning rate, forward, backward, clip, step, counters,
+and history rows (run, step, epoch, tokens, wall_time, split, metric, value) of the train loss and rate
+every `log_every` steps. `Trainer(model, data, config)` trains and writes nothing.
+
+Everything else is a `Callback`, called in the order given (minGPT's `add_callback`, typed). The
+standard list (core/train/callbacks.py `standard`), in its order: ProgressBar (the tqdm bar),
+Snapshots (weights at log-spaced steps, core/train/snapshots.py), Evaluation (a recipe's evaluate
+function after every epoch: `split_metric` rows and `metrics`), EpochReport (core/train/progress.py:
+one line per epoch) and Checkpointing (checkpoint + `.resume` sidecar + live `.log.jsonl`, and
+`resume`). At an epoch's end they run in that order: the last snapshot's forward, then evaluation, then
+the save, so the random draws come in the same order as ever.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch.utils.data import DataLoader, Dataset
-from tqdm import tqdm
 
 from core.data.loader import epoch_batches
-from core.io import checkpoint as ckpt
 from core.model.device import pick_device
-from core.model.tokenizer import Tokenizer
 from core.model.transformer import Transformer
 from core.train.optim import lr_multiplier, make_adamw
-from core.train.snapshots import SnapshotKeeper
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+class Callback:
+    """One optional part of a run. Every method does nothing unless a subclass says otherwise; the
+    Trainer calls each callback's method in the order the callbacks were given."""
+
+    def on_train_start(self, trainer: Trainer) -> None:
+        """`train()` begins (after any resume)."""
+
+    def on_epoch_start(self, trainer: Trainer) -> None:
+        """An epoch begins; `trainer.epoch` is the number of epochs done."""
+
+    def on_batch_loss(self, trainer: Trainer, batch: Batch, loss: torch.Tensor) -> None:
+        """A batch's loss, on the weights after `trainer.step` steps, before its backward and step."""
+
+    def on_batch_end(self, trainer: Trainer, loss: torch.Tensor) -> None:
+        """After the optimizer step, the counters and any train rows of that step."""
+
+    def on_epoch_end(self, trainer: Trainer) -> None:
+        """After an epoch (`trainer.epoch` counts it, `wall_time` includes it), the model in train mode."""
+
+    def on_record(self, trainer: Trainer, row: dict[str, Any]) -> None:
+        """A history row was appended (by the loop or by a callback)."""
+
+    def on_save(self, trainer: Trainer, path: Path) -> None:
+        """Checkpointing is about to write the checkpoint at `path` (a file beside it goes first)."""
+
+    def on_resume(self, trainer: Trainer, path: Path) -> None:
+        """Checkpointing restored the trainer from `path` (weights, counters, history, optimizer, RNG)."""
+
+
+C = TypeVar("C", bound=Callback)
 
 
 @dataclass
@@ -52,49 +84,23 @@ class TrainerConfig:
     warmup_tokens: int = 0  # CS224N counts every target position, PAD included
     final_tokens: int = 0  # 0: the whole run
     max_steps: int = 0  # stop after this many optimizer steps (0: run every epoch)
-    save_every: int = 1  # epochs between saves of checkpoint + resume file; the last epoch is always saved
+    save_every: int = 1  # epochs between saves (Checkpointing: checkpoint + resume file); the last is always saved
     save_seconds: float = 0.0  # also save when this long has passed since the last save (0: off)
     log_every: int = 10  # steps between train-loss records
-    snapshots: int = 0  # weights kept at this many log-spaced steps (core/train/snapshots.py); 0: none
+    snapshots: int = 0  # weights kept at this many log-spaced steps (the Snapshots callback); 0: none
     snapshot_dtype: str = "float16"  # float16 halves the file; float32 keeps the weights exactly
     seed: int = 0
     device: str = "auto"
 
 
-@dataclass
-class CheckpointPlan:
-    """Where and how the trainer saves; the caller supplies the task-specific parts."""
-
-    path: Path
-    tokenizer: Tokenizer
-    task: str
-    labels: list[str] | None = None
-    data: list[dict] = field(default_factory=list)
-    command: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-EvaluateFn = Callable[[Transformer], dict[str, float]]
-
-
-def resume_path(path: Path) -> Path:
-    return path.with_name(path.name + ".resume")
-
-
-def log_path(path: Path) -> Path:
-    return path.with_name(path.stem + ".log.jsonl")
-
-
 class Trainer:
     def __init__(self, model: Transformer, train_dataset: Dataset, config: TrainerConfig,
-                 plan: CheckpointPlan | None = None, evaluate: EvaluateFn | None = None,
-                 run_name: str | None = None) -> None:
+                 callbacks: Iterable[Callback] = (), run_name: str = "run") -> None:
         self.model = model
         self.train_dataset = train_dataset
         self.config = config
-        self.plan = plan
-        self.evaluate = evaluate
-        self.run_name = run_name or (plan.path.stem if plan else "run")
+        self.callbacks: list[Callback] = list(callbacks)
+        self.run_name = run_name
         self.device = pick_device(config.device)
         self.model.to(self.device)
         self.optimizer = self._make_optimizer()
@@ -104,12 +110,25 @@ class Trainer:
         self.tokens = 0
         self.wall_time = 0.0
         self.metrics: dict[str, float] = {}
+        self._started, self._wall_at_start = time.perf_counter(), 0.0
         steps_per_epoch = math.ceil(len(train_dataset) / config.batch_size)
         whole_run = self._tokens_per_step() * steps_per_epoch * config.max_epochs
         self.final_tokens = config.final_tokens or whole_run
         total_steps = steps_per_epoch * config.max_epochs
-        total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
-        self.snapshots = SnapshotKeeper(config.snapshots, config.snapshot_dtype, total_steps)
+        self.total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
+
+    # --- callbacks -------------------------------------------------------------------------
+    def add_callback(self, callback: Callback) -> None:
+        self.callbacks.append(callback)
+
+    def trigger(self, event: str, *args: Any) -> None:
+        """Call `event` (a Callback method's name) on every callback, in order."""
+        for callback in self.callbacks:
+            getattr(callback, event)(self, *args)
+
+    def callback(self, kind: type[C]) -> C | None:
+        """The first callback of this kind, if the run has one."""
+        return next((c for c in self.callbacks if isinstance(c, kind)), None)
 
     def _tokens_per_step(self) -> int:
         x, _ = self.train_dataset[0]
@@ -135,46 +154,37 @@ class Trainer:
         schedule = cfg.schedule if cfg.lr_decay else "constant"
         return cfg.learning_rate * lr_multiplier(schedule, self.tokens, cfg.warmup_tokens, self.final_tokens)
 
+    def clock(self) -> float:
+        """The run's wall time now (the epochs before this one plus this one's time so far)."""
+        return self._wall_at_start + time.perf_counter() - self._started
+
     # --- history ---------------------------------------------------------------------------
     def record(self, split: str, metric: str, value: float) -> None:
         row = {"run": self.run_name, "step": self.step, "epoch": self.epoch, "tokens": self.tokens,
                "wall_time": round(self.wall_time, 3), "split": split, "metric": metric, "value": float(value)}
         self.history.append(row)
-        if self.plan is not None:
-            with open(log_path(self.plan.path), "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row) + "\n")
+        self.trigger("on_record", row)
 
-    # --- resume ----------------------------------------------------------------------------
-    def save(self) -> None:
-        if self.plan is None:
-            return
-        plan = self.plan
-        self.snapshots.write(plan.path, self.model.config.to_json())  # before the checkpoint: see snapshots.py
-        ckpt.save(plan.path, self.model, plan.tokenizer, plan.task, labels=plan.labels, history=self.history,
-                  metrics=self.metrics, data=plan.data, command=plan.command, seed=self.config.seed,
-                  extra={**plan.extra, "trainer": json.dumps(asdict(self.config)),
-                         "progress": json.dumps({"epoch": self.epoch, "step": self.step,
-                                                 "tokens": self.tokens, "wall_time": self.wall_time})})
+    # --- state, for a callback that saves and resumes --------------------------------------
+    def progress(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "step": self.step, "tokens": self.tokens, "wall_time": self.wall_time}
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """What a resumed run needs beyond the weights and history: every random state and the optimizer's."""
         tensors = self._random_states()
         for i, state in self.optimizer.state_dict()["state"].items():
             for key, value in state.items():
                 tensors[f"optim.{i}.{key}"] = value.detach().cpu().reshape(-1) if value.dim() == 0 else \
                     value.detach().cpu().contiguous()
-        tmp = resume_path(plan.path).with_suffix(".tmp")
-        save_file(tensors, str(tmp))
-        os.replace(tmp, resume_path(plan.path))
+        return tensors
 
-    def resume(self) -> None:
-        """Continue from the plan's checkpoint: weights, history, optimizer and RNG state."""
-        assert self.plan is not None
-        loaded = ckpt.load(self.plan.path, device=self.device)
-        self.model.load_state_dict(loaded.model.state_dict())
-        progress = json.loads(loaded.metadata.get("progress", "{}"))
+    def restore(self, progress: dict[str, Any], history: list[dict[str, Any]], metrics: dict[str, float],
+                tensors: dict[str, torch.Tensor]) -> None:
+        """Put back what `progress` and `state_tensors` gave (the weights are the caller's to load)."""
         self.epoch, self.step = progress.get("epoch", 0), progress.get("step", 0)
         self.tokens, self.wall_time = progress.get("tokens", 0), progress.get("wall_time", 0.0)
-        self.history = list(loaded.history)
-        self.metrics = dict(loaded.metadata.get("metrics") or {})
-        tensors = load_file(str(resume_path(self.plan.path)))
+        self.history = list(history)
+        self.metrics = dict(metrics)
         self._restore_random_states(tensors)
         state = self.optimizer.state_dict()
         for i in range(len([p for g in state["param_groups"] for p in g["params"]])):
@@ -182,10 +192,6 @@ class Trainer:
                 state["state"][i] = {k.split(".", 2)[2]: v.reshape(()) if k.endswith(".step") else v
                                      for k, v in tensors.items() if k.startswith(f"optim.{i}.")}
         self.optimizer.load_state_dict(state)
-        self.snapshots.resume(self.plan.path, self.step)
-        # rewrite the live log so it matches the checkpoint (drop rows of an interrupted epoch)
-        with open(log_path(self.plan.path), "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(row) + "\n" for row in self.history)
 
     def _random_states(self) -> dict[str, torch.Tensor]:
         """Every random state the run draws from: torch's CPU generator (dropout on the CPU, anything
@@ -213,33 +219,26 @@ class Trainer:
                     torch.cuda.set_rng_state(state, index)
 
     # --- the loop --------------------------------------------------------------------------
-    def _finished(self) -> bool:
+    def finished(self) -> bool:
         cfg = self.config
         return self.epoch >= cfg.max_epochs or bool(cfg.max_steps and self.step >= cfg.max_steps)
 
     def train(self) -> list[dict[str, Any]]:
         cfg = self.config
         on_cuda = self.device.startswith("cuda")
-        last_save = time.perf_counter()
-        while not self._finished():
+        self.trigger("on_train_start")
+        while not self.finished():
             self.model.train()
-            started = time.perf_counter()
-            wall_at_start = self.wall_time
-            batches = epoch_batches(self.train_dataset, cfg.batch_size, self.epoch, cfg.seed * 1000 + self.epoch,
-                                    pin=on_cuda)
-            bar = tqdm(batches, total=math.ceil(len(self.train_dataset) / cfg.batch_size), leave=False,
-                       desc=f"{self.run_name} epoch {self.epoch + 1}/{cfg.max_epochs}", dynamic_ncols=True,
-                       disable=None)
-            for x, y in bar:
+            self._started, self._wall_at_start = time.perf_counter(), self.wall_time
+            self.trigger("on_epoch_start")
+            for x, y in epoch_batches(self.train_dataset, cfg.batch_size, self.epoch, cfg.seed * 1000 + self.epoch,
+                                      pin=on_cuda):
                 x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
                 lr = self.learning_rate()
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
                 _, loss = self.model(x, y)
-                # the weights after `step` optimizer steps, with the loss they give (this batch's, before its
-                # own step: the loss of the batch that made the step would belong to the weights before it)
-                if self.snapshots.wants(self.step):
-                    self._snapshot(loss, wall_at_start + time.perf_counter() - started)
+                self.trigger("on_batch_loss", (x, y), loss)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.grad_norm_clip > 0:
@@ -250,37 +249,19 @@ class Trainer:
                 # dataset that trims its batches keeps the schedule it would have had
                 self.tokens += y.size(0) * self.positions_per_row
                 if self.step % cfg.log_every == 0:  # .item() waits for the device: only when logging
-                    self.wall_time = wall_at_start + time.perf_counter() - started
+                    self.wall_time = self.clock()
                     self.record("train", "loss", loss.item())
                     self.record("train", "lr", lr)
-                    bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{self.tokens / max(self.wall_time, 1e-9):.0f}")
+                self.trigger("on_batch_end", loss)
                 if cfg.max_steps and self.step >= cfg.max_steps:
                     break
-            bar.close()
             if on_cuda:
                 torch.cuda.synchronize()
-            self.wall_time = wall_at_start + time.perf_counter() - started
+            self.wall_time = self.clock()
             self.epoch += 1
-            if self._finished() and self.snapshots.wants(self.step):  # no next batch: the last one's loss
-                with torch.no_grad():
-                    _, last_loss = self.model(x, y)
-                self._snapshot(last_loss, self.wall_time)
-            if self.evaluate is not None:
-                self.model.eval()
-                for metric, value in self.evaluate(self.model).items():
-                    split, _, name = metric.partition("_")
-                    self.record(split, name, value)
-                    self.metrics[metric] = value
-                self.model.train()
-            overdue = cfg.save_seconds and time.perf_counter() - last_save >= cfg.save_seconds
-            if self._finished() or self.epoch % max(1, cfg.save_every) == 0 or overdue:
-                self.save()
-                last_save = time.perf_counter()
+            self.trigger("on_epoch_end")
         self.model.eval()
         return self.history
-
-    def _snapshot(self, loss: torch.Tensor, wall_time: float) -> None:
-        self.snapshots.take(self.model, self.step, self.epoch, self.tokens, loss.item(), wall_time)
 
 
 @torch.no_grad()
