@@ -119,6 +119,16 @@ def test_max_iters_and_a_constant_schedule(tmp_path):
                  val_fraction=1.0)
 
 
+def test_a_new_output_folder_is_made_before_the_first_log_row(tmp_path):
+    """The live log gets a row every log_every steps, before the first save would make the folder: a run
+    into a folder that does not exist yet crashed at step 10 (seen on a GPU, where step 10 comes first)."""
+    (tmp_path / "train.txt").write_text(TRAIN)
+    out = tmp_path / "new" / "deeper" / "lm.safetensors"
+    train_lm(str(tmp_path / "train.txt"), str(out), SHAPE,
+             TrainerConfig(max_epochs=1, max_steps=2, batch_size=8, log_every=1), val_fraction=0.0)
+    assert out.is_file() and out.with_name("lm.log.jsonl").is_file()
+
+
 def test_classify_prints_sentences_per_second_and_the_unknown_share(tmp_path, capsys):
     train = "".join(f"{label}\t{text}\n" for label, text in
                     [("pos", "good great fine"), ("neg", "bad awful poor")] * 10)

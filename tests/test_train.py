@@ -38,7 +38,8 @@ def test_a_few_trainer_steps_lower_the_loss():
     model = tiny_model(tok.vocab_size, dropout=0.0)
     x, y = next(iter(torch.utils.data.DataLoader(data, batch_size=32)))
     before = model(x, y)[1].item()
-    Trainer(model, data, TrainerConfig(max_epochs=15, batch_size=8, learning_rate=3e-3)).train()
+    # on the CPU, where x and y are (a GPU box would otherwise move the model away from them)
+    Trainer(model, data, TrainerConfig(max_epochs=15, batch_size=8, learning_rate=3e-3, device="cpu")).train()
     assert model(x, y)[1].item() < 0.5 * before
 
 
@@ -114,7 +115,9 @@ def test_resume_gives_the_same_history_as_an_uninterrupted_run(tmp_path, corrupt
     """Every random state comes back: torch's (dropout), the order's seed and an epoch-seeded dataset's seed,
     even when the resuming trainer was built with other seeds (and torch reseeded since)."""
     tok, names = _name_data()
-    config = TrainerConfig(max_epochs=4, batch_size=8, learning_rate=3e-3, log_every=1, warmup_tokens=50, seed=3)
+    # the CPU: bitwise repeatable, and where `probe` is (CUDA's own state: test_resume_restores_the_cuda_generator)
+    config = TrainerConfig(max_epochs=4, batch_size=8, learning_rate=3e-3, log_every=1, warmup_tokens=50, seed=3,
+                           device="cpu")
     probe = next(iter(torch.utils.data.DataLoader(names, batch_size=4)))
 
     def data(seed):

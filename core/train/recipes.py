@@ -64,6 +64,7 @@ def _prepare_output(path: Path, resume: bool, force: bool) -> None:
         return
     if path.exists() and not force:
         raise DataError(f"{path} already exists; pass --force to overwrite or --resume to continue it.")
+    path.parent.mkdir(parents=True, exist_ok=True)  # the live log is written before the first save
     log_path(path).unlink(missing_ok=True)
     resume_path(path).unlink(missing_ok=True)
 
