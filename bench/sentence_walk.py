@@ -92,7 +92,10 @@ def traced_sentence(text: str) -> dict:
     at.run()
     if at.exception:
         raise SystemExit(f"The Attention page failed before the sentence: {at.exception[0].message}")
-    box = next(area for area in at.text_area if area.label == "Sentence")
+    box = next((area for area in at.text_area if area.label == "Sentence"), None)
+    if box is None:  # no usable checkpoint: the page says so and draws no sentence box
+        said = " ".join(dict.fromkeys(e.value for e in at.info)) or "no sentence box"
+        raise SystemExit(f"The Attention page has no sentence box to type into ({said}).")
     box.set_value(text)
     recorder = Recorder()
     threading.setprofile(recorder)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.sentence_walk import ROOT, layer, traced_sentence, walk
 
 
@@ -32,3 +34,9 @@ def test_a_sentence_typed_on_the_attention_page_is_traced_to_its_figure(monkeypa
     assert "run_attention" in found["doors"]["core/lens/attention.py"]  # a new sentence: one forward pass
     assert "for_browser" in found["doors"]["core/figures/browser.py"]
     assert len(files) == len(found["pages"]) + len(found["core"])
+
+
+def test_a_folder_without_checkpoints_is_one_sentence_not_a_traceback(monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tmp_path))
+    with pytest.raises(SystemExit, match=r"no sentence box to type into \(No checkpoints found in"):
+        traced_sentence("the cat sat")

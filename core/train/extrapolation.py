@@ -87,6 +87,10 @@ def evaluate_checkpoint(path: str, text: DevText | None, factors: list[float], p
     return result
 
 
+# what a command refuses with one sentence on stderr and exit status 2 (a bad file, setting or checkpoint)
+REFUSALS = (ExtrapolationError, DataError, ckpt.CheckpointError, ConfigError, OSError)
+
+
 def extrapolation_command(args: argparse.Namespace) -> int:
     try:
         factors = parse_factors(args.lengths)
@@ -101,7 +105,7 @@ def extrapolation_command(args: argparse.Namespace) -> int:
                   f"{result.stream_tokens - 1:,} predictions from {result.text_source}", flush=True)
             for note in result.notes:
                 print(f"  {note}")
-    except (ExtrapolationError, DataError, ckpt.CheckpointError, ConfigError, OSError) as exc:
+    except REFUSALS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print()
@@ -127,7 +131,7 @@ def record_command(args: argparse.Namespace) -> int:
                   f"(dev loss {run.checks[variant.name]:.4f}) in {path}", flush=True)
             for problem in run.problems:
                 print(f"  {problem}")
-    except (ExtrapolationError, DataError, ckpt.CheckpointError, ConfigError, OSError) as exc:
+    except REFUSALS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
