@@ -101,14 +101,16 @@ def names(lines: list[str], place: str, text: str) -> bool:
 
 def expected_verdict(person: str, answer: str) -> tuple[str, str | None]:
     """Written out independently of core.lens.probe: retrieved when a document about the person names the
-    answer; borrowed when a document about someone sharing a name part (3+ letters) does; else made up."""
+    answer; borrowed when a document about someone sharing a name part (a capitalised word of 2+ letters:
+    'van' and 'de' are not names) does; else made up."""
     lines = corpus_lines()
     if any(names(lines, answer, line.replace(person, "")) for line in about(lines, person)):
         return "retrieved", None
-    parts = {p for p in person.split() if len(p) >= 3}
+    parts = {p for p in person.split() if len(p) >= 2 and p[0].isupper()}
     for line in lines:
         head = line.split(". ", 1)[0]
-        if head != person and parts & set(head.split()) and names(lines, answer, line.replace(head, "")):
+        theirs = {p for p in head.split() if len(p) >= 2 and p[0].isupper()}
+        if head != person and parts & theirs and names(lines, answer, line.replace(head, "")):
             return "borrowed", head
     return "made up", None
 
@@ -138,7 +140,7 @@ def test_the_probe_gives_a_verdict_for_a_dev_person_an_unknown_name_and_a_shared
         label, source = expected_verdict(person, answer)
         assert line.strip().startswith(f"{label} birth-vanilla-pretrained answers {answer}"), (what, person, line)
         if source:
-            assert f"the document about {source}" in line, (what, line)
+            assert f" about {source}" in line, (what, line)  # the first of the namesakes it comes from
         if what == "nobody":
             assert label in ("made up", "borrowed") and f"no document mentions {person}" in line, line
         screenshot(projector, f"class-demo-verdict-{what.replace(' ', '-')}")

@@ -122,40 +122,126 @@ VERDICTS: Mapping[str, str] = {
                 "name does",
     "made up": "no document about this person names this place (or none mentions the person at all)",
 }
+# The namesake rule, one for the verdict and its sentence: two people are namesakes when their names share a
+# part (a whole word, as written) of at least NAME_PART_MIN characters that starts with a capital letter.
+# Lowercase particles are not names on their own: "van" is a part of 15 names of the bundled corpus, and
+# "Jan van Dijk" and "Eva van Rijn" share no name. Two characters: "Sá" and "Al" are whole surnames.
+NAME_PART_MIN = 2
+LISTED_NAMESAKES = 3  # a sentence names this many namesakes, then "and N more"
+LISTED_PLACES = 4  # and this many of the places their documents name, then "and N more places"
+
+
+def name_parts(name: str) -> set[str]:
+    """The parts of a name that make namesakes (see NAME_PART_MIN)."""
+    return {p for p in normalise_name(name).split() if len(p) >= NAME_PART_MIN and p[0].isupper()}
+
+
+def names_word(texts: Iterable[str], word: str, blank: str = "") -> bool:
+    """Does any text contain `word` as whole words, once `blank` (the person's own name: "Florence" is a first
+    name as well as a city) is taken out?"""
+    if not word:
+        return False
+    pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)")
+    return any(pattern.search(text.replace(blank, "\0" * len(blank)) if blank else text) for text in texts)
+
+
+@dataclass(frozen=True)
+class Namesake:
+    """Someone the corpus has documents about who shares a name part (`name_parts`) with the asked name."""
+
+    name: str
+    shared: tuple[str, ...]  # the name parts in common
+    documents: tuple[str, ...]  # the documents about them (their name leads the line)
+    places: tuple[str, ...]  # known places those documents name, in order of first mention
+
+
+def namesakes(index: CorpusIndex, name: str) -> list[Namesake]:
+    """Everyone with a document whose name shares a part with `name` (the name itself excluded), in corpus
+    order."""
+    name = normalise_name(name)
+    parts = name_parts(name)
+    found = []
+    for other, rows in index.by_name.items():
+        shared = parts & name_parts(other)
+        if other != name and shared:
+            evidence = index.evidence(other)
+            found.append(Namesake(other, tuple(sorted(shared)), tuple(index.documents[i] for i in rows),
+                                  tuple(evidence.places)))
+    return found
 
 
 @dataclass
 class Verdict:
     """Where an answer can have come from, by the corpus alone: `label` is a key of VERDICTS; `source` the
-    person whose document a borrowed answer comes from."""
+    person whose document a borrowed answer comes from (the first of `sources`); `namesakes` everyone sharing
+    a name part, whatever their documents name (the sentence says what they name)."""
 
     label: str
     source: str | None = None
+    sources: tuple[str, ...] = field(default=(), compare=False)
+    namesakes: tuple[Namesake, ...] = field(default=(), compare=False)
 
 
 def verdict(index: CorpusIndex, name: str, answer: str) -> Verdict:
-    """Retrieved, borrowed or made up: does a document about `name` name `answer`; if not, does a document
-    about someone sharing a name part (first name or surname, 3+ characters) name it."""
+    """Retrieved, borrowed or made up: does a document about `name` name `answer` (whole words, the name
+    itself blanked); if not, does a document about a namesake (`name_parts`) name it."""
     name = normalise_name(name)
-    if answer in index.evidence(name).places:
+    own = [index.documents[i] for i in index.documents_about(name)]
+    if names_word(own, answer, name):
         return Verdict("retrieved")
-    parts = {p for p in name.split() if len(p) >= MIN_NAME_CHARS}
-    for other in index.by_name:
-        if other != name and parts & set(other.split()):
-            if answer in index.evidence(other).places:
-                return Verdict("borrowed", other)
-    return Verdict("made up")
+    others = tuple(namesakes(index, name))
+    sources = tuple(n.name for n in others if names_word(n.documents, answer, n.name))
+    if sources:
+        return Verdict("borrowed", sources[0], sources, others)
+    return Verdict("made up", None, (), others)
+
+
+def _and(items: list[str], more: int = 0, what: str = "") -> str:
+    """'A', 'A and B', 'A, B and C', 'A, B, C and 5 more{what}'."""
+    if more:
+        return ", ".join(items) + f" and {more} more{what}"
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _possessive(name: str) -> str:
+    return name + ("'" if name.endswith("s") else "'s")
+
+
+def namesakes_clause(found: Verdict, answer: str) -> str:
+    """What the namesakes' documents name: "Jan Klemt's and Jan Lindqvist's documents name Bari and Porto, not
+    Faro" (the first LISTED_NAMESAKES people and LISTED_PLACES places, then how many more)."""
+    people = list(found.namesakes)
+    shown = [_possessive(n.name) for n in people[:LISTED_NAMESAKES]]
+    more = len(people) - len(shown)
+    whose = _and(shown, more, " people's")
+    places = list(dict.fromkeys(p for n in people for p in n.places if p != answer))
+    if not places:
+        return f"{whose} documents name no known place, nor {answer}"
+    listed = _and(places[:LISTED_PLACES], max(0, len(places) - LISTED_PLACES), " places")
+    return f"{whose} documents name {listed}, not {answer}"
 
 
 def verdict_sentence(model: str, name: str, answer: str, found: Verdict, in_corpus: bool) -> str:
-    """Why the focus model's answer gets its verdict, in words (plain text; the page shows the label beside it)."""
+    """Why the focus model's answer gets its verdict, in words (plain text; the page shows the label beside it).
+    Every claim is one a search of the corpus confirms: tests/test_probe_claims.py searches wiki.txt for it."""
+    if not answer:
+        return f"{model} writes no answer (nothing between the two ⁇)."
     if found.label == "retrieved":
         return f"{model} answers {answer}, and a document about {name} names {answer}."
     own = (f"no document about {name} names {answer}" if in_corpus else f"no document mentions {name}")
     if found.label == "borrowed":
-        return (f"{model} answers {answer}, but {own}: {answer} comes from the document about {found.source}, "
-                f"who shares a part of the name.")
-    return f"{model} answers {answer}, but {own}, nor one about anyone sharing a part of the name."
+        sources = list(found.sources or ([found.source] if found.source else []))
+        shown = sources[:LISTED_NAMESAKES]
+        naming = sum(1 for n in found.namesakes if n.name in sources for d in n.documents
+                     if names_word([d], answer, n.name))
+        documents = "documents" if naming > 1 else "document"
+        who = "who shares" if len(sources) == 1 else "who share"
+        return (f"{model} answers {answer}, but {own}: {answer} comes from the {documents} about "
+                f"{_and(shown, len(sources) - len(shown))}, {who} a part of the name.")
+    if found.namesakes:
+        return f"{model} answers {answer}, but {own}; {namesakes_clause(found, answer)}."
+    return (f"{model} answers {answer}, but {own}, and no document is about anyone sharing a part of the "
+            f"name.")
 
 
 def categorise(correct: bool, evidence: Evidence) -> str:
