@@ -20,7 +20,8 @@ from core.data.world_tables import LOCALES
 from core.figures import probe as viz
 from core.io.tables import table_csv
 from core.lens.probe import corpus, fabricated
-from core.lens.probe.questions import name_from_question, question_for, read_probe_input
+from core.lens.probe.evaluation import context_length
+from core.lens.probe.questions import ProbeInput, fit_name, name_from_question, question_for, read_probe_input
 from core.text import markdown_escape as plain
 from pages import page_state, where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
@@ -65,6 +66,14 @@ def ask_tab(p: Probe) -> None:
     pick_focus(p, focus_box)
     text = name_box.text_input("A name, or a question 'Where was NAME born?'", key="probe_ask")
     asked = read_probe_input(text)
+    if not asked.problem:  # a name too long for a model's context is cut, with a note (else it reads a tail)
+        fitted = fit_name(asked.name, {m: (loaded.tokenizer, context_length(loaded.model))
+                                       for m, loaded in p.models.items()}, p.data.labels,
+                          max((len(name_from_question(q)) for q, _ in p.data.dev_pairs), default=0))
+        asked = ProbeInput(problem=fitted.problem) if fitted.problem else ProbeInput(question_for(fitted.name),
+                                                                                       fitted.name)
+        if fitted.note:
+            st.info(plain(fitted.note))
     if asked.problem:
         st.warning(plain(asked.problem))
         return

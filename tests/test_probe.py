@@ -535,3 +535,27 @@ def test_a_verdict_says_retrieved_borrowed_or_made_up_from_the_documents():
     ranking = answers.CandidateRanking("q", ["Leeds"], np.array([-0.1]))
     frame = answers.answers_frame({"m": answers.ProbeAnswer("q", "Leeds", 0.9, ranking)}, verdicts={"m": "borrowed"})
     assert list(frame.columns[:3]) == ["model", "greedy answer", "verdict"] and frame.at[0, "verdict"] == "borrowed"
+
+
+def test_fit_name_cuts_a_name_to_what_every_model_reads_with_the_longest_candidate():
+    from core.lens.probe.evaluation import context_length
+    from core.lens.probe.questions import fit_name
+
+    tokenizer = CharTokenizer.from_corpus("Ada Lovelace. Where was born? Rome Newcastle upon Tyne")
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, block_size=64, n_layer=1, n_head=2,
+                                    n_embd=16, dropout=0.0)).eval()
+    readers = {"m": (tokenizer, context_length(model))}
+    places = ["Rome", "Newcastle upon Tyne"]
+    assert fit_name("Ada Lovelace", readers, places).note is None
+    long_name = "Ada Lovelace " * 10
+    fitted = fit_name(long_name, readers, places)
+    question = questions.question_for(fitted.name) + MASK_CHAR
+    room = len(tokenizer.encode(question)) + len(tokenizer.encode("Newcastle upon Tyne" + MASK_CHAR)) - 1
+    assert room <= 64 and long_name.startswith(fitted.name) and not fitted.name.endswith(" Love")
+    assert fitted.note.endswith(f"its first {len(fitted.name)} characters: {fitted.name}")
+    ranked = answers.rank_candidates(model, tokenizer, questions.question_for(fitted.name), places)
+    assert sorted(ranked.places) == sorted(places) and not ranked.skipped  # every candidate scored
+    assert not answers.rank_candidates(model, tokenizer, questions.question_for(long_name), places).places
+    # a model too small for the question files' names does not cut every name
+    assert fit_name(long_name, readers, places, usual=60).note is None

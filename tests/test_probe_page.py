@@ -287,3 +287,21 @@ def test_bundled_birthplace_models_show_what_they_stored_and_what_finetuning_rea
         else:
             assert f"completes {stored_hit + stored_miss} of {dev}" in sentence
             assert f"finetuning answers {stored_hit} of those" in sentence and f"and {guess_hit} people" in sentence
+
+
+def test_a_200_character_name_is_cut_to_what_the_models_read_with_a_note(monkeypatch):
+    """Issue 41: a 200-character name got "None" confidence and the answer "idtolome" (the model read only the
+    question's tail). It is cut to the longest start the bundled models read with every candidate, with a note,
+    and every model then has a confidence."""
+    monkeypatch.delenv(corpus.WORLD_ENV, raising=False)
+    at = open_page(monkeypatch, BUNDLED, None)
+    long_name = ("Jan Novák " * 20)[:200]
+    at.text_input(key="probe_ask").set_value(long_name).run()
+    assert not at.exception
+    note = next(i.value.replace("\\", "") for i in at.info if i.value.startswith("The name is"))
+    cut = note.rsplit("characters: ", 1)[1]
+    assert f"The name is {len(long_name.strip())} characters" in note and long_name.startswith(cut)
+    assert len(cut) < 120 and not cut.endswith(" Nov")  # cut at a word's end
+    assert prompts(at) == [asked(f"Where was {cut} born?")]
+    table = frames(at)[0]
+    assert table["confidence"].notna().all(), table

@@ -66,6 +66,59 @@ def read_probe_input(text: str) -> ProbeInput:
     return ProbeInput(question=question_for(name), name=name)
 
 
+@dataclass(frozen=True)
+class FittedName:
+    """A name cut so that its question fits every model (`note` says how, in one sentence), or the name as typed
+    (`note` None); `problem` when not even a one-character name fits."""
+
+    name: str
+    note: str | None = None
+    problem: str | None = None
+
+
+def _room(tokenizer: Tokenizer, name: str, answer: str) -> int:
+    """Tokens the question about `name` + ⁇ + `answer` + ⁇ takes in one pass (the answer's last ⁇ is only a
+    target, never read)."""
+    return len(tokenizer.encode(question_for(name) + MASK_CHAR)) + len(tokenizer.encode(answer + MASK_CHAR)) - 1
+
+
+def fit_name(name: str, readers: Mapping[str, tuple[Tokenizer, int]], answers: Sequence[str],
+             usual: int = 0) -> FittedName:
+    """The longest start of `name` (at a word end when the cut falls inside a word) whose question, its ⁇ and the
+    longest of `answers` (the candidate places) fit every model's context (`readers`: model -> (tokenizer, the
+    tokens one pass reads)). A longer question is cut from the front by the model: it would lose 'Where was'
+    and answer something else ("idtolome"), with no confidence to show. A model too small for names of `usual`
+    characters (the longest name of the question files) does not cut: it cannot score ordinary names either,
+    and the page says so beside its candidates."""
+    name = normalise_name(name)
+    longest = max(answers, key=len, default="")
+    fits = {model: len(name) for model in readers}
+    for model, (tokenizer, limit) in readers.items():
+        if _room(tokenizer, name, longest) <= limit:
+            continue
+        low, high = 0, len(name)  # the longest prefix that fits: low fits, high does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if _room(tokenizer, name[:middle].strip(), longest) <= limit else (low, middle)
+        fits[model] = low if low >= usual else len(name)
+    keep = min(fits.values(), default=len(name))
+    if keep == len(name):
+        return FittedName(name)
+    binding = min(fits, key=fits.get)
+    tokenizer, limit = readers[binding]
+    unit = getattr(tokenizer, "unit", "piece")
+    cut = name[:keep]
+    if " " in cut.strip() and name[keep:keep + 1] not in ("", " "):
+        cut = cut.rsplit(" ", 1)[0]  # not inside a word
+    cut = cut.strip()
+    if not cut:
+        return FittedName("", problem=f"{binding} reads {limit} {unit}s at once; the question 'Where was … born?' "
+                                      f"with the longest place, {longest}, leaves no room for a name.")
+    return FittedName(cut, note=f"The name is {len(name)} characters; {binding} reads {limit} {unit}s at once, and "
+                                f"the question, its ⁇ and the longest candidate place ({longest}) must fit, so "
+                                f"the page asks about its first {len(cut)} characters: {cut}")
+
+
 def unknown_characters(texts: Iterable[str], tokenizer: Tokenizer) -> list[str]:
     """Pieces the model never read, in order of appearance: characters outside a character vocabulary
     (the model reads them as PAD), or subword pieces its pretraining corpus never produced."""
