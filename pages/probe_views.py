@@ -43,6 +43,11 @@ TOP_K = 10
 PERCENT = st.column_config.NumberColumn(format="percent")
 CONFIDENCE = st.column_config.NumberColumn(
     format="percent", help="Probability of the greedy answer (its characters and the closing ⁇).")
+# The Ask table's confidence, named for what it is: the chart beside it shows the share among the candidates
+WHOLE_ANSWER_COLUMN = st.column_config.NumberColumn(
+    answers.WHOLE_ANSWER, format="percent", help="The greedy answer's characters and its closing ⁇, multiplied; "
+    f"the chart shows the {answers.AMONG_CANDIDATES} (the same numbers divided by their sum over the candidate list), "
+    f"the logit lens the {answers.FIRST_PIECE} alone.")
 VERDICT = st.column_config.TextColumn(
     help="Where the answer can come from, by the corpus: retrieved (a document about this person names "
                    "it), borrowed (a document about someone sharing a name part does), made up (neither).")
@@ -160,7 +165,7 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     # from; the candidates chart shows the list)
     table = answers.answers_frame(by_model, truth, {m: v.label for m, v in verdicts.items()})
     st.dataframe(table, hide_index=True, column_config=fitted_columns(table, room, {
-        "greedy answer": st.column_config.TextColumn("answer"), "confidence": CONFIDENCE,
+        "greedy answer": st.column_config.TextColumn("answer"), "confidence": WHOLE_ANSWER_COLUMN,
         "probability on the candidate list": None, "answer is a training label": None, "rank of the truth": RANK,
         "verdict": VERDICT}))
     left, right = st.columns(2)

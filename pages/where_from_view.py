@@ -18,6 +18,7 @@ from core.figures import where_from as viz
 from core.io.tables import table_csv
 from core.lens import where_from as wf
 from core.lens.attention import birthplace_prompt
+from core.lens.probe.answers import FIRST_PIECE
 from core.lens.probe.questions import name_from_question
 from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
@@ -28,6 +29,7 @@ from pages.display import show_figure
 from pages.page_state import WHERE_FROM_CORRUPTIONS, WhereFromState
 from pages.shared_caches import model_version
 
+NEXT_PIECE = "probability of the next piece"  # the Attention page's lens: the sentence's own next piece
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
              "last layer at an earlier position, which cannot reach the answer (exactly 0).")
 
@@ -94,11 +96,11 @@ def cached_next_piece(path: str, modified: float, text: str, _loaded):
 # --------------------------------------------------------------------------- the parts
 
 
-def _lens_part(lens: wf.LogitLens, name: str, key: str) -> None:
+def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PIECE) -> None:
     st.markdown("**Logit lens**: the stream after each layer read through the final LayerNorm and the output head")
     st.caption(plain(lens.sentence()))
     fig = viz.logit_lens_heatmap(lens.answer_prob, lens.top_pieces, lens.tokens, lens.layers, lens.answer_piece,
-                                 title=f"{name}: p({lens.answer_piece}) by layer")
+                                 title=f"{name}: {measured} by layer", measured=measured)
     show_figure(fig, f"{name}-logit-lens", key=f"{key}_lens_chart")
     _csv(pd.DataFrame(lens.rows()), "Logit lens (CSV)", f"{name}-logit-lens.csv", f"{key}_lens_csv")
 
@@ -254,5 +256,5 @@ def next_piece_view(loaded, name: str, text: str, key: str = "wf_next") -> None:
         return
     st.caption(plain(f"The model's own next piece after the sentence is {lens.answer_piece!r}; the views trace it."))
     # one under the other: side by side at 1024 px the lens's cells and the bars' labels had ~200 px and overlapped
-    _lens_part(lens, name, key)
+    _lens_part(lens, name, key, NEXT_PIECE)
     _attribution_part(attribution, name, key)

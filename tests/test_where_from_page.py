@@ -119,6 +119,7 @@ def test_the_attention_page_traces_the_next_piece(monkeypatch, tiny_checkpoints)
     titles = chart_titles(at)
     assert any("by layer" in t for t in titles) and any("what writes" in t for t in titles)
     assert any("next piece after the sentence" in c.value for c in at.caption)
+    assert any(t.endswith("probability of the next piece by layer") for t in titles)  # not "first piece"
 
 
 def test_the_url_codec_keeps_only_what_differs_and_survives_bad_values():
@@ -129,3 +130,26 @@ def test_the_url_codec_keeps_only_what_differs_and_survives_bad_values():
     assert to_url(WhereFromState()) == {}
     bad = {"wf": "maybe", "wf_corrupt": "<script>", "wf_samples": "999", "wf_seed": "-1"}
     assert from_url(WhereFromState, bad)[0] == WhereFromState()
+
+
+def test_each_number_for_one_answer_is_named_for_what_it_is(monkeypatch, bundled_one, small_world):
+    """Issue 41: the table's "confidence", the chart's probability and the logit lens's value are three
+    quantities; each view names its own in the column or axis title."""
+    at = open_probe(monkeypatch, bundled_one, small_world, tab="ask", name="Michelle Lefort", wf="1",
+                    wf_samples="1")
+    table = at.dataframe[0]
+    columns = json.loads(table.proto.columns)
+    assert columns["confidence"]["label"] == "probability of the whole answer", columns
+    specs = {json.loads(c.proto.spec)["layout"]["title"]["text"].replace("<br>", " "): json.loads(c.proto.spec)
+             for c in at.get("plotly_chart")}
+    bars = next(s for t, s in specs.items() if "candidates" in t)
+    assert bars["layout"]["xaxis"]["title"]["text"] == "share among the candidates"
+    lens_title, lens = next((t, s) for t, s in specs.items() if "by layer" in t)
+    assert "probability of the first piece" in lens_title
+    assert lens["data"][0]["colorbar"]["title"]["text"].startswith("probability of the first piece: ")
+    # the numbers really differ as the names say: the chart's share is the table's probability over the list's sum
+    answer, confidence = table.value.at[0, "greedy answer"], float(table.value.at[0, "confidence"])
+    bar = bars["data"][0]
+    labels = [t for t in bars["layout"]["yaxis"]["ticktext"]]
+    share = next(x for x, label in zip(bar["x"], labels) if label.startswith(answer))
+    assert share >= confidence - 1e-9

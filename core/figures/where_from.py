@@ -23,6 +23,7 @@ from core.figures.common import (
     subplot_grid,
     token_categories,
 )
+from core.lens.probe.answers import FIRST_PIECE
 from core.text import visible_token
 
 POSITIVE_COLOR = "#1F77B4"  # pushes the answer up
@@ -40,11 +41,13 @@ def _labels(tokens: Sequence[str], bold: Sequence[int] = (), pieces: bool = True
 
 @finished
 def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens: Sequence[str],
-                       row_labels: Sequence[str], answer_piece: str, title: str | None = None) -> go.Figure:
-    """The answer's first piece's probability when the stream after each layer (columns: embeddings, after layer
-    0, ...) is read out, at each position (rows, top to bottom: the question in order); each cell names the top
-    piece there (the columns are wide enough for it). `answer_prob` and `top_pieces` are (layers, T), as
-    core.lens.where_from.LogitLens holds them; fig.data[0].z is their transpose (T, layers)."""
+                       row_labels: Sequence[str], answer_piece: str, title: str | None = None,
+                       measured: str = FIRST_PIECE) -> go.Figure:
+    """The answer's first piece's probability (`measured` names it on the colour bar: the probe's answer has
+    more pieces, and its table shows the whole answer's probability) when the stream after each layer (columns:
+    embeddings, after layer 0, ...) is read out, at each position (rows, top to bottom: the question in order);
+    each cell names the top piece there (the columns are wide enough for it). `answer_prob` and `top_pieces` are
+    (layers, T), as core.lens.where_from.LogitLens holds them; fig.data[0].z is their transpose (T, layers)."""
     z = np.asarray(answer_prob, dtype=float).T  # (T, layers)
     y = _labels(tokens)
     tops = [[html.escape(visible_token(p)) for p in row] for row in zip(*top_pieces)]  # (T, layers)
@@ -54,7 +57,7 @@ def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens:
         z=z, x=columns, y=y, colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0, text=tops, texttemplate="%{text}",
         textfont=dict(size=12), xgap=2, ygap=1,
         hovertemplate=f"%{{y}}, %{{x}}<br>p({answer}) = %{{z:.3f}}<br>top piece: %{{text}}<extra></extra>",
-        colorbar=dict(title=dict(text=f"p({answer})", side="right"), thickness=12)))
+        colorbar=dict(title=dict(text=f"{html.escape(measured)}: {answer}", side="right"), thickness=12)))
     fig.update_xaxes(**category_axis())  # under the map: on top, the column names sat on the chart's title
     fig.update_yaxes(autorange="reversed", title="the piece read", **category_axis())
     return base_layout(fig, html.escape(title) if title else None, 110 + 20 * max(z.shape[0], 4))

@@ -21,6 +21,12 @@ from core.model.attention import KVCache
 from core.model.tokenizer import MASK_CHAR, Tokenizer
 from core.model.transformer import Transformer
 
+# Three numbers describe one answer; each view names the one it shows (issue 41: 36.90% in the table and 45.1% in
+# the chart read as two numbers for one thing).
+WHOLE_ANSWER = "probability of the whole answer"  # P(answer + ⁇ | question + ⁇): the table's confidence
+AMONG_CANDIDATES = "share among the candidates"  # that probability normalised over the candidate list: the chart
+FIRST_PIECE = "probability of the first piece"  # the answer's first token only: the logit lens
+
 
 def check_generator(model: Transformer) -> None:
     if not model.config.causal or model.config.head != "lm":
