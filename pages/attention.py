@@ -13,11 +13,12 @@ from __future__ import annotations
 import streamlit as st
 
 from core.lens import attention as av
+from core.lens.training_pieces import corpus_cuts
 from pages import page_state, where_from_view
 from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity
 from pages.model_picker import PageModels, checkpoint_picker, require_model
 from pages.page_state import AttentionState
-from pages.shared_caches import attention_run
+from pages.shared_caches import attention_run, training_words
 from pages.training_steps import step_slider
 
 
@@ -70,7 +71,9 @@ if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
 VIEWS[view](run, run_key, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
 if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
-    st.caption(av.untrained_message(run.untrained))
+    words = training_words(loaded)  # how the training text was cut where these pieces' letters occur
+    st.caption(av.untrained_message(run.untrained, cuts=corpus_cuts(loaded.tokenizer, run.untrained, words)
+                                    if words else None))
 st.caption(f"How the model reads it: {run.n_tokens} tokens")
 st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
 show_output(run.output)

@@ -35,7 +35,7 @@ from core.text import markdown_escape as plain
 from pages import where_from_view
 from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
 from pages.page_state import AttentionState, link_text, page_url
-from pages.shared_caches import figure, load_cached, model_version
+from pages.shared_caches import figure, load_cached, model_version, training_words
 
 # --- one example (Ask, Dev set) ---------------------------------------------------------------------------
 
@@ -89,7 +89,8 @@ def pick_focus(p: Probe, where=st) -> None:
 
 
 def warn_unknown(p: Probe, texts) -> None:
-    message = unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()})
+    message = unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()},
+                              words={name: training_words(loaded) for name, loaded in p.models.items()})
     if message:
         st.warning(plain(message))
 

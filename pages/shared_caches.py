@@ -33,7 +33,27 @@ from core.io.checkpoint import (
 )
 from core.lens import attention as av
 from core.lens.describe import model_card
+from core.lens.training_pieces import PROJECT_DATA, TrainingWords, training_lines
 from core.text import markdown_escape as plain
+
+# --- training text (what a model's pieces were cut from) ----------------------------------------------------
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _training_words(files: tuple[str, ...], stamps: tuple[float, ...]) -> TrainingWords | None:
+    lines = training_lines({"path": f} for f in files)
+    return TrainingWords.of(lines) if lines else None
+
+
+def training_words(loaded) -> TrainingWords | None:
+    """The words of a model's training files (its metadata's data paths inside data/), once per file version:
+    for saying how training cut a piece the model never read on its own. None when none can be read."""
+    files = tuple(str(d["path"]) for d in loaded.metadata.get("data") or []
+                  if isinstance(d, dict) and isinstance(d.get("path"), str))
+    stamps = tuple((PROJECT_DATA.parent / f).stat().st_mtime if (PROJECT_DATA.parent / f).is_file() else 0.0
+                   for f in files)
+    return _training_words(files, stamps) if files else None
+
 
 # --- models -----------------------------------------------------------------------------------------------
 

@@ -235,5 +235,5 @@ def test_the_probe_names_pieces_a_subword_model_never_read(bpe) -> None:
     unseen = [piece for piece in finetuned.tokenize("Where was 李 Qxzyk born?").untrained]
     assert unseen
     message = unknown_summary(["Where was 李 Qxzyk born?"], {"m": finetuned})
-    assert message.startswith("m has never seen") and "learned nothing" in message and "PAD" not in message
+    assert message.startswith("m has never read") and "learned nothing" in message and "PAD" not in message
     assert unknown_summary(["Where was Ada born?"], {"m": finetuned}) is None

@@ -23,6 +23,7 @@ import torch
 from core.io.tables import csv_safe
 from core.lens.probe.evaluation import ANSWER_CHARS, answer_from_completion
 from core.lens.trace import AttentionShape, LayerQueryKey, TraceError, trace_text
+from core.lens.training_pieces import CorpusCut, cuts_sentence
 from core.model.tokenizer import Tokenizer
 from core.text import MASK_CHAR, MASK_LABEL, TYPED_QUESTION_MARKS, markdown_escape, visible_token
 
@@ -80,13 +81,18 @@ def unknown_message(unknown: list[str], fallback_token: str, limit: int = 20) ->
             f"{markdown_escape(visible_token(fallback_token))}: {shown}{more}.")
 
 
-def untrained_message(untrained: list[str], limit: int = 20) -> str:
-    """One sentence for pieces the vocabulary has (each its own id) but no training text had; Markdown-safe."""
+def untrained_message(untrained: list[str], limit: int = 20, cuts: list[CorpusCut] | None = None) -> str:
+    """One sentence for pieces the vocabulary has (each its own id) but no training line was cut into; their
+    letters may well be in the training text ('trans' in "translator"): with `cuts`
+    (core.lens.training_pieces.corpus_cuts) it says how training cut them there. Markdown-safe."""
     shown = ", ".join(describe_piece(p) for p in untrained[:limit])
     more = f" and {len(untrained) - limit} more" if len(untrained) > limit else ""
     noun = "piece never occurs" if len(untrained) == 1 else "pieces never occur"
-    return (f"{len(untrained)} {noun} in this model's training text, so it learned nothing about "
-            f"{'it' if len(untrained) == 1 else 'them'}: {shown}{more}.")
+    it = "it" if len(untrained) == 1 else "them"
+    how = (f" ({markdown_escape(cuts_sentence([c for c in cuts if c.piece in set(untrained[:limit])]))})"
+           if cuts else "")
+    return (f"{len(untrained)} {noun} on {'its' if len(untrained) == 1 else 'their'} own in this model's training "
+            f"text, so it learned nothing about {it}: {shown}{more}{how}.")
 
 
 def token_chips(tokens: list[str]) -> str:

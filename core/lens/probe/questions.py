@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.data.datasets import DataError, parse_tsv_pairs
+from core.lens.training_pieces import TrainingWords, corpus_cuts, cuts_sentence
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, Tokenizer
 from core.text import TYPED_QUESTION_MARKS
 
@@ -137,9 +138,13 @@ def _char(char: str) -> str:
     return f"{char!r} (U+{ord(char):04X})" if len(char) == 1 else repr(char)
 
 
-def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, Tokenizer], limit: int = 12) -> str | None:
+def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, Tokenizer], limit: int = 12,
+                    words: Mapping[str, TrainingWords | None] | None = None) -> str | None:
     """ONE sentence for every model at once: which characters (or subword pieces) of the text which models
-    have never seen. None when every model knows every piece."""
+    have never seen. None when every model knows every piece. A subword piece "never seen" is one no training
+    line was cut into, though its letters may be there: with `words` (a model's training words) the sentence
+    says how training cut them ("in training, 'Grenoble' was read as 'Gren' + 'oble'; 'ble' alone never
+    occurred")."""
     texts = list(texts)
     missing = {model: unknown_characters(texts, tokenizer) for model, tokenizer in tokenizers.items()}
     chars = list(dict.fromkeys(c for unknown in missing.values() for c in unknown))
@@ -148,20 +153,30 @@ def unknown_summary(texts: Iterable[str], tokenizers: Mapping[str, Tokenizer], l
     shown = chars[:limit]
     more = f" and {len(chars) - limit} more" if len(chars) > limit else ""
     lacking = {c: [m for m, unknown in missing.items() if c in unknown] for c in shown}
+    kinds = {getattr(t, "kind", "char") for m, t in tokenizers.items() if missing[m]}
+    subword = kinds != {"char"}
+    own = (" as a piece of its own" if len(chars) == 1 else " as pieces of their own") if subword else ""
     if all(len(models) == len(tokenizers) for models in lacking.values()):
         listed = f"{_and([_char(c) for c in shown])}{more}"
         names = list(tokenizers)
-        head = (f"{names[0]} has never seen {listed}" if len(names) == 1 else
-                f"The {len(names)} models ({_and(names)}) have never seen {listed}")
+        verb = "never read" if subword else "never seen"
+        head = (f"{names[0]} has {verb} {listed}{own}" if len(names) == 1 else
+                f"The {len(names)} models ({_and(names)}) have {verb} {listed}{own}")
     else:
-        head = "Characters these models have never seen: " + "; ".join(
+        head = ("Pieces these models never read on their own: " if subword else
+                "Characters these models have never seen: ") + "; ".join(
             f"{_char(c)} ({_and(models)})" for c, models in lacking.items()) + more
     reader, it = ("it reads" if len(tokenizers) == 1 else "they read"), ("it" if len(chars) == 1 else "them")
-    kinds = {getattr(t, "kind", "char") for m, t in tokenizers.items() if missing[m]}
     if kinds == {"char"}:
         return f"{head}; {reader} {it} as PAD, so answers for names with {it} are guesses about a different string."
-    untrained = (f"{head}: no training text had {it}, so the model learned nothing about {it} and names with "
-                 f"{it} look alike to it")
+    cuts = []
+    for model, tokenizer in tokenizers.items():  # each piece explained by the first subword model lacking it
+        pieces = [c for c in shown if c in missing[model] and c not in {cut.piece for cut in cuts}]
+        if pieces and getattr(tokenizer, "kind", "char") != "char" and (words or {}).get(model) is not None:
+            cuts += corpus_cuts(tokenizer, pieces, words[model])
+    how = (cuts_sentence(cuts) if cuts else f"no training line was cut into {it}, though its letters may be there")
+    model = "the model" if len(tokenizers) == 1 else "the models"
+    untrained = f"{head}: {how}. So {model} learned nothing about {it}, and names with {it} look alike to {model}"
     return untrained + ("; the character models read them as PAD." if "char" in kinds else ".")
 
 
