@@ -5,6 +5,7 @@ import nothing of where_from's code."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -384,3 +385,26 @@ def test_a_tiny_total_effect_is_called_out():
     assert "shares of almost nothing" in note and "+0.002" in note
     assert wf.analyses.weak_effect_note("probability", 0.78, 0.03) == ""
     assert wf.analyses.weak_effect_note("logit difference", 12.3, -14.1) == ""
+
+
+@pytest.mark.parametrize("against", [0, 1, 3, 4, 7])
+def test_the_attribution_sentence_counts_and_names_the_same_heads(against):
+    """Issue 41: "4 head(s) push against it (L1 H0, L1 H1, L1 H2)" listed three of four."""
+    heads = [f"L{i // 4} H{i % 4}" for i in range(8)]
+    values = np.array([0.5] * (8 - against) + [-0.1 * (k + 1) for k in range(against)] + [1.0])
+    attribution = wf.Attribution(names=heads + ["MLP 0"], kinds=["head"] * 8 + ["MLP"], layers=[0] * 9,
+                                 values=values, logit=float(values.sum()), answer_piece="x", position=-1)
+    sentence = attribution.sentence()
+    pushing = [h for h, v in zip(heads, values) if v < 0]
+    if not pushing:
+        assert "push" not in sentence
+        return
+    match = re.search(r"; (\d+) heads? push(?:es)? against it(?:, the strongest (\d+) of them (.+)| \((.+)\))\.$",
+                      sentence)
+    assert match, sentence
+    count, shown_count, partial, full = match.groups()
+    named = (partial or full).replace(" and ", ", ").split(", ")
+    assert int(count) == len(pushing) and set(named) <= set(pushing)
+    assert len(named) == (int(shown_count) if shown_count else len(pushing)), sentence
+    strongest = sorted(pushing, key=lambda h: values[heads.index(h)])[:len(named)]
+    assert named == strongest  # the strongest push first

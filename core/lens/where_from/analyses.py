@@ -52,6 +52,7 @@ SEED = 0
 IG_STEPS = 30
 SMALL_MODEL_LAYERS = 4  # up to this many layers, restore one layer at a time
 ROME_WINDOW = 10
+AGAINST_LISTED = 3  # heads named in the attribution sentence (the CSV and the bars have every one)
 NOTHING_CORRUPTED = 1e-6  # a total effect smaller than this: the corruption changed nothing
 # A total effect below this (in the metric's unit) is too small for shares of it to mean anything: a model that
 # gives the answer 1.6% before and 1.4% after the corruption (birth-vanilla-scratch) has nothing to trace.
@@ -291,11 +292,20 @@ class Attribution:
         return out
 
     def sentence(self) -> str:
+        """The logit, its three largest parts by layer, and the heads that push against the answer (the count
+        is of them all; the strongest AGAINST_LISTED are named, and the sentence says so when that is fewer)."""
         parts = self.by_layer()
         ranked = sorted(parts.items(), key=lambda kv: -abs(kv[1]))
         top = ", ".join(f"{k} {v:+.2f}" for k, v in ranked[:3])
-        against = [k for k, v in zip(self.names, self.values) if v < 0 and self.kinds[self.names.index(k)] == "head"]
-        tail = f"; {len(against)} head(s) push against it ({', '.join(against[:3])})" if against else ""
+        against = sorted((float(v), k) for k, v, kind in zip(self.names, self.values, self.kinds, strict=True)
+                         if v < 0 and kind == "head")  # the strongest push first
+        names = [k for _, k in against[:AGAINST_LISTED]]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1] if names else ""
+        if len(against) > len(names):
+            tail = f"; {len(against)} heads push against it, the strongest {len(names)} of them {listed}"
+        else:
+            tail = (f"; 1 head pushes against it ({listed})" if len(against) == 1 else
+                    f"; {len(against)} heads push against it ({listed})" if against else "")
         return (f"The logit of {self.answer_piece!r} is {self.logit:.2f}, the sum of the pieces (the final "
                 f"LayerNorm's scale frozen at its value in this pass). Largest: {top}{tail}.")
 
