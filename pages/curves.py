@@ -71,17 +71,23 @@ def uploaded_histories(files) -> dict[str, LoadedHistory]:
     """Parse each upload once per session (keyed by Streamlit's file id), named '<stem> (uploaded)'."""
     parsed = st.session_state.setdefault("curves_parsed_uploads", {})
     out: dict[str, LoadedHistory] = {}
+    refused: list[str] = []
     for file in files or []:
         if file.file_id not in parsed:
             source = f"{log_stem(file.name)} (uploaded)"
             loaded = read_uploaded_history(file, source, MAX_UPLOAD_MB * 1_000_000)
             parsed[file.file_id] = (source, loaded)
         source, loaded = parsed[file.file_id]
+        if loaded.frame.empty and loaded.notes:  # a refused file: its sentence under the box, not a run of nothing
+            refused.extend(loaded.notes)
+            continue
         name, n = source, 1
         while name in out:
             n += 1
             name = f"{source} {n}"
         out[name] = LoadedHistory(label_runs(loaded.frame, name), loaded.notes)
+    for sentence in refused:
+        st.sidebar.error(plain(sentence))
     return out
 
 

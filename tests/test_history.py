@@ -233,9 +233,11 @@ def test_uploads_are_read_with_a_size_limit_and_never_loaded(tmp_path):
     huge = FakeUpload("x.safetensors", b"", size=10**9)
     too_big = read_uploaded_history(huge, "big", max_bytes=10**8)
     assert too_big.frame.empty and "over the 100 MB limit" in too_big.notes[0] and huge.reads == 0
-    assert "only .safetensors" in read_uploaded_history(FakeUpload("x.txt", b"hi"), "t", 100).notes[0]
+    assert read_uploaded_history(FakeUpload("x.txt", b"hi"), "t", 100).notes[0] == (
+        "x.txt is not a checkpoint (.safetensors) or a training history (.jsonl): it is plain text, 1 line.")
     junk = read_uploaded_history(FakeUpload("x.safetensors", b"\x00" * 64), "junk", 100)
-    assert junk.frame.empty and junk.notes[0].startswith("junk: ")
+    assert junk.frame.empty and junk.notes[0].startswith("x.safetensors is not a checkpoint (.safetensors): it is "
+                                                         "binary data")
     upload = FakeUpload("x.log.jsonl", json.dumps(record(1, 1.0)).encode())
     jsonl = read_uploaded_history(upload, "j", 10**4)
     assert jsonl.frame["value"].tolist() == [1.0]

@@ -149,7 +149,7 @@ def test_conversion_refusals_are_one_sentence_on_screen(monkeypatch, tiny_checkp
         (_params_bytes(mingpt_state_dict("vanilla", vocab=VOCAB + 2)), CORPUS.encode(), "embedding rows"),
         (_params_bytes(evil), CORPUS.encode(), "refused without running"),
         (truncated[: len(truncated) // 3], CORPUS.encode(), "truncated"),
-        (b"\x00junk" + random.Random(0).randbytes(2043), CORPUS.encode(), "not a file written by torch.save"),
+        (b"\x00junk" + random.Random(0).randbytes(2043), CORPUS.encode(), "is not a minGPT params file"),
         (_params_bytes(missing), CORPUS.encode(), "blocks.0.ln2.bias"),
         (_params_bytes(mingpt_state_dict("vanilla")), CORPUS.encode() + "\u25a1".encode(), "U+25A1"),
         (_params_bytes(mingpt_state_dict("vanilla")), b"caf\xe9", "not UTF-8"),
@@ -165,7 +165,7 @@ def test_conversion_refusals_are_one_sentence_on_screen(monkeypatch, tiny_checkp
 
 def test_checkpoint_refusals_are_one_sentence_on_screen(monkeypatch, tiny_checkpoints, tmp_path):
     good = save_tiny_checkpoint(tmp_path / "good.safetensors", "lm").read_bytes()
-    for data, words in [(os.urandom(3000), "not a safetensors file"), (good[:-100], "truncated")]:
+    for data, words in [(os.urandom(3000), "is not an Attention Lab checkpoint"), (good[:-100], "truncated")]:
         at = _page(monkeypatch, tiny_checkpoints)
         at.file_uploader(key="upload_checkpoint").upload("broken.safetensors", data)
         at.run()

@@ -201,7 +201,7 @@ def test_dev_set_analysis_table_filters_and_example(monkeypatch, models, small_w
 
 @pytest.mark.parametrize("content, fragment", [
     (b"", "empty"),
-    (b"Where was Ada born? London\n", "no tab"),
+    (b"Where was Ada born? London\n", "it is plain text"),
     (os.urandom(5 * 1024 * 1024), "MB"),
     (bytes(range(128, 256)) * 40, "not UTF-8"),
 ])

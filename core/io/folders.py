@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from core.io.formats import sniff
+
 ALLOWED_DIRS_ENV = "ATTENTION_LAB_ALLOWED_DIRS"
 MAX_PATH_CHARS = 1024
 NOT_ALLOWED = (f"This app does not open folders on the server; its operator can allow some with "
@@ -45,6 +47,17 @@ def _shown(text: str) -> str:
     return repr(text[:200])
 
 
+def describe_file(path: Path, head_bytes: int = 4 * 1024 * 1024) -> str:
+    """What a file holds, from its first bytes (core.io.formats): 'a safetensors checkpoint', 'plain text, 40
+    lines'... ('an unreadable file' when it cannot be opened)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(head_bytes)
+    except OSError:
+        return "an unreadable file"
+    return sniff(head).description
+
+
 def resolve_allowed(text: str | None, allowed: Sequence[Path]) -> Path:
     """The existing folder `text` names, symlinks resolved, if it lies inside an allowed folder.
 
@@ -67,9 +80,12 @@ def resolve_allowed(text: str | None, allowed: Sequence[Path]) -> Path:
         folder = candidate.resolve(strict=True)
     except (OSError, RuntimeError, ValueError):
         raise FolderError(f"The folder {_shown(text)} does not exist.") from None
+    inside = any(folder == root or root in folder.parents for root in allowed)
+    if not folder.is_dir() and inside:  # what it is, read only inside the allowed folders
+        raise FolderError(f"{_shown(text)} is a file ({describe_file(folder)}), not a folder.")
     if not folder.is_dir():
         raise FolderError(f"{_shown(text)} is a file, not a folder.")
-    if not any(folder == root or root in folder.parents for root in allowed):
+    if not inside:
         raise FolderError(f"{_shown(text)} is outside the folders this app may use: "
                           + ", ".join(str(root) for root in allowed) + ".")
     return folder

@@ -34,6 +34,7 @@ from core.io.convert import (
     save_conversion,
     sha256_bytes,
 )
+from core.io.formats import refusal
 
 MB = 1024 * 1024
 CHECKPOINT_LIMIT_MB = 512
@@ -207,9 +208,22 @@ class _Staging:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+CHECKPOINT_EXPECTED = "an Attention Lab checkpoint (.safetensors)"
+PARAMS_EXPECTED = "a minGPT params file (torch.save of the model's state dict)"
+CORPUS_EXPECTED = "a pretraining corpus (plain UTF-8 text, one document per line)"
+
+
+def _check_format(data: bytes, upload: Upload, accepted: set[str], expected: str) -> None:
+    """One sentence (UploadError) when the bytes are not a kind the box takes: what it expected, what it found."""
+    wrong = refusal(data, accepted, expected, Path(upload.name).name)
+    if wrong:
+        raise UploadError(wrong)
+
+
 def add_checkpoint(upload: Upload, folder: Path, taken_names: Iterable[str] = ()) -> Added:
     """An Attention Lab .safetensors upload, fully validated, saved into `folder`."""
     data = read_upload(upload, CHECKPOINT_LIMIT_MB, "checkpoint")
+    _check_format(data, upload, {"safetensors"}, CHECKPOINT_EXPECTED)
     final = folder / checkpoint_filename(upload.name)
     _refuse_existing(final)
     with _Staging(folder, final.name) as staged:
@@ -230,6 +244,8 @@ def add_cs224n(params: Upload, corpus: Upload, folder: Path, n_head: int = DEFAU
     """A CS224N minGPT params upload + its wiki.txt -> a converted checkpoint saved into `folder`."""
     params_bytes = read_upload(params, PARAMS_LIMIT_MB, "params file")
     corpus_bytes = read_upload(corpus, CORPUS_LIMIT_MB, "corpus")
+    _check_format(params_bytes, params, {"torch", "pickle"}, PARAMS_EXPECTED)
+    _check_format(corpus_bytes, corpus, {"text"}, CORPUS_EXPECTED)
     params_name, corpus_name = Path(params.name).name, Path(corpus.name).name
     final = folder / checkpoint_filename(params_name)
     _refuse_existing(final)

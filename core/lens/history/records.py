@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from core.io.checkpoint import CheckpointError, read_metadata
+from core.io.formats import refusal
 
 COLUMNS = ["run", "step", "epoch", "tokens", "wall_time", "split", "metric", "value"]
 NUMERIC_COLUMNS = ("step", "epoch", "tokens", "wall_time", "value")
@@ -204,10 +205,15 @@ def read_uploaded_history(upload: Any, source: str, max_bytes: int) -> LoadedHis
         return LoadedHistory(empty_frame(), [f"{source} is {size / 1e6:.0f} MB, over the "
                                              f"{max_bytes / 1e6:.0f} MB limit for uploads."])
     suffix = Path(filename).suffix.lower()
-    if suffix not in (".jsonl", ".safetensors"):
-        return LoadedHistory(empty_frame(), [f"{source}: only .safetensors checkpoints and .jsonl "
-                                             "histories can be read."])
     data = upload.getvalue()
+    if suffix not in (".jsonl", ".safetensors"):
+        return LoadedHistory(empty_frame(), [refusal(data, set(), "a checkpoint (.safetensors) or a training "
+                                                     "history (.jsonl)", Path(filename).name)])
+    wanted = {".jsonl": ({"jsonl", "json"}, "a training history (JSON lines)"),
+              ".safetensors": ({"safetensors"}, "a checkpoint (.safetensors)")}[suffix]
+    wrong = refusal(data, wanted[0], wanted[1], Path(filename).name)
+    if wrong:  # by its content, not its name: a renamed table or pickle is told, not half read
+        return LoadedHistory(empty_frame(), [wrong])
     if suffix == ".jsonl":
         return parse_jsonl(data, source)
     safe_name = re.sub(r"[^\w.-]", "_", Path(filename).stem)[:100] + ".safetensors"

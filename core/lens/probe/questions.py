@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.data.datasets import DataError, parse_tsv_pairs
+from core.io.formats import refusal
 from core.lens.training_pieces import TrainingWords, corpus_cuts, cuts_sentence
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, Tokenizer
 from core.text import TYPED_QUESTION_MARKS
@@ -21,6 +22,7 @@ QUESTION_PATTERN = re.compile(r"\s*Where\s+was\s+(.+?)\s+born\s*[?？⁇]*\s*", 
 MAX_INPUT_CHARS = 300  # a name or question; the models read ~128 characters
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 MAX_UPLOAD_QUESTIONS = 5000
+QUESTIONS_EXPECTED = "a questions file with answers ('Where was NAME born?<TAB>PLACE' per line)"
 
 
 def normalise_name(name: str) -> str:
@@ -191,11 +193,12 @@ class QuestionFile:
 
 def read_question_file(data: bytes, source: str = "the file") -> QuestionFile:
     """An uploaded `Where was NAME born?<TAB>PLACE` file -> pairs, or one sentence saying what is wrong."""
-    if not data:
-        return QuestionFile(problem=f"{source} is empty.")
     if len(data) > MAX_UPLOAD_BYTES:
         return QuestionFile(problem=f"{source} is {len(data) / 1e6:.1f} MB; question files up to "
                                     f"{MAX_UPLOAD_BYTES // (1024 * 1024)} MB are accepted.")
+    wrong = refusal(data, {"questions"}, QUESTIONS_EXPECTED, source)
+    if wrong:  # a classification file read as questions scored 0% with no word (issue 41)
+        return QuestionFile(problem=wrong)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
