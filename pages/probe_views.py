@@ -29,7 +29,13 @@ from core.io.checkpoint import CheckpointError, LoadedCheckpoint
 from core.io.tables import table_csv
 from core.lens.probe import answers, corpus, dev_set
 from core.lens.probe.evaluation import memorized, predict_birthplaces
-from core.lens.probe.questions import predictions_text, read_question_file, unknown_summary
+from core.lens.probe.questions import (
+    MAX_UPLOAD_BYTES,
+    MAX_UPLOAD_QUESTIONS,
+    predictions_text,
+    read_question_file,
+    unknown_summary,
+)
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
 from pages import where_from_view
@@ -40,6 +46,7 @@ from pages.shared_caches import figure, load_cached, model_version, training_wor
 # --- one example (Ask, Dev set) ---------------------------------------------------------------------------
 
 TOP_K = 10
+QUESTIONS_LIMIT_MB = MAX_UPLOAD_BYTES // (1024 * 1024)  # the uploader's limit is the one read_question_file keeps
 PERCENT = st.column_config.NumberColumn(format="percent")
 CONFIDENCE = st.column_config.NumberColumn(
     format="percent", help="Probability of the greedy answer (its characters and the closing ⁇).")
@@ -215,7 +222,8 @@ def dev_questions(p: Probe) -> tuple[bytes, str] | None:
                                    "upload": "upload a file"}.get)
     if source == "upload":
         upload = st.file_uploader("Questions file: 'Where was NAME born?<TAB>PLACE' per line",
-                                  type=["tsv", "txt"], key="probe_upload", max_upload_size=10)
+                                  type=["tsv", "txt"], key="probe_upload", max_upload_size=QUESTIONS_LIMIT_MB,
+                                  help=f"Up to {QUESTIONS_LIMIT_MB} MB and {MAX_UPLOAD_QUESTIONS} questions.")
         if upload is None:
             st.info("Upload a file in the assignment's format to evaluate it.")
             return None

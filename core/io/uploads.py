@@ -18,6 +18,7 @@ import re
 import shutil
 import tempfile
 import time
+import tomllib
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,9 +38,26 @@ from core.io.convert import (
 from core.io.formats import refusal
 
 MB = 1024 * 1024
-CHECKPOINT_LIMIT_MB = 512
-PARAMS_LIMIT_MB = 512
-CORPUS_LIMIT_MB = 100
+STREAMLIT_CONFIG = Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml"
+STREAMLIT_DEFAULT_UPLOAD_MB = 200  # Streamlit's own server.maxUploadSize when the config does not set it
+
+
+def upload_ceiling_mb(config: Path = STREAMLIT_CONFIG) -> int:
+    """server.maxUploadSize of the app's Streamlit config: what the server accepts per file, and the one number
+    the model uploads' limits and their help texts are (issue 41: "Up to 512 MB" beside "1GB per file"; the
+    uploader writes sizes over 500 MB rounded to GB, so the config keeps the ceiling at 500)."""
+    try:
+        with config.open("rb") as handle:
+            value = tomllib.load(handle).get("server", {}).get("maxUploadSize", STREAMLIT_DEFAULT_UPLOAD_MB)
+    except (OSError, tomllib.TOMLDecodeError):
+        return STREAMLIT_DEFAULT_UPLOAD_MB
+    return int(value) if isinstance(value, int) and value > 0 else STREAMLIT_DEFAULT_UPLOAD_MB
+
+
+UPLOAD_CEILING_MB = upload_ceiling_mb()
+CHECKPOINT_LIMIT_MB = UPLOAD_CEILING_MB
+PARAMS_LIMIT_MB = UPLOAD_CEILING_MB
+CORPUS_LIMIT_MB = min(100, UPLOAD_CEILING_MB)
 KNOWN_SUFFIXES = (".safetensors", ".params", ".pt", ".pth", ".bin", ".ckpt")
 
 
