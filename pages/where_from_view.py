@@ -26,9 +26,11 @@ from core.model.transformer import Transformer
 from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import show_figure
-from pages.page_state import WHERE_FROM_CORRUPTIONS, WhereFromState
+from pages.page_state import PROBE_TABS, WHERE_FROM_CORRUPTIONS, WhereFromState
 from pages.shared_caches import model_version
 
+DEV_KEY = "wf_dev"  # the dev-set average's widget prefix (dev_view's key)
+DEV_TAB = PROBE_TABS["dev"]  # the probe tab it is drawn on
 NEXT_PIECE = "probability of the next piece"  # the Attention page's lens: the sentence's own next piece
 KIND_HELP = ("residual: the whole stream after the layer; attention / MLP: what that sublayer added. Grey: the "
              "last layer at an earlier position, which cannot reach the answer (exactly 0).")
@@ -98,7 +100,7 @@ def cached_next_piece(path: str, modified: float, text: str, _loaded):
 
 def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PIECE) -> None:
     st.markdown("**Logit lens**: the stream after each layer read through the final LayerNorm and the output head")
-    st.caption(plain(lens.sentence()))
+    st.write(plain(lens.sentence()))  # the finding: body text, not a grey caption
     fig = viz.logit_lens_heatmap(lens.answer_prob, lens.top_pieces, lens.tokens, lens.layers, lens.answer_piece,
                                  title=f"{name}: {measured} by layer", measured=measured)
     show_figure(fig, f"{name}-logit-lens", key=f"{key}_lens_chart")
@@ -107,9 +109,9 @@ def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PI
 
 def _attribution_part(attribution: wf.Attribution, name: str, key: str) -> None:
     st.markdown("**Direct attribution**: the answer's logit split over the embeddings, each head and each MLP")
-    st.caption(plain(f"{attribution.sentence()} The final LayerNorm's scale is frozen at its value in this pass, "
-                     f"as TransformerLens does, so the pieces add up to the logit: {attribution.total:.4f} against "
-                     f"{attribution.logit:.4f}."))
+    st.write(plain(attribution.sentence()))
+    st.caption(plain(f"The final LayerNorm's scale is frozen at its value in this pass, as TransformerLens does, so "
+                     f"the pieces add up to the logit: {attribution.total:.4f} against {attribution.logit:.4f}."))
     fig = viz.attribution_bars(attribution.names, attribution.values, attribution.logit, attribution.answer_piece,
                                title=f"{name}: what writes {attribution.answer_piece}")
     show_figure(fig, f"{name}-attribution", key=f"{key}_attr_chart")
@@ -131,7 +133,12 @@ def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], 
     except wf.WhereFromError as exc:
         st.info(plain(str(exc)))
         return
-    st.caption(plain(ct.sentence()))
+    lesson = ct.lesson()
+    if lesson is None:
+        st.write(plain(ct.sentence()))
+    else:  # what this question's grid cannot show, and the views that do show it, one click away
+        st.markdown("**This question's grid teaches little.** " + plain(lesson))
+        offer_teaching_views(key, ct.corruption, swappable=_swappable(loaded, q, swap_names))
     measure = "share recovered"
     fig = viz.causal_trace_panels({k: ct.recovered(k) for k in wf.KINDS}, ct.impossible, q.tokens, q.name_positions,
                                   measure=measure, title=f"{name}: restoring one state ({ct.metric})")
@@ -145,6 +152,39 @@ def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], 
              "share recovered": float(ct.recovered(kind)[layer, t]), "cannot matter": bool(ct.impossible[layer, t])}
             for kind in wf.KINDS for layer in range(ct.impossible.shape[0]) for t in range(len(q.tokens))]
     _csv(pd.DataFrame(rows), "Causal trace (CSV)", f"{name}-causal-trace.csv", f"{key}_trace_csv")
+
+
+def _swappable(loaded, q: wf.Question, swap_names: tuple[str, ...]) -> bool:
+    """Whether another name of the same length in pieces can be swapped in (else only noise traces it)."""
+    return bool(swap_names) and bool(wf.analyses.swap_candidates(loaded.tokenizer, q, swap_names))
+
+
+def _use_swap(key: str) -> None:
+    st.session_state[f"{key}_corruption"] = "swap"
+
+
+def _open_dev_average() -> None:
+    st.session_state["probe_tab"] = DEV_TAB
+    st.session_state[f"{DEV_KEY}_open"] = True
+
+
+def offer_teaching_views(key: str, corruption: str, swappable: bool) -> None:
+    """The views that show where answers are held when one question's noise trace cannot: the same question with
+    another name swapped in (when one reads as the same number of pieces), and the average over the dev people."""
+    offers = []
+    if corruption != "swap" and swappable:
+        offers.append(("Swap in another name instead", _use_swap, (key,),
+                       "another name of as many pieces replaces this one, and each restored state is measured by "
+                       "how much of the answer's lead over the swapped-in run's answer it brings back"))
+    if key != DEV_KEY and "probe_tab" in st.session_state:
+        offers.append(("Open the average over the dev people", _open_dev_average, (),
+                       "the same grids averaged over every question of the dev file, by how the model did on "
+                       "them"))
+    if not offers:
+        return
+    st.write("What does teach: " + "; or ".join(f"{label.lower()} ({why})" for label, _, _, why in offers) + ".")
+    for column, (label, action, args, _) in zip(st.columns(len(offers)), offers, strict=True):
+        column.button(label, key=f"{key}_teach_{action.__name__}", on_click=action, args=args)
 
 
 def _salience_part(salience: wf.InputAttribution, name: str, key: str) -> None:
@@ -186,7 +226,7 @@ def question_view(loaded, name: str, question: str, truth: str | None, swap_name
         _salience_part(salience, name, key)
 
 
-def dev_view(loaded, name: str, questions_path: str | Path, key: str = "wf_dev") -> None:
+def dev_view(loaded, name: str, questions_path: str | Path, key: str = DEV_KEY) -> None:
     """The causal traces averaged over the dev people (stored x answered, wrong answers), kept beside the
     checkpoint: read at once when kept, else computed on request with a progress bar."""
     _state(key)
@@ -220,7 +260,7 @@ def dev_view(loaded, name: str, questions_path: str | Path, key: str = "wf_dev")
         return
     group = st.selectbox("People", groups, key=f"{key}_group",
                          format_func=lambda g: f"{g} ({averages.groups[g].count})")
-    st.caption(plain(averages.sentence(group)))
+    st.write(plain(averages.sentence(group)))  # the finding: body text
     impossible = wf.impossible_cells(averages.n_layer, len(averages.classes))
     fig = viz.causal_trace_panels({k: averages.grid(group, k) for k in wf.KINDS}, impossible, averages.classes,
                                   title=f"{name}: {group}, mean over people", pieces=False)

@@ -408,3 +408,33 @@ def test_the_attribution_sentence_counts_and_names_the_same_heads(against):
     assert len(named) == (int(shown_count) if shown_count else len(pushing)), sentence
     strongest = sorted(pushing, key=lambda h: values[heads.index(h)])[:len(named)]
     assert named == strongest  # the strongest push first
+
+
+def test_a_grid_that_cannot_teach_says_so_and_the_threshold_is_what_the_constant_says(bundled, dev_pairs):
+    """analyses.LOCALISED_SHARE's comment, measured: with noise on the name (the page's 10 draws) no single state
+    brings back 10% for the probe's opening question or for Nela Švecová, and a name swap does for her."""
+    truths = dict(dev_pairs)
+    names = [q.removeprefix("Where was ").removesuffix(" born?") for q, _ in dev_pairs]
+
+    def trace(person: str, corruption: str) -> wf.CausalTrace:
+        question = f"Where was {person} born?"
+        q = wf.read_question(bundled.model, bundled.tokenizer, question, truths[question])
+        return wf.causal_trace(bundled.model, bundled.tokenizer, q, corruption=corruption, swap_names=names)
+
+    opening = trace(names[0], "noise")
+    assert opening.best_share < wf.analyses.LOCALISED_SHARE and opening.total_effect > 0.3
+    lesson = opening.lesson()
+    assert lesson.startswith(f"No single restored state brings back more than {opening.best_share:.0%} of the "
+                             f"{opening.total_effect:.3f} the corruption took away")
+    nela = trace("Nela Švecová", "noise")
+    assert nela.best_share < wf.analyses.LOCALISED_SHARE and nela.lesson() is not None
+    swapped = trace("Nela Švecová", "swap")
+    assert swapped.best_share > 0.5 and swapped.lesson() is None  # the view that teaches
+    assert trace("Jeanette Pedersen", "noise").lesson() is None
+    # too little effect to share: said as such, with the numbers
+    weak = wf.CausalTrace(tokens=["a", "b"], name_positions=[0], answer_piece="x", corruption="noise",
+                          metric="probability", noise=3.0, noise_std=1.0, seed=0, samples=1, window=1,
+                          swapped_names=[], clean=0.016, corrupted=0.014, corrupted_answer="y",
+                          scores={k: np.full((2, 2), 0.015) for k in wf.KINDS}, impossible=np.zeros((2, 2), bool))
+    assert weak.lesson().startswith("The corruption moves the answer's probability by only +0.002 (0.016 clean, "
+                                    "0.014 corrupted): there is too little effect to share out")

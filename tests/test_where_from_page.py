@@ -74,9 +74,10 @@ def test_the_ask_tab_draws_where_from_from_a_link(monkeypatch, bundled_one, smal
     titles = chart_titles(at)
     assert any("by layer" in t for t in titles) and any("what writes" in t for t in titles)
     assert any("restoring one state (probability)" in t for t in titles) and any("salience" in t for t in titles)
-    captions = " ".join(c.value for c in at.caption)
-    assert "first becomes the top piece" in captions or "never becomes the top piece" in captions
-    assert "frozen at its value in this pass" in captions and "brings back the most" in captions
+    body = " ".join(m.value for m in at.markdown)  # the findings are body text, not grey captions
+    assert "first becomes the top piece" in body or "never becomes the top piece" in body
+    assert "frozen at its value in this pass" in body and "brings back the most" in body
+    assert "brings back the most" not in " ".join(c.value for c in at.caption)
     labels = [b.proto.label for b in at.get("download_button")]
     assert {"Logit lens (CSV)", "Attribution (CSV)", "Causal trace (CSV)", "Input attribution (CSV)"} <= set(labels)
     at.selectbox(key="wf_ask_corruption").set_value("swap").run()
@@ -103,7 +104,7 @@ def test_the_dev_tab_computes_the_averaged_grids_once_and_keeps_them(monkeypatch
     assert not at.exception, [e.message for e in at.exception]
     assert dev_set.sidecar_path(folder / f"{MODEL}.safetensors").is_file()
     assert any("mean over people" in t for t in chart_titles(at))
-    assert any("brings back the most" in c.value for c in at.caption)
+    assert any("brings back the most" in m.value for m in at.markdown)
     again = open_probe(monkeypatch, folder, small_world, tab="dev", wf="1")
     assert not any("Not computed yet" in c.value for c in again.caption)  # read back, not recomputed
     assert any("mean over people" in t for t in chart_titles(again))
@@ -153,3 +154,47 @@ def test_each_number_for_one_answer_is_named_for_what_it_is(monkeypatch, bundled
     labels = [t for t in bars["layout"]["yaxis"]["ticktext"]]
     share = next(x for x, label in zip(bar["x"], labels) if label.startswith(answer))
     assert share >= confidence - 1e-9
+
+
+@pytest.fixture
+def bundled_kept(tmp_path) -> Path:
+    """The bundled vanilla model with its kept dev-set averages beside it (links, not copies)."""
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    for suffix in (".safetensors", ".where_from.json"):
+        os.symlink(ROOT / "checkpoints" / f"{MODEL}{suffix}", folder / f"{MODEL}{suffix}")
+    return folder
+
+
+def body_text(at: AppTest) -> str:
+    return " ".join(m.value.replace("\\", "") for m in at.markdown)
+
+
+def test_a_question_whose_grid_cannot_teach_says_so_and_opens_the_views_that_do(monkeypatch, bundled_kept):
+    """Issue 41: the probe's opening question (the first dev person) traced with noise brings back "1%" over an
+    almost white grid, in a grey caption. The page says in body text what that means and offers, one click away,
+    the dev-set average; for a name with a same-length namesake, the name swap too."""
+    at = open_probe(monkeypatch, bundled_kept, KNOWLEDGE, tab="ask", wf="1")
+    first = (KNOWLEDGE / "birth_dev.tsv").read_text(encoding="utf-8").splitlines()[0].split("\t")[0]
+    assert prompt_question(at) == first
+    text = body_text(at)
+    assert "**This question's grid teaches little.** No single restored state brings back more than" in text, text
+    assert not any("No single restored state" in c.value for c in at.caption)
+    assert "What does teach: open the average over the dev people" in text
+    assert at.button(key="wf_ask_teach__open_dev_average")
+    at.button(key="wf_ask_teach__open_dev_average").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.session_state["probe_tab"] == "Dev set" and at.toggle(key="wf_dev_open").value is True
+    assert any("mean over people" in t for t in chart_titles(at))  # the kept averages, read at once
+
+    at = open_probe(monkeypatch, bundled_kept, KNOWLEDGE, tab="ask", wf="1", name="Nela Švecová")
+    assert "This question's grid teaches little." in body_text(at)
+    at.button(key="wf_ask_teach__use_swap").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="wf_ask_corruption").value == "swap"
+    assert "teaches little" not in body_text(at) and "brings back the most" in body_text(at)
+
+
+def prompt_question(at: AppTest) -> str:
+    line = next(m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**Prompt:**"))
+    return line.removeprefix("**Prompt:** ").split(" :violet-badge")[0]

@@ -59,6 +59,14 @@ NOTHING_CORRUPTED = 1e-6  # a total effect smaller than this: the corruption cha
 WEAK_EFFECT = {"probability": 0.05, "logit difference": 1.0}
 
 
+# A grid teaches where an answer is held only when some single restored state brings a real share of it back.
+# Below this share, the grid is almost white: on the bundled birth-vanilla-pretrained with the page's 10 noise
+# draws on the name, the first dev person (Salomé Quintanilla Guijarro, the probe's opening question) loses 0.383 of
+# the answer's probability and no state brings back more than 1%; Nela Švecová 6%, where swapping in another name
+# brings back 57%. Of the first 60 dev questions these two fall below 10% (tests/test_where_from.py measures it).
+LOCALISED_SHARE = 0.10
+
+
 def weak_effect_note(metric: str, clean: float, corrupted: float) -> str:
     """One sentence when the corruption barely moved the answer (shares of a tiny effect are noise); else ''."""
     total = clean - corrupted
@@ -460,6 +468,27 @@ class CausalTrace:
                 f"({self.tokens[t]!r}) brings back the most: {grid[layer, t]:.0%} of the {unit} the corruption took "
                 f"away ({self.clean:.3f} clean, {self.corrupted:.3f} corrupted)."
                 + weak_effect_note(self.metric, self.clean, self.corrupted))
+
+    @property
+    def best_share(self) -> float:
+        """The largest share of the total effect one restored state brings back (the final state excluded)."""
+        return max(float(np.nanmax(self.informative(k))) for k in KINDS)
+
+    def lesson(self) -> str | None:
+        """None when this grid shows where the answer is held; else what it means that it cannot, in one or two
+        sentences (the page says it in body text and offers the views that teach)."""
+        unit = "probability" if self.metric == "probability" else "logit difference"
+        total = self.total_effect
+        if abs(total) < WEAK_EFFECT.get(self.metric, 0.0):
+            return (f"The corruption moves the answer's {unit} by only {total:+.3f} ({self.clean:.3f} clean, "
+                    f"{self.corrupted:.3f} corrupted): there is too little effect to share out, so this grid "
+                    "cannot show where the answer is held. The model did not hold this answer firmly to begin with.")
+        if self.best_share < LOCALISED_SHARE:
+            return (f"No single restored state brings back more than {self.best_share:.0%} of the {total:.3f} the "
+                    f"corruption took away ({self.clean:.3f} clean, {self.corrupted:.3f} corrupted), so the grid is "
+                    f"almost white: restoring one state at a time does not bring this answer back, and the grid "
+                    "cannot show where it is held.")
+        return None
 
     def to_json(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("scores", "impossible")}
