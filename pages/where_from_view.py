@@ -110,8 +110,8 @@ def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PI
 def _attribution_part(attribution: wf.Attribution, name: str, key: str) -> None:
     st.markdown("**Direct attribution**: the answer's logit split over the embeddings, each head and each MLP")
     st.write(plain(attribution.sentence()))
-    st.caption(plain(f"The final LayerNorm's scale is frozen at its value in this pass, as TransformerLens does, so "
-                     f"the pieces add up to the logit: {attribution.total:.4f} against {attribution.logit:.4f}."))
+    st.caption(plain(f"Frozen as TransformerLens freezes it, so that the pieces add up to the logit: "
+                     f"{attribution.total:.4f} against {attribution.logit:.4f}."))
     fig = viz.attribution_bars(attribution.names, attribution.values, attribution.logit, attribution.answer_piece,
                                title=f"{name}: what writes {attribution.answer_piece}")
     show_figure(fig, f"{name}-attribution", key=f"{key}_attr_chart")

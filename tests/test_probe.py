@@ -405,8 +405,8 @@ def test_the_appended_mask_is_shown_as_a_labelled_marker():
 
 @pytest.mark.parametrize("data, fragment", [
     (b"", "empty"),
-    (b"\n\n", "no lines"),
-    (b"Where was Ada born? London\n", "Line 1"),
+    (b"\n\n", "an empty file"),
+    (b"Where was Ada born? London\n", "it is plain text, 1 line"),
     (b"Where was Ada born?\tLondon\nWhere was Alan born? Maida Vale\n", "Line 2"),
     (os.urandom(5 * 1024 * 1024), "MB"),
     (b"\xff\xfe\x00junk" * 100, "not UTF-8"),

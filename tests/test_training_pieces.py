@@ -29,9 +29,12 @@ def model(kind: str) -> LoadedCheckpoint:
 
 @cache
 def corpus_lines(kind: str) -> tuple[str, ...]:
-    """The training files of the model's metadata, read here, not through core."""
+    """The training files of the model's metadata, read here, not through core (the dev and test files it was
+    evaluated on are not training text)."""
     lines = []
     for entry in model(kind).metadata["data"]:
+        if "_dev" in entry["path"] or "_test" in entry["path"]:
+            continue
         lines += [line for line in (ROOT / entry["path"]).read_text("utf-8").splitlines() if line.strip()]
     return tuple(lines)
 

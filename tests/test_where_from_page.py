@@ -144,7 +144,7 @@ def test_each_number_for_one_answer_is_named_for_what_it_is(monkeypatch, bundled
     specs = {json.loads(c.proto.spec)["layout"]["title"]["text"].replace("<br>", " "): json.loads(c.proto.spec)
              for c in at.get("plotly_chart")}
     bars = next(s for t, s in specs.items() if "candidates" in t)
-    assert bars["layout"]["xaxis"]["title"]["text"] == "share among the candidates"
+    assert bars["layout"]["xaxis"]["title"]["text"].replace("<br>", " ") == "share among the candidates"
     lens_title, lens = next((t, s) for t, s in specs.items() if "by layer" in t)
     assert "probability of the first piece" in lens_title
     assert lens["data"][0]["colorbar"]["title"]["text"].startswith("probability of the first piece: ")

@@ -54,7 +54,9 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
         hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", **index_axis(labels))  # index_axis escapes
     # room right of 100 % for a label; a longer title ran past a half column at 1024 px
-    fig.update_xaxes(title=AMONG_CANDIDATES, range=[0, 1.25], tickvals=[0, 0.5, 1], tickformat=".0%")
+    # two lines: one ran past the half column at 1024 px ("share among the candida")
+    fig.update_xaxes(title=AMONG_CANDIDATES.replace(" the ", "<br>the "), range=[0, 1.25], tickvals=[0, 0.5, 1],
+                     tickformat=".0%")
     return base_layout(fig, html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
 
 

@@ -16,7 +16,8 @@ import re
 import struct
 import zipfile
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from io import BytesIO
 
 QUESTION = re.compile(r"\s*Where\s+was\s+.+?\s+born\s*[?？⁇]*\s*", re.IGNORECASE)
@@ -48,6 +49,7 @@ class Sniffed:
 
     kind: str
     detail: str = ""
+    lines_like: Mapping[str, int] = field(default_factory=dict, compare=False)  # text: lines of each line format
 
     @property
     def description(self) -> str:
@@ -101,7 +103,7 @@ def _text_kind(text: str) -> Sniffed:
     labels: Counter[str] = Counter()
     for line in sample:
         fields = line.split("\t")
-        if len(fields) >= 2 and QUESTION.fullmatch(fields[0]) and fields[1].strip():
+        if len(fields) >= 2 and QUESTION.fullmatch(fields[0]):
             votes["questions"] += 1
         elif len(fields) == 1 and QUESTION.fullmatch(line):
             votes["questions-only"] += 1
@@ -125,17 +127,17 @@ def _text_kind(text: str) -> Sniffed:
         if len(labels) <= max(20, len(sample) // 5):
             shown = ", ".join(repr(label) for label, _ in labels.most_common(3))
             more = f" and {len(labels) - 3} more" if len(labels) > 3 else ""
-            return Sniffed("classification", f"{_lines(len(lines))}, labels {shown}{more}")
+            return Sniffed("classification", f"{_lines(len(lines))}, labels {shown}{more}", dict(votes))
         kind = "tsv"
     if kind == "jsonl" and len(lines) == 1:
         kind = "json"
     if kind == "text" and text.lstrip()[:1] in "{[":
         try:
             json.loads(text)
-            return Sniffed("json")
+            return Sniffed("json", "", dict(votes))
         except ValueError:
             pass
-    return Sniffed(kind, _lines(len(lines)))
+    return Sniffed(kind, _lines(len(lines)), dict(votes))
 
 
 def sniff(data: bytes) -> Sniffed:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.data.datasets import DataError, parse_tsv_pairs
-from core.io.formats import refusal
+from core.io.formats import refusal, sniff
 from core.lens.training_pieces import TrainingWords, corpus_cuts, cuts_sentence
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, Tokenizer
 from core.text import TYPED_QUESTION_MARKS
@@ -118,8 +118,8 @@ def fit_name(name: str, readers: Mapping[str, tuple[Tokenizer, int]], answers: S
         return FittedName("", problem=f"{binding} reads {limit} {unit}s at once; the question 'Where was … born?' "
                                       f"with the longest place, {longest}, leaves no room for a name.")
     return FittedName(cut, note=f"The name is {len(name)} characters; {binding} reads {limit} {unit}s at once, and "
-                                f"the question, its ⁇ and the longest candidate place ({longest}) must fit, so "
-                                f"the page asks about its first {len(cut)} characters: {cut}")
+                                f"the question, the MASK after it and the longest candidate place ({longest}) must "
+                                f"fit, so the page asks about its first {len(cut)} characters: {cut}")
 
 
 def unknown_characters(texts: Iterable[str], tokenizer: Tokenizer) -> list[str]:
@@ -196,9 +196,9 @@ def read_question_file(data: bytes, source: str = "the file") -> QuestionFile:
     if len(data) > MAX_UPLOAD_BYTES:
         return QuestionFile(problem=f"{source} is {len(data) / 1e6:.1f} MB; question files up to "
                                     f"{MAX_UPLOAD_BYTES // (1024 * 1024)} MB are accepted.")
-    wrong = refusal(data, {"questions"}, QUESTIONS_EXPECTED, source)
-    if wrong:  # a classification file read as questions scored 0% with no word (issue 41)
-        return QuestionFile(problem=wrong)
+    if not sniff(data).lines_like.get("questions"):  # not one question line: another kind of file (issue 41: a
+        # classification file scored 0% with no word); with some, the parser below names the first bad line
+        return QuestionFile(problem=refusal(data, set(), QUESTIONS_EXPECTED, source))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
