@@ -214,11 +214,30 @@ def show_query_key(run: av.AttentionRun, run_key: tuple, layer: int, head: int, 
         f"{name}-qk-vectors-L{layer}-H{head}-q{query}", key="attn_qk_vectors")
 
 
+def _kind(info) -> tuple:
+    tokenizer = info.metadata.get("tokenizer")
+    return info.task, tokenizer.get("kind") if isinstance(tokenizer, dict) else None
+
+
+def compare_default(name: str, infos) -> str:
+    """The model a comparison opens with: another of the same kind as `name` (same task, then same tokenizer,
+    so the two read the same tokens and their difference map exists), else any other, else itself."""
+    first = next((i for i in infos if i.name == name), None)
+    others = [i for i in infos if i.name != name]
+    if not others:
+        return name
+    if first is None:
+        return others[0].name
+    kind = _kind(first)
+    # a stable sort: the same task and tokenizer first, then the same task, then the listing's order
+    return sorted(others, key=lambda i: (_kind(i)[0] != kind[0], _kind(i) != kind))[0].name
+
+
 def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     infos = [i for i in all_checkpoints() if not i.error]
     names = [i.name for i in infos]
     if st.session_state.get("attn_compare") not in names:
-        st.session_state["attn_compare"] = next((n for n in names if n != name), name)
+        st.session_state["attn_compare"] = compare_default(name, infos)
     other_name = st.selectbox("Compare with", names, key="attn_compare")
     other_loaded = load_checkpoint(infos[names.index(other_name)])
     if other_loaded is None:

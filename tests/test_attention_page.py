@@ -271,3 +271,31 @@ def test_sanity_panel_and_csv_download_are_there(monkeypatch, tiny_checkpoints):
     assert sanity["result"].tolist() == ["pass", "pass", "pass"]
     assert "Causal mask respected" in sanity["check"].tolist()
     assert at.get("download_button")
+
+
+def test_compare_opens_with_a_model_of_the_same_kind(monkeypatch):
+    # issue 41: beside the language model lm-learned, Compare opened with the birthplace birth-synthesizer-pretrained
+    from core.io.checkpoint import read_metadata
+
+    at = open_page(monkeypatch, ROOT / "checkpoints", model="lm-learned", view="compare")
+    other = at.selectbox(key="attn_compare").value
+    assert other != "lm-learned"
+    first, second = (read_metadata(ROOT / "checkpoints" / f"{n}.safetensors") for n in ("lm-learned", other))
+    assert second["task"] == first["task"] == "lm"
+    assert second["tokenizer"]["kind"] == first["tokenizer"]["kind"]
+    assert len(charts(at)) == 3  # the same tokens: both maps and their difference
+
+
+def test_compare_default_ranks_task_then_tokenizer():
+    from types import SimpleNamespace
+
+    from pages.attention_views import compare_default
+
+    def info(name, task, kind):
+        return SimpleNamespace(name=name, task=task, metadata={"tokenizer": {"kind": kind}})
+    infos = [info("a-bird", "birthplace", "bpe"), info("b-char", "lm", "char"), info("c-lm", "lm", "bpe"),
+             info("me", "lm", "bpe")]
+    assert compare_default("me", infos) == "c-lm"
+    assert compare_default("me", infos[:2] + infos[3:]) == "b-char"  # same task before same tokenizer
+    assert compare_default("me", infos[:1] + infos[3:]) == "a-bird"  # any other before itself
+    assert compare_default("me", infos[3:]) == "me"
