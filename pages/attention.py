@@ -13,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.lens import attention as av
+from core.text import markdown_escape
 from pages import page_state, where_from_view
 from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity
 from pages.model_picker import PageModels, checkpoint_picker, require_model
@@ -72,7 +73,10 @@ VIEWS[view](run, run_key, layer, head, info.name)  # the figure first: above the
 if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
     st.caption(av.untrained_message(run.untrained))
 st.caption(f"How the model reads it: {run.n_tokens} tokens")
-st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
+st.code(av.token_chips(run.tokens, run.characters), language=None, wrap_lines=True)  # a character's byte pieces once
+reading = av.reading_sentence(loaded.metadata, loaded.tokenizer, run)
+if reading:
+    st.write(markdown_escape(reading))  # file names from the checkpoint: text, never Markdown
 show_output(run.output)
 where_from_view.next_piece_view(loaded, info.name, text)
 show_sanity(run)

@@ -68,7 +68,8 @@ def _labels(tokens: list[str], positions) -> list[str]:
 @finished
 def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, title: str | None = None,
                       diverging: bool = False, zmax: float | None = None,
-                      height: int | None = None, colorbar: bool = True, query_labels: bool = True) -> go.Figure:
+                      height: int | None = None, colorbar: bool = True, query_labels: bool = True,
+                      hovers: list[str] | None = None) -> go.Figure:
     """One (T, T) map: query tokens as rows, key tokens as columns.
 
     `tokens` are display labels for positions 0..; `positions` (default 0..T-1) says which positions
@@ -76,8 +77,11 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     are the tokens as distinct categories. fig.data[0].z is `weights` with NaN where `allowed` is
     False; the hover shows the exact weight. `zmax` fixes the colour scale (e.g. shared by two maps);
     two maps side by side can share one colour bar (`colorbar=False` on the left one) and one set of query
-    labels (`query_labels=False` on the right one), so both plots get the width those took.
+    labels (`query_labels=False` on the right one), so both plots get the width those took. `hovers` (one per
+    position, e.g. the pieces behind a joined word) name each row and column on hover.
     """
+    import html
+
     import numpy as np
 
     weights = np.asarray(weights)
@@ -91,7 +95,11 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     scale = dict(colorscale=DIVERGING, zmid=0.0, zmin=-top, zmax=top) if diverging else \
         dict(colorscale=SEQUENTIAL, zmin=0.0, zmax=top)
     value = "difference" if diverging else "weight"
-    if T <= HOVER_TOKENS_MAX:
+    if hovers is not None:
+        names = [html.escape(hovers[int(p)], quote=False) for p in positions]
+        text = [[f"query {names[i]} → key {names[j]}" for j in range(len(positions))] for i in range(len(positions))]
+        hover = f"%{{text}}<br>{value} %{{z:.7g}}<extra></extra>"
+    elif T <= HOVER_TOKENS_MAX:
         text = [[f"query {int(q)} {labels[i]} → key {int(k)} {labels[j]}" for j, k in enumerate(positions)]
                 for i, q in enumerate(positions)]
         hover = f"%{{text}}<br>{value} %{{z:.7g}}<extra></extra>"
