@@ -33,8 +33,10 @@ from core.lens.extrapolation.scoring import (
 )
 from core.model.positional import scheme_label
 from core.text import markdown_escape
-from pages.display import fitted_columns, show_figure
+from pages.display import fitted_columns, show_figure, within_limit
 from pages.shared_caches import load_checkpoint
+
+SENTENCE_CHARS, DEV_TEXT_CHARS = 1000, 200_000  # what the sentence and the pasted dev text boxes read
 
 
 def mtime(info) -> float:
@@ -157,7 +159,7 @@ def encodings(section: str, infos, members) -> None:
 
 def sentence(loaded) -> None:
     config = loaded[0][1].config
-    text = st.text_input("Sentence", max_chars=1000, key="pos_text")
+    text = within_limit(st.text_input("Sentence", key="pos_text"), SENTENCE_CHARS, "The sentence")
     c1, c2 = st.columns(2)
     layer = c1.selectbox("Layer", range(config.n_layer), key="pos_layer")
     head = c2.selectbox("Head", range(config.n_head), key="pos_head")
@@ -307,7 +309,7 @@ def extrapolation(loaded) -> None:
         text, recorded_split = dev.text, True
     except ExtrapolationError as exc:
         st.info(markdown_escape(f"{exc} Paste one below."))
-        text = st.text_area("Text to evaluate on", max_chars=200_000, key="pos_dev_text")
+        text = within_limit(st.text_area("Text to evaluate on", key="pos_dev_text"), DEV_TEXT_CHARS, "The text")
         recorded_split = False
     results = st.container()  # the figure before the settings: above the fold at 1024x768
     with st.form("pos_extrapolation"):  # two rows: at 1024 px four columns cut the chosen lengths to "0."

@@ -178,3 +178,22 @@ def test_the_sentence_tab_survives_every_hostile_input(tiny_family, monkeypatch)
         assert not at.exception, (hostile.id, at.exception)
         shown = [m.value for m in [*at.markdown, *at.caption, *at.warning, *at.info]]
         assert not any("<script" in value for value in shown), hostile.id  # user text never rendered as markup
+
+
+def test_text_over_a_box_limit_is_cut_with_a_sentence(tiny_family, monkeypatch):
+    # issue 41: 3,000 characters pasted into "One sentence" (max_chars=1000) or Anatomy's input (500) left the
+    # old text in place with no message; now the first characters are read, and one sentence says so
+    SENTENCE_CHARS, INPUT_CHARS = 1000, 500  # pages.positional_views.SENTENCE_CHARS, pages.anatomy.INPUT_CHARS
+    at = page(tiny_family, monkeypatch, "sentence")
+    long_text = "Ada was born. " * 215  # 3,010 characters
+    at.text_input(key="pos_text").input(long_text).run()
+    assert not at.exception, at.exception
+    notes = [i.value for i in at.info if "characters" in i.value]
+    assert notes == [f"The sentence has {len(long_text):,} characters; the first {SENTENCE_CHARS:,} are used "
+                     f"(this box reads at most {SENTENCE_CHARS:,})."]
+    assert at.text_input(key="pos_text").value == long_text  # kept in the box, not dropped
+    assert at.get("plotly_chart")  # and drawn from its first characters
+    anatomy = AppTest.from_file(str(ROOT / "pages" / "anatomy.py"), default_timeout=120).run()
+    anatomy.text_input(key="anatomy_text").input(long_text).run()
+    assert not anatomy.exception, anatomy.exception
+    assert any(f"the first {INPUT_CHARS:,} are used" in i.value for i in anatomy.info)
