@@ -283,8 +283,9 @@ def stop_extrapolation() -> None:
 
 
 def show_results(loaded, text: str, recorded_split: bool, factors, protocols, max_windows: int,
-                 max_sliding: int, records: dict, again: bool = False) -> None:
-    """`again`: Run was clicked with the settings already shown (then the page says what it reused)."""
+                 max_sliding: int, records: dict, again: bool = False, running=None) -> None:
+    """`again`: Run was clicked with the settings already shown (then the page says what it reused); `running`:
+    where the bar and the Stop button go (under the Run button, where the eye is after the click)."""
     counts = {"read": 0, "computed": 0, "work": 0, "reused": 0}
 
     def score(info, lc, max_tokens: int | None, unit: ExtrapolationUnit, progress) -> LengthScore:
@@ -301,7 +302,7 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
             counts["reused"] += 1
         return result
 
-    running = st.empty()  # the bar and the Stop button, drawn before any work and removed after it
+    running = running or st.empty()  # the bar and the Stop button, drawn before any work and removed after it
     with running.container():
         bar = st.progress(0.0, text="Evaluating…")
         st.button("Stop", key="pos_extrapolation_stop", on_click=stop_extrapolation,
@@ -389,6 +390,7 @@ def extrapolation(loaded) -> None:
             st.session_state["pos_extrapolation_settings"] = (tuple(factors), tuple(protocols),
                                                               int(max_windows), int(max_sliding))
             st.session_state[STOPPED_KEY] = None
+    running = st.empty()  # under the button: a run's progress and its Stop button
     for protocol, description in PROTOCOL_DESCRIPTIONS.items():
         st.markdown(f"- **{protocol}**: {description}")
     settings = st.session_state.get("pos_extrapolation_settings")
@@ -407,7 +409,7 @@ def extrapolation(loaded) -> None:
         elif settings and (not settings[0] or not settings[1]):
             st.warning("Choose at least one length and one protocol.")
         elif settings:
-            show_results(loaded, text, recorded_split, *settings, records, again=again)
+            show_results(loaded, text, recorded_split, *settings, records, again=again, running=running)
             st.session_state["pos_extrapolation_shown"] = settings
     st.caption("The whole dev text: `python -m core.train.extrapolation extrapolation checkpoints/lm-*.safetensors` "
                "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")
