@@ -15,7 +15,7 @@ import streamlit as st
 from core.lens import attention as av
 from core.text import markdown_escape
 from pages import page_state, where_from_view
-from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity
+from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, words_toggle
 from pages.model_picker import PageModels, checkpoint_picker, require_model
 from pages.page_state import AttentionState
 from pages.shared_caches import attention_run
@@ -51,6 +51,7 @@ with controls[1]:
     layer = index_select("Layer", "attn_layer", loaded.config.n_layer)
 with controls[2]:
     head = index_select("Head", "attn_head", loaded.config.n_head)
+    words_slot = st.empty()  # the Words toggle, once the run says whether any word is several pieces
 if loaded.model.max_length is None:
     controls[3].checkbox("Run past the block size", key="attn_past",
                          help=f"This model's positions have no hard limit; it was trained on "
@@ -69,6 +70,7 @@ for note in run.notes:
     st.info(note)
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
+words_toggle(run, view, words_slot)
 VIEWS[view](run, run_key, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
 if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
     st.caption(av.untrained_message(run.untrained))

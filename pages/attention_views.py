@@ -95,17 +95,22 @@ def drawn(positions: list[int] | None) -> tuple[int, ...] | None:
     return None if positions is None else tuple(positions)
 
 
-READ_AS = {"pieces": "pieces", "words": "words"}
+WORDS_KEY = "attn_words"
+JOINED_VIEWS = ("single", "model")  # the views the Words toggle changes
+
+
+def words_toggle(run: av.AttentionRun, view: str, where) -> None:
+    """The Words toggle, in `where` (beside Layer and Head), for the views it changes when some word is several
+    pieces."""
+    if view in JOINED_VIEWS and av.joinable(run):
+        where.toggle("Words", key=WORDS_KEY,
+                     help="Each word's pieces joined, as BertViz users do by hand: a word's weight to another is "
+                          "summed over that word's pieces (keys) and averaged over its own pieces (queries). Hover "
+                          "a label for its pieces.")
 
 
 def read_as(run: av.AttentionRun) -> str:
-    """The 'read as' toggle (pieces or words), drawn when some word is several pieces."""
-    if not av.joinable(run):
-        return "pieces"
-    return st.radio("Read as", list(READ_AS), key="attn_read_as", horizontal=True,
-                    help="Words: each word's pieces joined, as BertViz users do by hand: a word's weight to another "
-                         "is summed over that word's pieces (keys) and averaged over its own pieces (queries). "
-                         "Hover a label for its pieces.")
+    return "words" if st.session_state.get(WORDS_KEY) and av.joinable(run) else "pieces"
 
 
 def joined(run: av.AttentionRun, key: tuple, level: str) -> av.JoinedRun | None:

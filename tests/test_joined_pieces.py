@@ -98,7 +98,7 @@ def test_the_page_says_why_and_offers_words(monkeypatch):
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("pieces learned from" in m.value for m in at.markdown)
-    at.radio(key="attn_read_as").set_value("words").run()
+    at.toggle(key="attn_words").set_value(True).run()
     assert not at.exception
     import json
 

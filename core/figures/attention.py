@@ -33,6 +33,8 @@ HOVER_TOKENS_MAX = 32  # up to this many tokens the hover also names positions (
 # 2/3 of a 60-token map's JSON, 110 KB, which a projector laptop parses on every rerun); past it,
 # the hover names the two tokens from the category axes
 ROW_PX = 18  # a 13 px label's box is 17 px high: every row labelled up to (900 - margins) / 18 tokens
+COLUMNS_LABELLED = 24  # up to this many keys each gets its label (core.lens.attention.WINDOW_TOKENS: a window's)
+KEY_FONT = {**TOKEN_FONT, "size": 12}  # turned upright, a 12 px label takes ~14 px of a ~15 px column at 1024 px
 
 
 def attention_height(n_tokens: int) -> int:
@@ -112,7 +114,10 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
                           showticklabels=query_labels)
     if rows_have_room(height, labels):  # every query labelled: plotly's own thinning dropped every other one
         yaxis.update(tickmode="linear", dtick=1)
-    layout = attention_layout(title, height, xaxis=category_axis(title=dict(text="key")), yaxis=yaxis)
+    xaxis = category_axis(title=dict(text="key"))
+    if T <= COLUMNS_LABELLED:  # every key labelled, upright: the page windows longer inputs to this many tokens
+        xaxis.update(tickmode="linear", dtick=1, tickangle=-90, tickfont=KEY_FONT)
+    layout = attention_layout(title, height, xaxis=xaxis, yaxis=yaxis)
     trace = go.Heatmap(z=z, x=categories, y=categories, text=text, hovertemplate=hover, hoverongaps=False,
                        colorbar=dict(thickness=12, title=dict(text=value), tickfont=TOKEN_FONT),
                        meta={"positions": [int(p) for p in positions]}, showscale=colorbar, **scale)

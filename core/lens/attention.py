@@ -566,8 +566,10 @@ def sanity_checks(run: AttentionRun) -> list[SanityCheck]:
 # Pure functions on positions and display labels; the page keeps the window in the URL
 # (pages.page_state.AttentionState).
 
-WINDOW_TOKENS = 32  # default width: at 1024x768 plotly labels every row of a 32-token map (48 rows: every other)
-WHOLE_UP_TO = 64  # inputs this short are drawn whole, with no window controls
+# At 1024x768 a single map's plot is ~370 px wide: 24 columns of ~15 px, each under a 12 px label turned upright
+# (32 columns labelled every other one, a 52-token sentence a third of them: issue 41)
+WINDOW_TOKENS = 24  # default width: every row and column of the window labelled at 1024x768
+WHOLE_UP_TO = 24  # inputs this short are drawn whole, with no window controls
 MAX_MATCHES = 200  # a search listing more positions than this is no help to anyone
 
 
