@@ -71,12 +71,14 @@ def encoding_figures(length: int, dim: int, n_head: int, learned_key: tuple | No
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def sentence_figures(key: tuple, layer: int, head: int, _runs):
+    """One map a row, on one colour scale: side by side at 1024x768 each plot had ~70 px (~135 px with shared
+    labels and colour bar); stacked it has ~350 px."""
     maps, series = [], []
+    top = max(float(run.attention[layer, head].max()) for _, run in _runs)
     for m, run in _runs:
         label = f"{scheme_label(m.config.get('positional', ''))} ({m.name})"
-        maps.append((m.name, attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
-                                               title=f"{label}: layer {layer}, head {head}",
-                                               height=520)))  # half a 1024 px screen: not a tall strip
+        maps.append((m.name, attention_heatmap(run.attention[layer, head], run.tokens, run.allowed, title=label,
+                                               height=460, zmax=top)))
         distances, means = pv.attention_by_distance(run.attention, run.allowed)
         series.append((scheme_label(m.config.get("positional", "")), m.config.get("positional", ""), distances,
                        means[layer]))  # short panel titles: the maps above name the checkpoints
@@ -179,10 +181,9 @@ def sentence(loaded) -> None:
     if first.cut:
         st.caption(f"{first.cut} token(s) past the block size ({config.block_size}) are left out.")
     maps, by_distance = sentence_figures((stamp(m for m, _ in loaded), text), layer, head, runs)
-    columns = st.columns(min(len(maps), 2))
+    st.caption(f"Layer {layer}, head {head} of each model, one under another, on one colour scale.")
     for k, (name, fig) in enumerate(maps):
-        with columns[k % len(columns)]:
-            show_figure(fig, f"{name}-L{layer}-H{head}", key=f"pos_map_{k}")
+        show_figure(fig, f"{name}-L{layer}-H{head}", key=f"pos_map_{k}")
     show_figure(by_distance, "attention-by-distance", key="pos_by_distance")
     st.caption("Mean attention weight at each distance i - j, over the queries that have a key that far "
                "back. A steep fall at short distances is a head that looks locally.")
