@@ -275,6 +275,12 @@ def where_from(read: int, computed: int, work: int, reused: int = 0) -> str:
 STOPPED_KEY = "pos_extrapolation_stopped"
 
 
+def announce_run() -> None:
+    """Run's callback: a toast in the rerun's first message, before the page is drawn again (the bar under the
+    button follows once the run starts)."""
+    st.toast("Running the extrapolation: its progress and a Stop button are under the Run button.")
+
+
 def stop_extrapolation() -> None:
     """The Stop button: its click reruns the tab, which interrupts the run at its next progress step (Streamlit
     stops a script at its next element call when a widget changes); the settings are dropped so the rerun does
@@ -386,7 +392,7 @@ def extrapolation(loaded) -> None:
         cost = planned_work(config.block_size, factors, protocols, limits, len(text or ""))
         st.caption(f"About {cost:,} token positions through each model (a 2-core CPU reads ~15,000 a second; "
                    "results are kept, so a second run is immediate).")
-        submitted = st.form_submit_button("Run extrapolation", type="primary")
+        submitted = st.form_submit_button("Run extrapolation", type="primary", on_click=announce_run)
         if submitted:
             st.session_state["pos_extrapolation_settings"] = (tuple(factors), tuple(protocols),
                                                               int(max_windows), int(max_sliding))

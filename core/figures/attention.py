@@ -33,8 +33,8 @@ HOVER_TOKENS_MAX = 32  # up to this many tokens the hover also names positions (
 # 2/3 of a 60-token map's JSON, 110 KB, which a projector laptop parses on every rerun); past it,
 # the hover names the two tokens from the category axes
 ROW_PX = 18  # a 13 px label's box is 17 px high: every row labelled up to (900 - margins) / 18 tokens
-COLUMNS_LABELLED = 24  # up to this many keys each gets its label (core.lens.attention.WINDOW_TOKENS: a window's)
-KEY_FONT = {**TOKEN_FONT, "size": 12}  # turned upright, a 12 px label takes ~14 px of a ~15 px column at 1024 px
+COLUMNS_LABELLED = 20  # up to this many keys each gets its label (core.lens.attention.WINDOW_TOKENS: a window's)
+KEY_FONT = {**TOKEN_FONT, "size": 12}  # turned upright, a 12 px label takes 16 px of a 17+ px column at 1024 px
 
 
 def attention_height(n_tokens: int) -> int:

@@ -566,10 +566,11 @@ def sanity_checks(run: AttentionRun) -> list[SanityCheck]:
 # Pure functions on positions and display labels; the page keeps the window in the URL
 # (pages.page_state.AttentionState).
 
-# At 1024x768 a single map's plot is ~370 px wide: 24 columns of ~15 px, each under a 12 px label turned upright
+# At 1024x768 a single map's plot is 350-390 px wide (less beside long labels): 20 columns of 17+ px, each under
+# a 12 px label turned upright (16 px)
 # (32 columns labelled every other one, a 52-token sentence a third of them: issue 41)
-WINDOW_TOKENS = 24  # default width: every row and column of the window labelled at 1024x768
-WHOLE_UP_TO = 24  # inputs this short are drawn whole, with no window controls
+WINDOW_TOKENS = 20  # default width: every row and column of the window labelled at 1024x768
+WHOLE_UP_TO = 20  # inputs this short are drawn whole, with no window controls
 MAX_MATCHES = 200  # a search listing more positions than this is no help to anyone
 
 
