@@ -23,11 +23,24 @@ def markdown_escape(text: object) -> str:
     return "".join("\\" + c if c in _MARKDOWN_PUNCTUATION else c for c in str(text))
 
 
-def visible_token(token: str) -> str:
+def _byte_labels(data: bytes) -> str:
+    return "".join(f"\u2039{b:02X}\u203a" for b in data)  # ‹F0›: a byte, not a character
+
+
+def visible_token(token: str | bytes) -> str:
     """The one label a person sees for a token, on every page and chart: 'MASK' for the CS224N MASK (⁇
     reads as two question marks), '␣' '⏎' '⇥' for a space, newline and tab, U+XXXX for other control,
     format and invisible characters, '∅' for an empty token. A label shown again comes back unchanged, so
-    a chart may apply it to labels a lens already made."""
+    a chart may apply it to labels a lens already made. A byte-level piece given as its bytes shows the
+    bytes that are only part of a character as '‹F0›' each (decoding them alone gives '\ufffd', which says
+    nothing), and its whole characters as above."""
+    if isinstance(token, bytes):
+        try:
+            return visible_token(token.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            head = visible_token(token[:exc.start]) if exc.start else ""
+            tail = visible_token(token[exc.end:]) if exc.end < len(token) else ""
+            return head + _byte_labels(token[exc.start:exc.end]) + tail
     if token == MASK_CHAR:
         return MASK_LABEL
     if token == "":

@@ -10,7 +10,7 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
-from pages.display import show_figure
+from pages.display import show_figure, within_limit
 from pages.model_picker import PageModels, checkpoint_picker, require_model, selected_info
 from pages.shared_caches import figure
 
@@ -21,6 +21,7 @@ st.write("Where a model's parameters are, with the formula you would write by ha
          "count, for the selected checkpoint or the models the course material uses.")
 
 SELECTED = "selected checkpoint"
+INPUT_CHARS = 500  # what the masks section reads of the typed input (it pads to at most 48 tokens)
 
 
 @st.cache_resource(show_spinner="Building the model on the meta device…")  # shared, read-only
@@ -88,7 +89,7 @@ tokenizer = loaded.tokenizer if loaded is not None else None
 st.write("Tokens of the typed input, " + ("split by the selected checkpoint's tokenizer"
          if tokenizer is not None else "split into characters (no checkpoint selected)")
          + ", padded to the chosen length. Rows are queries, columns the keys they may attend to.")
-text = st.text_input("Input", "Where was Ada born?", max_chars=500, key="anatomy_text")
+text = within_limit(st.text_input("Input", "Where was Ada born?", key="anatomy_text"), INPUT_CHARS, "The input")
 length = st.slider("Pad to length", 1, 48, 24, key="anatomy_length")
 masked = masks.mask_input(text, tokenizer, length)
 if not text:

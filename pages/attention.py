@@ -14,8 +14,9 @@ import streamlit as st
 
 from core.lens import attention as av
 from core.lens.training_pieces import corpus_cuts
+from core.text import markdown_escape
 from pages import page_state, where_from_view
-from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity
+from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, words_toggle
 from pages.model_picker import PageModels, checkpoint_picker, require_model
 from pages.page_state import AttentionState
 from pages.shared_caches import attention_run, training_words
@@ -51,6 +52,7 @@ with controls[1]:
     layer = index_select("Layer", "attn_layer", loaded.config.n_layer)
 with controls[2]:
     head = index_select("Head", "attn_head", loaded.config.n_head)
+    words_slot = st.empty()  # the Words toggle, once the run says whether any word is several pieces
 if loaded.model.max_length is None:
     controls[3].checkbox("Run past the block size", key="attn_past",
                          help=f"This model's positions have no hard limit; it was trained on "
@@ -69,13 +71,17 @@ for note in run.notes:
     st.info(note)
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
+words_toggle(run, view, words_slot)
 VIEWS[view](run, run_key, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
 if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
     words = training_words(loaded)  # how the training text was cut where these pieces' letters occur
     st.caption(av.untrained_message(run.untrained, cuts=corpus_cuts(loaded.tokenizer, run.untrained, words)
                                     if words else None))
 st.caption(f"How the model reads it: {run.n_tokens} tokens")
-st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
+st.code(av.token_chips(run.tokens, run.characters), language=None, wrap_lines=True)  # a character's byte pieces once
+reading = av.reading_sentence(loaded.metadata, loaded.tokenizer, run)
+if reading:
+    st.write(markdown_escape(reading))  # file names from the checkpoint: text, never Markdown
 show_output(run.output)
 where_from_view.next_piece_view(loaded, info.name, text)
 show_sanity(run)

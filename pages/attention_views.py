@@ -95,7 +95,49 @@ def drawn(positions: list[int] | None) -> tuple[int, ...] | None:
     return None if positions is None else tuple(positions)
 
 
+WORDS_KEY = "attn_words"
+JOINED_VIEWS = ("single", "model")  # the views the Words toggle changes
+
+
+def words_toggle(run: av.AttentionRun, view: str, where) -> None:
+    """The Words toggle, in `where` (beside Layer and Head), for the views it changes when some word is several
+    pieces."""
+    if view in JOINED_VIEWS and av.joinable(run):
+        where.toggle("Words", key=WORDS_KEY,
+                     help="Each word's pieces joined, as BertViz users do by hand: a word's weight to another is "
+                          "summed over that word's pieces (keys) and averaged over its own pieces (queries). Hover "
+                          "a label for its pieces.")
+
+
+def read_as(run: av.AttentionRun) -> str:
+    return "words" if st.session_state.get(WORDS_KEY) and av.joinable(run) else "pieces"
+
+
+def joined(run: av.AttentionRun, key: tuple, level: str) -> av.JoinedRun | None:
+    """The run over words, or over whole characters when a character is several byte pieces; None: as read."""
+    if level == "pieces" and all(b - a == 1 for a, b in run.characters):
+        return None
+    return _joined_run(key, "words" if level == "words" else "characters", run)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)  # read-only arrays, shared like the run they come from
+def _joined_run(key: tuple, level: str, _run: av.AttentionRun) -> av.JoinedRun:
+    return av.joined_run(_run, level)
+
+
 def show_single(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
+    together = joined(run, key, read_as(run))
+    if together is not None:  # a character's byte pieces shown once, or words: one row and column each
+        p = window_controls(together.labels)
+
+        def build_joined():
+            weights, allowed = av.cut_to_window(together.attention[layer, head], together.allowed, p)
+            return figs.attention_heatmap(weights, together.labels, allowed, p, hovers=together.hovers,
+                                          title=f"Layer {layer}, head {head}")
+        fig = figure((key, "single", layer, head, drawn(p), len(together.spans)), build_joined,
+                     len(p or together.labels) ** 2)
+        show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
+        return
     p = window_controls(run.tokens)  # long inputs: only the window's rows and columns
 
     def build():
@@ -113,13 +155,16 @@ def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: st
     st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
     st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
-    p = window_controls(run.tokens)
+    together = joined(run, key, read_as(run))
+    source = (run.attention, run.allowed, run.tokens) if together is None else \
+        (together.attention, together.allowed, together.labels)
+    p = window_controls(source[2])
 
     def build():
-        attention, allowed = av.cut_to_window(run.attention, run.allowed, p)
-        return figs.attention_model_view(attention, allowed, (layer, head), tokens=av.tokens_at(run.tokens, p))
-    cells = run.n_layer * run.n_head * len(p or run.tokens) ** 2
-    show_figure(figure((key, "model", layer, head, drawn(p)), build, cells), f"{name}-model-view",
+        attention, allowed = av.cut_to_window(source[0], source[1], p)
+        return figs.attention_model_view(attention, allowed, (layer, head), tokens=av.tokens_at(source[2], p))
+    cells = run.n_layer * run.n_head * len(p or source[2]) ** 2
+    show_figure(figure((key, "model", layer, head, drawn(p), len(source[2])), build, cells), f"{name}-model-view",
                 key="attn_model_chart")
 
 
@@ -214,11 +259,30 @@ def show_query_key(run: av.AttentionRun, run_key: tuple, layer: int, head: int, 
         f"{name}-qk-vectors-L{layer}-H{head}-q{query}", key="attn_qk_vectors")
 
 
+def _kind(info) -> tuple:
+    tokenizer = info.metadata.get("tokenizer")
+    return info.task, tokenizer.get("kind") if isinstance(tokenizer, dict) else None
+
+
+def compare_default(name: str, infos) -> str:
+    """The model a comparison opens with: another of the same kind as `name` (same task, then same tokenizer,
+    so the two read the same tokens and their difference map exists), else any other, else itself."""
+    first = next((i for i in infos if i.name == name), None)
+    others = [i for i in infos if i.name != name]
+    if not others:
+        return name
+    if first is None:
+        return others[0].name
+    kind = _kind(first)
+    # a stable sort: the same task and tokenizer first, then the same task, then the listing's order
+    return sorted(others, key=lambda i: (_kind(i)[0] != kind[0], _kind(i) != kind))[0].name
+
+
 def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     infos = [i for i in all_checkpoints() if not i.error]
     names = [i.name for i in infos]
     if st.session_state.get("attn_compare") not in names:
-        st.session_state["attn_compare"] = next((n for n in names if n != name), name)
+        st.session_state["attn_compare"] = compare_default(name, infos)
     other_name = st.selectbox("Compare with", names, key="attn_compare")
     other_loaded = load_checkpoint(infos[names.index(other_name)])
     if other_loaded is None:

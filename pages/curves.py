@@ -24,7 +24,7 @@ from core.lens.history.curves import (
     summarize_runs,
 )
 from core.lens.history.logs import LIVE_WINDOW_S, LogFollower, RunSource, catalog, file_signature, is_running, log_stem
-from core.lens.history.presets import COMPARISONS, ComparisonPreset, comparison_verdicts, first_epoch_gaps, preset_runs
+from core.lens.history.presets import COMPARISONS, comparison_verdicts, first_epoch_gaps, preset_runs
 from core.lens.history.records import (
     LoadedHistory,
     combine,
@@ -46,9 +46,9 @@ REFRESH_SECONDS = 5
 CHOOSE_YOURSELF = "(choose runs yourself)"
 MAX_NOTES_SHOWN = 12
 OPENING_NAME = "pretrained vs from scratch"
-# What the page opens on: the same classifier finetuned with and without pretraining, accuracy by epoch
-OPENING = ComparisonPreset(("names-pretrained", "names-scratch"), "accuracy", "",
-                                pairs=(("names-pretrained", "names-scratch"),))
+# What the page opens on: the same classifier finetuned with and without pretraining, accuracy by epoch; the
+# preset itself, so picking it again shows the same runs
+OPENING = COMPARISONS[OPENING_NAME]
 
 checkpoint_picker(PageModels("curves", ("names-pretrained", "names-scratch"), "classify",
                              "pretrained vs scratch: the same classifier with and without pretraining"))
@@ -160,7 +160,7 @@ if "curves_runs" not in st.session_state:
     opening = preset_runs(OPENING, [n for n in names if n in OPENING.patterns])  # pretrained vs scratch
     if url.runs:
         st.session_state.update(curves_runs=url.runs, curves_metric=url.metric, curves_x=url.x)
-    elif len(opening) == 2 and not st.session_state.get(MODEL_PICKED):
+    elif len(opening) == len(OPENING.patterns) and not st.session_state.get(MODEL_PICKED):
         st.session_state.update(curves_runs=opening, curves_metric=OPENING.metric, curves_x="epoch",
                                 curves_preset=OPENING_NAME)
     else:

@@ -85,3 +85,13 @@ def show_figure(fig, filename: str, key: str | None = None, on_select: bool = Fa
     # make plotly.js draw every chart twice (core/figures/browser.py).
     return st.plotly_chart(for_browser(fig), config=chart_config(filename, image_format()), key=key, theme=None,
                            on_select="rerun" if on_select else "ignore", selection_mode="points")
+
+
+def within_limit(text: str, limit: int, what: str) -> str:
+    """Text a box reads cut to its `limit` characters, with one sentence saying so: a box with `max_chars` left
+    the old text in place with no message when more was pasted (issue 41). The box keeps what was typed."""
+    if len(text) <= limit:
+        return text
+    st.info(f"{what} has {len(text):,} characters; the first {limit:,} are used (this box reads at most "
+            f"{limit:,}).")
+    return text[:limit]

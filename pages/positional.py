@@ -75,5 +75,7 @@ for tab, name in zip(tabs, POSITIONAL_SECTIONS):
         elif name == "training":
             sections.training(loaded)
         else:
-            st.fragment(sections.extrapolation)(loaded)  # Run reruns this tab alone: its progress bar shows sooner
+            # not a fragment: a click inside a running fragment waits for it to end (Streamlit preempts only whole-page
+            # runs), so the Stop button could not stop anything
+            sections.extrapolation(loaded)
 page_state.bind(PositionalState, saved)

@@ -18,12 +18,13 @@ from core.figures.attention import attention_heatmap
 from core.lens import positional as pv
 from core.lens.extrapolation.plan import ExtrapolationUnit, planned_work, run_extrapolation, unit_work
 from core.lens.extrapolation.recorded import covers, recorded_scores
-from core.lens.extrapolation.report import extrapolation_rows, extrapolation_summary, variant_labels
+from core.lens.extrapolation.report import SPREAD_COLUMN, extrapolation_rows, extrapolation_summary, variant_labels
 from core.lens.extrapolation.scoring import (
     DEFAULT_LIMITS,
     EXTRAPOLATION_FACTORS,
     EXTRAPOLATION_PROTOCOLS,
     PROTOCOL_DESCRIPTIONS,
+    SPREAD_PARTS,
     DevText,
     ExtrapolationError,
     LengthScore,
@@ -33,8 +34,10 @@ from core.lens.extrapolation.scoring import (
 )
 from core.model.positional import scheme_label
 from core.text import markdown_escape
-from pages.display import fitted_columns, show_figure
+from pages.display import show_figure, within_limit
 from pages.shared_caches import load_checkpoint
+
+SENTENCE_CHARS, DEV_TEXT_CHARS = 1000, 200_000  # what the sentence and the pasted dev text boxes read
 
 
 def mtime(info) -> float:
@@ -68,12 +71,14 @@ def encoding_figures(length: int, dim: int, n_head: int, learned_key: tuple | No
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def sentence_figures(key: tuple, layer: int, head: int, _runs):
+    """One map a row, on one colour scale: side by side at 1024x768 each plot had ~70 px (~135 px with shared
+    labels and colour bar); stacked it has ~350 px."""
     maps, series = [], []
+    top = max(float(run.attention[layer, head].max()) for _, run in _runs)
     for m, run in _runs:
         label = f"{scheme_label(m.config.get('positional', ''))} ({m.name})"
-        maps.append((m.name, attention_heatmap(run.attention[layer, head], run.tokens, run.allowed,
-                                               title=f"{label}: layer {layer}, head {head}",
-                                               height=520)))  # half a 1024 px screen: not a tall strip
+        maps.append((m.name, attention_heatmap(run.attention[layer, head], run.tokens, run.allowed, title=label,
+                                               height=460, zmax=top)))
         distances, means = pv.attention_by_distance(run.attention, run.allowed)
         series.append((scheme_label(m.config.get("positional", "")), m.config.get("positional", ""), distances,
                        means[layer]))  # short panel titles: the maps above name the checkpoints
@@ -157,7 +162,7 @@ def encodings(section: str, infos, members) -> None:
 
 def sentence(loaded) -> None:
     config = loaded[0][1].config
-    text = st.text_input("Sentence", max_chars=1000, key="pos_text")
+    text = within_limit(st.text_input("Sentence", key="pos_text"), SENTENCE_CHARS, "The sentence")
     c1, c2 = st.columns(2)
     layer = c1.selectbox("Layer", range(config.n_layer), key="pos_layer")
     head = c2.selectbox("Head", range(config.n_head), key="pos_head")
@@ -176,10 +181,9 @@ def sentence(loaded) -> None:
     if first.cut:
         st.caption(f"{first.cut} token(s) past the block size ({config.block_size}) are left out.")
     maps, by_distance = sentence_figures((stamp(m for m, _ in loaded), text), layer, head, runs)
-    columns = st.columns(min(len(maps), 2))
+    st.caption(f"Layer {layer}, head {head} of each model, one under another, on one colour scale.")
     for k, (name, fig) in enumerate(maps):
-        with columns[k % len(columns)]:
-            show_figure(fig, f"{name}-L{layer}-H{head}", key=f"pos_map_{k}")
+        show_figure(fig, f"{name}-L{layer}-H{head}", key=f"pos_map_{k}")
     show_figure(by_distance, "attention-by-distance", key="pos_by_distance")
     st.caption("Mean attention weight at each distance i - j, over the queries that have a key that far "
                "back. A steep fall at short distances is a head that looks locally.")
@@ -208,11 +212,34 @@ def training(loaded) -> None:
 # default settings for every model, the tab shows the results on its first visit, before any click.
 
 
-@st.cache_data(show_spinner=False, max_entries=1024)
+SCORES_KEPT = 1024
+
+
+@st.cache_resource(show_spinner=False)
+def _scores() -> dict:
+    """Every length score computed in this server process, shared by all sessions: (path, modification time,
+    text digest, predictions cap, protocol, factor, length) -> LengthScore. A plain store rather than
+    st.cache_data: the scorer draws its progress (and a Stop click interrupts it there), which a cached function
+    may not do."""
+    return {}
+
+
 def length_score(path: str, modified: float, text: str, max_tokens: int | None, protocol: str, factor: float,
-                 length: int, _loaded) -> LengthScore:
-    ids, _ = token_stream(_loaded.tokenizer, text, max_tokens)
-    return score_length(_loaded.model, ids, length, protocol, factor)
+                 length: int, loaded, progress=None) -> tuple[LengthScore, bool]:
+    """(the score, whether it was computed now); `progress` (done, total) moves the bar within the unit."""
+    import hashlib
+
+    store = _scores()
+    key = (path, modified, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), max_tokens,
+           protocol, factor, length)
+    if key in store:
+        return store[key], False
+    ids, _ = token_stream(loaded.tokenizer, text, max_tokens)
+    result = score_length(loaded.model, ids, length, protocol, factor, progress=progress)
+    while len(store) >= SCORES_KEPT:
+        store.pop(next(iter(store)))  # the oldest first
+    store[key] = result
+    return result, True
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -230,8 +257,12 @@ DEFAULTS = (EXTRAPOLATION_FACTORS, EXTRAPOLATION_PROTOCOLS, DEFAULT_LIMITS["wind
             DEFAULT_LIMITS["sliding"])
 
 
-def where_from(read: int, computed: int, work: int) -> str:
+def where_from(read: int, computed: int, work: int, reused: int = 0) -> str:
     """Where this run's numbers came from, counted while it ran."""
+    if not computed and reused:
+        recorded_part = f"{read} were read from the checkpoints' records and " if read else ""
+        return (f"Nothing was recomputed: {recorded_part}{reused} were reused from this server's cache, computed "
+                "earlier with these same settings.")
     if not computed:
         return (f"All {read} results were read from the checkpoints: `make checkpoints` recorded them "
                 "(`python -m core.train.extrapolation record`) for this dev text and these weights, both checked "
@@ -241,45 +272,80 @@ def where_from(read: int, computed: int, work: int) -> str:
             "forward pass of L tokens per prediction); each (model, protocol, length) is cached once computed.")
 
 
-def show_results(loaded, text: str, recorded_split: bool, factors, protocols, max_windows: int,
-                 max_sliding: int, records: dict) -> None:
-    counts = {"read": 0, "computed": 0, "work": 0}
+STOPPED_KEY = "pos_extrapolation_stopped"
 
-    def score(info, lc, max_tokens: int | None, unit: ExtrapolationUnit, _progress) -> LengthScore:
+
+def announce_run() -> None:
+    """Run's callback: a toast in the rerun's first message, before the page is drawn again (the bar under the
+    button follows once the run starts)."""
+    st.toast("Running the extrapolation: its progress and a Stop button are under the Run button.")
+
+
+def stop_extrapolation() -> None:
+    """The Stop button: its click reruns the tab, which interrupts the run at its next progress step (Streamlit
+    stops a script at its next element call when a widget changes); the settings are dropped so the rerun does
+    not start the same work again. Lengths finished before the click stay cached."""
+    st.session_state[STOPPED_KEY] = st.session_state.get("pos_extrapolation_settings")
+    st.session_state["pos_extrapolation_settings"] = None
+
+
+def show_results(loaded, text: str, recorded_split: bool, factors, protocols, max_windows: int,
+                 max_sliding: int, records: dict, again: bool = False, running=None) -> None:
+    """`again`: Run was clicked with the settings already shown (then the page says what it reused); `running`:
+    where the bar and the Stop button go (under the Run button, where the eye is after the click)."""
+    counts = {"read": 0, "computed": 0, "work": 0, "reused": 0}
+
+    def score(info, lc, max_tokens: int | None, unit: ExtrapolationUnit, progress) -> LengthScore:
         found = records.get(info.name, {}).get((unit.protocol, unit.length, max_tokens))
         if found is not None:
             counts["read"] += 1
             return found
-        counts["computed"] += 1
-        counts["work"] += unit_work(unit, max_tokens, len(text), lc.model.max_length)
-        return length_score(str(info.path), mtime(info), text, max_tokens, unit.protocol, unit.factor,
-                            unit.length, lc)
+        result, ran = length_score(str(info.path), mtime(info), text, max_tokens, unit.protocol, unit.factor,
+                                   unit.length, lc, progress)
+        if ran:
+            counts["computed"] += 1
+            counts["work"] += unit_work(unit, max_tokens, len(text), lc.model.max_length)
+        else:
+            counts["reused"] += 1
+        return result
 
-    bar = st.progress(0.0, text="Evaluating…")
-    try:  # progress within a unit is not drawn: the scorer is cached, and a cache hit draws nothing
+    running = running or st.empty()  # the bar and the Stop button, drawn before any work and removed after it
+    with running.container():
+        bar = st.progress(0.0, text="Evaluating…")
+        st.button("Stop", key="pos_extrapolation_stop", on_click=stop_extrapolation,
+                  help="Stops the run at its next step; lengths already finished stay computed.")
+    try:
         run = run_extrapolation(loaded, len(text), factors, protocols,
                                    {"windows": max_windows, "sliding": max_sliding}, recorded_split, score,
-                                   lambda fraction, what: bar.progress(fraction, text=what))
+                                   lambda fraction, what: bar.progress(fraction, text=markdown_escape(what)))
     except ExtrapolationError as exc:
+        running.empty()
         st.error(markdown_escape(str(exc)))
         return
-    bar.empty()
+    running.empty()
+    if again and not counts["computed"]:
+        st.info(f"These are the settings already shown: all {counts['read'] + counts['reused']} results were "
+                "reused, nothing was recomputed.")
     for problem in run.problems:
         st.warning(markdown_escape(problem))
     variants = run.variants
     labels = variant_labels(variants)
     show_figure(figs.extrapolation_figure(variants, labels, list(protocols), title="Dev perplexity by length"),
                 "extrapolation", key="pos_extrapolation_fig")
-    st.caption(where_from(counts["read"], counts["computed"], counts["work"]))
+    st.caption(where_from(counts["read"], counts["computed"], counts["work"], counts["reused"]))
     if run.checked and not run.problems:
         st.caption("Checked: at 1x over the whole dev split, every model gives back the dev loss its "
                    "training recorded.")
     for sentence in extrapolation_summary(variants):
         st.markdown(markdown_escape(sentence))
     table = pd.DataFrame(extrapolation_rows(variants))
-    shown = table.drop(columns=["checkpoint", "positional"])
-    st.dataframe(shown.style.format(precision=4, na_rep="–"), hide_index=True,  # "–", not "None": no number
-                 column_config=fitted_columns(shown))  # widths that fit 1024 px
+    # st.table wraps long column names and cells at 1024 px, where a data grid's fitted widths cut "window" and
+    # "perplexity"; factor, loss and windows stay in the CSV (loss = log perplexity; factor = length / block)
+    shown = table.drop(columns=["checkpoint", "positional", "factor", "loss", "windows"]).set_index("variant")
+    st.table(shown.style.format({"perplexity": "{:.4f}", "tokens scored": "{:,}"}, na_rep="–"))
+    st.caption(f"{SPREAD_COLUMN}: how far the perplexity moves with which predictions are scored (the "
+               f"'Predictions scored' setting): the scored predictions cut into {SPREAD_PARTS} consecutive parts, "
+               f"the standard error of their mean loss from the parts' spread, perplexity at loss ± 2 s.e.")
     st.download_button("Download CSV", table.to_csv(index=False).encode(), "extrapolation.csv", "text/csv")
     if "windows" in protocols:
         lengths = sorted({s.length for v in variants for s in v.scores if s.protocol == "windows"})
@@ -307,7 +373,7 @@ def extrapolation(loaded) -> None:
         text, recorded_split = dev.text, True
     except ExtrapolationError as exc:
         st.info(markdown_escape(f"{exc} Paste one below."))
-        text = st.text_area("Text to evaluate on", max_chars=200_000, key="pos_dev_text")
+        text = within_limit(st.text_area("Text to evaluate on", key="pos_dev_text"), DEV_TEXT_CHARS, "The text")
         recorded_split = False
     results = st.container()  # the figure before the settings: above the fold at 1024x768
     with st.form("pos_extrapolation"):  # two rows: at 1024 px four columns cut the chosen lengths to "0."
@@ -326,9 +392,12 @@ def extrapolation(loaded) -> None:
         cost = planned_work(config.block_size, factors, protocols, limits, len(text or ""))
         st.caption(f"About {cost:,} token positions through each model (a 2-core CPU reads ~15,000 a second; "
                    "results are kept, so a second run is immediate).")
-        if st.form_submit_button("Run extrapolation", type="primary"):
+        submitted = st.form_submit_button("Run extrapolation", type="primary", on_click=announce_run)
+        if submitted:
             st.session_state["pos_extrapolation_settings"] = (tuple(factors), tuple(protocols),
                                                               int(max_windows), int(max_sliding))
+            st.session_state[STOPPED_KEY] = None
+    running = st.empty()  # under the button: a run's progress and its Stop button
     for protocol, description in PROTOCOL_DESCRIPTIONS.items():
         st.markdown(f"- **{protocol}**: {description}")
     settings = st.session_state.get("pos_extrapolation_settings")
@@ -337,12 +406,17 @@ def extrapolation(loaded) -> None:
     if settings is None and records and all(covers(records[info.name], lc.config.block_size, *DEFAULTS)
                                             for info, lc in loaded):
         settings = DEFAULTS  # every number is in the checkpoints: shown before any click
+    again = submitted and settings == st.session_state.get("pos_extrapolation_shown")
     with results:
+        if st.session_state.get(STOPPED_KEY):
+            st.info("Stopped. The lengths finished before the click are kept and are not computed again; "
+                    "click Run extrapolation to go on.")
         if settings and not (text or "").strip():
             st.warning("There is no text to evaluate on.")
         elif settings and (not settings[0] or not settings[1]):
             st.warning("Choose at least one length and one protocol.")
         elif settings:
-            show_results(loaded, text, recorded_split, *settings, records)
+            show_results(loaded, text, recorded_split, *settings, records, again=again, running=running)
+            st.session_state["pos_extrapolation_shown"] = settings
     st.caption("The whole dev text: `python -m core.train.extrapolation extrapolation checkpoints/lm-*.safetensors` "
                "(add `--max-tokens N` to shorten, `--device cuda` on a GPU).")

@@ -58,6 +58,12 @@ def model_attention(folder, name: str, text: str | None = None, ids: list[int] |
     return attention[:, 0].numpy(), loaded.model.attention_mask(idx)[0, 0].numpy()
 
 
+def drawn(fig: dict) -> list[int]:
+    """The positions a map draws (its rows and columns): all of a short input, a window of a long one."""
+    meta = fig["data"][0]["meta"]
+    return (meta[0] if isinstance(meta, list) else meta)["positions"]
+
+
 def messages(at: AppTest) -> str:
     return " ".join(e.value for e in [*at.info, *at.warning, *at.error])
 
@@ -73,9 +79,11 @@ def test_default_view_is_the_models_attention_for_each_kind(monkeypatch, tiny_ch
         at.selectbox(key="attn_head").select(head).run()
         assert_no_exception(at)
         (fig,) = charts(at)
-        z = array(fig["data"][0]["z"])
-        np.testing.assert_array_equal(z[allowed], attention[layer, head][allowed])
-        assert np.isnan(z[~allowed]).all()  # masked cells are not weight 0
+        z, p = array(fig["data"][0]["z"]), drawn(fig)  # a window past av.WHOLE_UP_TO tokens
+        assert len(p) == min(len(allowed), av.WINDOW_TOKENS) and p[0] == 0
+        shown, cut = attention[layer, head][np.ix_(p, p)], allowed[np.ix_(p, p)]
+        np.testing.assert_array_equal(z[cut], shown[cut])
+        assert np.isnan(z[~cut]).all()  # masked cells are not weight 0
         assert fig["layout"]["title"]["text"] == f"Layer {layer}, head {head}"
     assert at.query_params["head"] in ("3", ["3"])
 
@@ -163,9 +171,10 @@ def test_bad_input_gives_a_message_or_a_correct_map(monkeypatch, tiny_checkpoint
     loaded = load(tiny_checkpoints / f"{name}.safetensors")
     ids = loaded.tokenizer.encode(text)[: loaded.model.max_length]
     attention, allowed = model_attention(tiny_checkpoints, name, ids=ids)
-    z = array(fig["data"][0]["z"])
-    assert z.shape == (len(ids), len(ids))
-    np.testing.assert_array_equal(z[allowed], attention[0, 0][allowed])
+    z, p = array(fig["data"][0]["z"]), drawn(fig)
+    assert z.shape == (len(p), len(p)) and len(p) == min(len(ids), av.WINDOW_TOKENS)
+    cut = allowed[np.ix_(p, p)]
+    np.testing.assert_array_equal(z[cut], attention[0, 0][np.ix_(p, p)][cut])
     if case == "huge":
         assert f"only the first {loaded.model.max_length}" in said
     if case in ("unknown", "emoji", "rtl", "script") and loaded.tokenizer.kind == "char":
@@ -183,10 +192,10 @@ def test_long_input_on_a_model_without_a_hard_limit_can_run_past_the_block(monke
     save_tiny_checkpoint(folder / "sinusoidal.safetensors", "lm", positional="sinusoidal")
     at = open_page(monkeypatch, folder, model="sinusoidal", text="Ada was born in London. " * 4)
     assert "Run past the block size" in messages(at)
-    assert array(charts(at)[0]["data"][0]["z"]).shape == (32, 32)
+    assert array(charts(at)[0]["data"][0]["z"]).shape == (av.WINDOW_TOKENS,) * 2  # 32 tokens: a window of them
     at.checkbox(key="attn_past").check().run()
     assert_no_exception(at)
-    assert at.slider(key="attn_window").value == (0, 31)  # past 64 tokens the views draw a window
+    assert at.slider(key="attn_window").value == (0, av.WINDOW_TOKENS - 1)  # past WHOLE_UP_TO: a window
     at.slider(key="attn_window").set_value((0, 95)).run()
     assert array(charts(at)[0]["data"][0]["z"]).shape == (96, 96)
     assert "beyond the length this model was trained on" in messages(at)
@@ -207,9 +216,10 @@ def test_combine_and_compare_draw_the_window_of_a_long_input(monkeypatch, tmp_pa
     assert array(charts(at)[0]["data"][0]["z"]).shape == (32, 32)
     at = open_page(monkeypatch, folder, model="sinusoidal", text=text, past="1", view="compare", vs="alibi")
     left, right, diff = charts(at)
-    assert all(array(f["data"][0]["z"]).shape == (32, 32) for f in (left, right, diff))
+    w = av.WINDOW_TOKENS
+    assert all(array(f["data"][0]["z"]).shape == (w, w) for f in (left, right, diff))
     a, allowed = model_attention(folder, "sinusoidal", text)
-    np.testing.assert_array_equal(array(left["data"][0]["z"])[allowed[:32, :32]], a[0, 0][:32, :32][allowed[:32, :32]])
+    np.testing.assert_array_equal(array(left["data"][0]["z"])[allowed[:w, :w]], a[0, 0][:w, :w][allowed[:w, :w]])
 
 
 def test_window_helpers_for_hidden_tokens_and_a_second_model():
@@ -220,7 +230,7 @@ def test_window_helpers_for_hidden_tokens_and_a_second_model():
     assert av.cut_kept_to_window(weights, allowed, np.arange(5), None)[0] is weights
     assert av.same_window(list(range(40, 72)), 100) == list(range(40, 72))
     assert av.same_window(list(range(40, 72)), 70) == list(range(38, 70))  # kept inside a shorter reading
-    assert av.same_window(list(range(40, 72)), 50) is None  # short enough to draw whole
+    assert av.same_window(list(range(40, 72)), av.WHOLE_UP_TO) is None  # short enough to draw whole
     assert av.same_window(None, 500) is None
 
 
@@ -271,3 +281,31 @@ def test_sanity_panel_and_csv_download_are_there(monkeypatch, tiny_checkpoints):
     assert sanity["result"].tolist() == ["pass", "pass", "pass"]
     assert "Causal mask respected" in sanity["check"].tolist()
     assert at.get("download_button")
+
+
+def test_compare_opens_with_a_model_of_the_same_kind(monkeypatch):
+    # issue 41: beside the language model lm-learned, Compare opened with the birthplace birth-synthesizer-pretrained
+    from core.io.checkpoint import read_metadata
+
+    at = open_page(monkeypatch, ROOT / "checkpoints", model="lm-learned", view="compare")
+    other = at.selectbox(key="attn_compare").value
+    assert other != "lm-learned"
+    first, second = (read_metadata(ROOT / "checkpoints" / f"{n}.safetensors") for n in ("lm-learned", other))
+    assert second["task"] == first["task"] == "lm"
+    assert second["tokenizer"]["kind"] == first["tokenizer"]["kind"]
+    assert len(charts(at)) == 3  # the same tokens: both maps and their difference
+
+
+def test_compare_default_ranks_task_then_tokenizer():
+    from types import SimpleNamespace
+
+    from pages.attention_views import compare_default
+
+    def info(name, task, kind):
+        return SimpleNamespace(name=name, task=task, metadata={"tokenizer": {"kind": kind}})
+    infos = [info("a-bird", "birthplace", "bpe"), info("b-char", "lm", "char"), info("c-lm", "lm", "bpe"),
+             info("me", "lm", "bpe")]
+    assert compare_default("me", infos) == "c-lm"
+    assert compare_default("me", infos[:2] + infos[3:]) == "b-char"  # same task before same tokenizer
+    assert compare_default("me", infos[:1] + infos[3:]) == "a-bird"  # any other before itself
+    assert compare_default("me", infos[3:]) == "me"

@@ -24,9 +24,10 @@ def test_a_gain_is_stated_with_both_numbers():
 
 
 def test_no_difference_is_said_when_the_numbers_show_none():
-    lines = comparison_verdicts(PRESET, _frame({"names-pretrained": 0.513, "names-scratch": 0.517,
-                                                     "birth-vanilla-pretrained": 0.048,
-                                                     "birth-vanilla-scratch": 0.048}))
+    frame = _frame({"names-pretrained": 0.513, "names-scratch": 0.517, "birth-vanilla-pretrained": 0.048,
+                    "birth-vanilla-scratch": 0.048})
+    lines = comparison_verdicts(PRESET, frame) + comparison_verdicts(
+        COMPARISONS["pretrained vs from scratch (birthplace)"], frame)
     assert len(lines) == 2
     assert "-0.4 points" in lines[0] and "no clear difference" in lines[0]
     assert "+0.0 points" in lines[1] and "no clear difference" in lines[1]

@@ -248,3 +248,18 @@ def test_the_summary_table_never_shows_none_in_a_cell(monkeypatch):
     steps = shown_table(pd.DataFrame({"best at step": [12000.0, np.nan, 4.0], "val": [1234.56, 0.5, np.nan]}))
     assert steps["best at step"].tolist() == ["12,000", "", "4"]  # not "1.2e+04"
     assert steps["val"].tolist() == ["1,234.6", "0.5", ""]
+
+
+def test_the_opening_preset_shows_the_same_runs_when_picked_again(monkeypatch):
+    # issue 41: the page opened on "pretrained vs from scratch" with 2 runs and picking it again gave 4
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+    at = AppTest.from_file(str(ROOT / "pages" / "curves.py"), default_timeout=60).run()  # a first visit
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="curves_preset").value == "pretrained vs from scratch"
+    first = list(at.multiselect(key="curves_runs").value)
+    assert first == ["names-pretrained", "names-scratch"]
+    at.selectbox(key="curves_preset").select("positional encodings").run()
+    at.selectbox(key="curves_preset").select("pretrained vs from scratch").run()
+    assert not at.exception
+    assert list(at.multiselect(key="curves_runs").value) == first
+    assert {run for run, _ in traces(chart(at))} == set(first)

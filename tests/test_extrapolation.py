@@ -295,3 +295,33 @@ def test_the_documented_command_runs_from_the_train_side():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "usage: python -m core.train.extrapolation" in result.stdout, result.stderr
     assert "record" in result.stdout and "extrapolation" in result.stdout
+
+
+@pytest.mark.parametrize("protocol", EXTRAPOLATION_PROTOCOLS)
+def test_the_spread_from_predictions_scored_matches_a_naive_computation(protocol):
+    # issue 41: the table shows how far the number moves with which predictions are scored
+    import statistics
+
+    model = variant("alibi")
+    ids, _ = token_stream(TOKENIZER, TEXT, max_tokens=96)
+    score = score_length(model, ids, 8, protocol, batch_size=5)
+    losses = []  # every scored prediction's loss in text order, one at a time (the protocols' definitions)
+    if protocol == "windows":
+        for k in range(96 // 8):
+            logits, _ = model(ids[8 * k: 8 * k + 8].view(1, -1))
+            losses += F.cross_entropy(logits[0].double(), ids[8 * k + 1: 8 * k + 9], reduction="none").tolist()
+    else:
+        for t in range(96):
+            logits, _ = model(ids[max(0, t - 7): t + 1].view(1, -1))
+            losses.append(F.cross_entropy(logits[0, -1:].double(), ids[t + 1: t + 2]).item())
+    n = len(losses)
+    bounds = [n * k // 8 for k in range(9)]  # 8 consecutive parts, sizes differing by at most one
+    parts = [statistics.fmean(losses[a:b]) for a, b in zip(bounds, bounds[1:])]
+    assert score.part_losses == pytest.approx(parts, abs=1e-6)
+    error = statistics.stdev(parts) / math.sqrt(8)
+    low, high = score.spread()
+    assert low == pytest.approx(math.exp(statistics.fmean(losses) - 2 * error), rel=1e-6)
+    assert high == pytest.approx(math.exp(statistics.fmean(losses) + 2 * error), rel=1e-6)
+    assert low < score.perplexity < high
+    rows = extrapolation_rows([VariantExtrapolation("v", "alibi", 8, None, [score])])
+    assert rows[0]["perplexity ±2 s.e. (8 parts)"] == f"{low:.4g}–{high:.4g}"

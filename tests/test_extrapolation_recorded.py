@@ -148,11 +148,11 @@ def open_extrapolation_tab(folder, monkeypatch) -> AppTest:
 def test_the_page_shows_recorded_results_before_any_click(tmp_path, monkeypatch):
     paths = family(tmp_path / "family", ("learned", "alibi", "rope", "sinusoidal"))
     at = open_extrapolation_tab(tmp_path / "family", monkeypatch)
-    assert not at.dataframe, "nothing recorded yet: results wait for the button"
+    assert not at.table, "nothing recorded yet: results wait for the button"
     for path in paths:
         record(path)
     at = open_extrapolation_tab(tmp_path / "family", monkeypatch)
-    table = at.dataframe[-1].value
+    table = at.table[-1].value
     assert len(table) == 4 * 2 * len(EXTRAPOLATION_FACTORS)
     captions = [c.value for c in at.caption]
     assert any(c.startswith("All 52 results were read from the checkpoints") for c in captions)  # 4 x (12 + 1)

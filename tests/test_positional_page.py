@@ -76,7 +76,7 @@ def test_page_shows_the_family_and_runs_the_extrapolation(tiny_family, monkeypat
     assert summary and "dev perplexity" in summary[0]
     assert any("no number for learned at 1.5x, 2x, 3x, 4x (no positions past 16"
                in m.value.replace("\\", "") for m in at.markdown)
-    table = at.dataframe[-1].value
+    table = at.table[-1].value.reset_index()  # st.table: column names wrap instead of being cut at 1024 px
     assert len(table) == 4 * 6 * 2  # one row per (variant, length, protocol)
     learned = table[table["variant"] == "learned"]
     assert learned[learned["length"] > 16]["perplexity"].isna().all()
@@ -161,10 +161,10 @@ def test_page_with_the_bundled_lm_set(monkeypatch):
     at.multiselect(key="pos_factors").set_value([1.0, 4.0])
     block = checkpoint.read_metadata(BUNDLED[0])["config"]["block_size"]
     at = run_extrapolation(at, max_tokens=4 * block + 2, max_sliding=64)  # one window of 4 x block + 1 at least
-    table = at.dataframe[-1].value
+    table = at.table[-1].value.reset_index()
     assert len(table) == 4 * 2 * 2
     learned = table[table["variant"] == "learned"]
-    assert learned[learned["factor"] == 4.0]["perplexity"].isna().all()
+    assert learned[learned["length"] == 4 * block]["perplexity"].isna().all()
     assert table[table["variant"] != "learned"]["perplexity"].notna().all()
 
 
@@ -178,3 +178,41 @@ def test_the_sentence_tab_survives_every_hostile_input(tiny_family, monkeypatch)
         assert not at.exception, (hostile.id, at.exception)
         shown = [m.value for m in [*at.markdown, *at.caption, *at.warning, *at.info]]
         assert not any("<script" in value for value in shown), hostile.id  # user text never rendered as markup
+
+
+def test_text_over_a_box_limit_is_cut_with_a_sentence(tiny_family, monkeypatch):
+    # issue 41: 3,000 characters pasted into "One sentence" (max_chars=1000) or Anatomy's input (500) left the
+    # old text in place with no message; now the first characters are read, and one sentence says so
+    SENTENCE_CHARS, INPUT_CHARS = 1000, 500  # pages.positional_views.SENTENCE_CHARS, pages.anatomy.INPUT_CHARS
+    at = page(tiny_family, monkeypatch, "sentence")
+    long_text = "Ada was born. " * 215  # 3,010 characters
+    at.text_input(key="pos_text").input(long_text).run()
+    assert not at.exception, at.exception
+    notes = [i.value for i in at.info if "characters" in i.value]
+    assert notes == [f"The sentence has {len(long_text):,} characters; the first {SENTENCE_CHARS:,} are used "
+                     f"(this box reads at most {SENTENCE_CHARS:,})."]
+    assert at.text_input(key="pos_text").value == long_text  # kept in the box, not dropped
+    assert at.get("plotly_chart")  # and drawn from its first characters
+    anatomy = AppTest.from_file(str(ROOT / "pages" / "anatomy.py"), default_timeout=120).run()
+    anatomy.text_input(key="anatomy_text").input(long_text).run()
+    assert not anatomy.exception, anatomy.exception
+    assert any(f"the first {INPUT_CHARS:,} are used" in i.value for i in anatomy.info)
+
+
+def test_run_again_with_the_shown_settings_says_it_reused_them_and_the_table_shows_the_spread(tiny_family,
+                                                                                              monkeypatch):
+    # issue 41: with the settings already shown a click changed nothing visible; the table had no spread
+    at = page(tiny_family, monkeypatch, "extrapolation")
+    at = run_extrapolation(at, max_tokens=80)
+    assert not any("reused" in i.value for i in at.info)
+    table = at.table[-1].value.reset_index()
+    spread = "perplexity ±2 s.e. (8 parts)"
+    shown = table[table["perplexity"].notna()]
+    assert shown[spread].str.contains("–").all()  # every number has its range
+    at.button[0].click().run()  # Run again, same settings
+    assert not at.exception, at.exception
+    assert any("settings already shown" in i.value and "nothing was recomputed" in i.value for i in at.info)
+    assert "Nothing was recomputed" in texts(at)
+    at.number_input(key="pos_max_windows").set_value(64)
+    at.button[0].click().run()  # other settings: computed, no such sentence
+    assert not any("reused" in i.value for i in at.info)

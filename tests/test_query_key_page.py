@@ -103,7 +103,8 @@ def test_window_helpers():
     assert av.clamp_window(None, 10) == (0, 9) and av.clamp_window(None, 500) == (0, av.WINDOW_TOKENS - 1)
     assert av.clamp_window((400, 447), 100) == (52, 99)  # a shorter text: same width, back inside
     assert av.clamp_window((9, 3), 100) == (3, 9)
-    assert av.window_around(0, 512) == (0, av.WINDOW_TOKENS - 1) and av.window_around(511, 512) == (480, 511)
+    assert av.window_around(0, 512) == (0, av.WINDOW_TOKENS - 1)
+    assert av.window_around(511, 512) == (512 - av.WINDOW_TOKENS, 511)
     assert av.window_around(200, 512, 10) == (195, 204)
     assert av.find_tokens(["␣London", "x", "LONDON"], " london ") == [0, 2] and av.find_tokens(["a"], "  ") == []
     assert av.next_match([5, 50, 300], (0, 47)) == 50 and av.next_match([5, 24, 300], (0, 47)) == 300

@@ -33,6 +33,8 @@ HOVER_TOKENS_MAX = 32  # up to this many tokens the hover also names positions (
 # 2/3 of a 60-token map's JSON, 110 KB, which a projector laptop parses on every rerun); past it,
 # the hover names the two tokens from the category axes
 ROW_PX = 18  # a 13 px label's box is 17 px high: every row labelled up to (900 - margins) / 18 tokens
+COLUMNS_LABELLED = 20  # up to this many keys each gets its label (core.lens.attention.WINDOW_TOKENS: a window's)
+KEY_FONT = {**TOKEN_FONT, "size": 12}  # turned upright, a 12 px label takes 16 px of a 17+ px column at 1024 px
 
 
 def attention_height(n_tokens: int) -> int:
@@ -68,7 +70,8 @@ def _labels(tokens: list[str], positions) -> list[str]:
 @finished
 def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, title: str | None = None,
                       diverging: bool = False, zmax: float | None = None,
-                      height: int | None = None, colorbar: bool = True, query_labels: bool = True) -> go.Figure:
+                      height: int | None = None, colorbar: bool = True, query_labels: bool = True,
+                      hovers: list[str] | None = None) -> go.Figure:
     """One (T, T) map: query tokens as rows, key tokens as columns.
 
     `tokens` are display labels for positions 0..; `positions` (default 0..T-1) says which positions
@@ -76,8 +79,11 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     are the tokens as distinct categories. fig.data[0].z is `weights` with NaN where `allowed` is
     False; the hover shows the exact weight. `zmax` fixes the colour scale (e.g. shared by two maps);
     two maps side by side can share one colour bar (`colorbar=False` on the left one) and one set of query
-    labels (`query_labels=False` on the right one), so both plots get the width those took.
+    labels (`query_labels=False` on the right one), so both plots get the width those took. `hovers` (one per
+    position, e.g. the pieces behind a joined word) name each row and column on hover.
     """
+    import html
+
     import numpy as np
 
     weights = np.asarray(weights)
@@ -91,7 +97,11 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     scale = dict(colorscale=DIVERGING, zmid=0.0, zmin=-top, zmax=top) if diverging else \
         dict(colorscale=SEQUENTIAL, zmin=0.0, zmax=top)
     value = "difference" if diverging else "weight"
-    if T <= HOVER_TOKENS_MAX:
+    if hovers is not None:
+        names = [html.escape(hovers[int(p)], quote=False) for p in positions]
+        text = [[f"query {names[i]} → key {names[j]}" for j in range(len(positions))] for i in range(len(positions))]
+        hover = f"%{{text}}<br>{value} %{{z:.7g}}<extra></extra>"
+    elif T <= HOVER_TOKENS_MAX:
         text = [[f"query {int(q)} {labels[i]} → key {int(k)} {labels[j]}" for j, k in enumerate(positions)]
                 for i, q in enumerate(positions)]
         hover = f"%{{text}}<br>{value} %{{z:.7g}}<extra></extra>"
@@ -104,7 +114,10 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
                           showticklabels=query_labels)
     if rows_have_room(height, labels):  # every query labelled: plotly's own thinning dropped every other one
         yaxis.update(tickmode="linear", dtick=1)
-    layout = attention_layout(title, height, xaxis=category_axis(title=dict(text="key")), yaxis=yaxis)
+    xaxis = category_axis(title=dict(text="key"))
+    if T <= COLUMNS_LABELLED:  # every key labelled, upright: the page windows longer inputs to this many tokens
+        xaxis.update(tickmode="linear", dtick=1, tickangle=-90, tickfont=KEY_FONT)
+    layout = attention_layout(title, height, xaxis=xaxis, yaxis=yaxis)
     trace = go.Heatmap(z=z, x=categories, y=categories, text=text, hovertemplate=hover, hoverongaps=False,
                        colorbar=dict(thickness=12, title=dict(text=value), tickfont=TOKEN_FONT),
                        meta={"positions": [int(p) for p in positions]}, showscale=colorbar, **scale)

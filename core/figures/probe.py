@@ -202,10 +202,14 @@ def category_share_bars(summaries: dict[str, Any], title: str | None = None) -> 
             meta={"category": category},
             hovertemplate=f"{PLAIN_CATEGORIES.get(category, category)}: %{{x:.1%}} (%{{customdata}} questions)"
                           "<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", **index_axis(models))
+    # each model's name above its bar, not beside it: with the names left and the five categories' legend right,
+    # the bars had ~60 px at 1024x768
+    fig.update_yaxes(autorange="reversed", showticklabels=False, range=[len(models) - 0.5, -0.9])
     fig.update_xaxes(title="share of questions", range=[0, 1], tickformat=".0%")
-    base_layout(fig, html.escape(title) if title else None, 140 + 40 * max(len(models), 1))
-    fig.update_layout(barmode="stack", legend=LEGEND_RIGHT)
+    base_layout(fig, html.escape(title) if title else None, 150 + 56 * max(len(models), 1))
+    fig.update_layout(barmode="stack", bargap=0.45, legend=LEGEND_RIGHT, annotations=[
+        dict(x=0, y=i - 0.32, xref="x", yref="y", text=html.escape(m), showarrow=False, xanchor="left",
+             yanchor="bottom", font=dict(size=13, color="#1F2328")) for i, m in enumerate(models)])
     return fig
 
 
@@ -260,5 +264,10 @@ def knowledge_grids(counts: dict[str, Any], title: str | None = None) -> go.Figu
     fig = go.Figure(traces, layout=grid)
     fig.update_layout(coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, showscale=False))
     fig = base_layout(fig, html.escape(title) if title else None, 290)
-    fig.update_layout(margin=dict(t=fig.layout.margin.t + 30))  # room for two-line panel titles
+    # room for the panel titles under the chart's title: 30 px let a three-line title run into two-line panel
+    # titles at 1024x768 (issue 41)
+    panel_lines = max((t.count("<br>") + 1 for t in titles), default=1)
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + 20 * panel_lines + 8),
+                      height=290 + 20 * panel_lines - 22,  # the title at the top, not in the margin's middle
+                      title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=10)))
     return fig

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,9 @@ class AttentionRun(AttentionShape):
     output: ModelOutput
     queries_keys: list[LayerQueryKey | None] | None = None  # per layer, from the same pass, when asked for
     untrained: list[str] = field(default_factory=list)  # pieces in the vocabulary no training text had
+    pieces: list[str] = field(default_factory=list)  # each piece as itself: '‹F0›' for a byte of a character
+    characters: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each whole character's pieces
+    words: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each word's pieces
 
 
 # --- text and tokens ---------------------------------------------------------------------------
@@ -95,9 +99,153 @@ def untrained_message(untrained: list[str], limit: int = 20, cuts: list[CorpusCu
             f"text, so it learned nothing about {it}: {shown}{more}{how}.")
 
 
-def token_chips(tokens: list[str]) -> str:
-    """Plain text, one bracketed chip per token, for st.code (never Markdown/HTML)."""
-    return " ".join(f"[{t}]" for t in tokens)
+def token_chips(tokens: list[str], spans: list[tuple[int, int]] | None = None) -> str:
+    """Plain text, one bracketed chip per token, for st.code (never Markdown/HTML); with `spans`, one chip per
+    span (a character the model reads as several byte pieces: the character once, with its piece count)."""
+    if not spans:
+        return " ".join(f"[{t}]" for t in tokens)
+    return " ".join(f"[{tokens[a]}]" if b - a == 1 else f"[{tokens[a]} ×{b - a} pieces]" for a, b in spans)
+
+
+# --- pieces joined: whole characters and words ------------------------------------------------------------
+# A byte-level vocabulary may cut one character into several pieces (an emoji into four bytes), and ordinary
+# words into several pieces. The views can join them, as BertViz users do by hand: a group's attention to a
+# key group is the sum over its keys (the weight it gives the whole word), averaged over its queries.
+
+
+def _incomplete(data: bytes) -> bool:
+    """Whether `data` ends inside a UTF-8 character (more bytes would complete it)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.end == len(data) and exc.reason == "unexpected end of data"
+    return False
+
+
+def piece_bytes(tokenizer: Tokenizer, i: int) -> bytes | None:
+    """The bytes of one piece for a byte-level vocabulary; None for character and word vocabularies."""
+    read = getattr(tokenizer, "piece_bytes", None)
+    return read(i) if read is not None else None
+
+
+def piece_label(tokenizer: Tokenizer, i: int) -> str:
+    """One piece as a person reads it: its text, or '‹F0›' for bytes that are only part of a character."""
+    data = piece_bytes(tokenizer, i)
+    return visible_token(tokenizer.decode([i]) if data is None else data)
+
+
+def character_spans(tokenizer: Tokenizer, ids: list[int]) -> list[tuple[int, int]]:
+    """[start, end) of the pieces that make each whole character (or run of whole characters): a piece on its
+    own, or the 2-4 byte pieces of one character that the vocabulary never merged."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(ids):
+        end, data = i + 1, piece_bytes(tokenizer, ids[i])
+        while data is not None and _incomplete(data) and end < len(ids) and end - i < 4:
+            data += piece_bytes(tokenizer, ids[end])
+            end += 1
+        spans.append((i, end))
+        i = end
+    return spans
+
+
+def _word_class(text: str) -> str:
+    r"""The tokenizers' pre-split classes (r'\w+|[^\w\s]+|\s'): a word, punctuation, or a space."""
+    if text.isspace():
+        return "space"
+    return "word" if re.fullmatch(r"\w+", text) else "punctuation"
+
+
+def word_spans(raw: list[str], special: list[bool], characters: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) of each word's pieces: consecutive whole characters of one class (letters and digits, or
+    punctuation) join, as the tokenizers split text before cutting it into pieces; a space and a special token
+    (PAD, MASK) stand alone. `raw`: each piece's text (a byte piece: its whole character)."""
+    words: list[tuple[int, int]] = []
+    last = None
+    for a, b in characters:
+        kind = "special" if any(special[a:b]) else _word_class(raw[a])
+        if words and kind == last and kind in ("word", "punctuation"):
+            words[-1] = (words[-1][0], b)
+        else:
+            words.append((a, b))
+        last = kind
+    return words
+
+
+def join_attention(attention: np.ndarray, allowed: np.ndarray, spans: list[tuple[int, int]]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """attention (..., T, T) and allowed (T, T) over groups of positions (`spans`, covering 0..T-1 in order):
+    (..., G, G) with each group's weight to a key group summed over its keys and averaged over its queries, so
+    rows still add up to 1; a group may attend another where any of its queries may attend any of its keys."""
+    T = attention.shape[-1]
+    member = np.zeros((T, len(spans)), dtype=np.float64)  # (T, G): which group each position is in
+    for g, (a, b) in enumerate(spans):
+        member[a:b, g] = 1.0
+    mean_rows = (member / member.sum(axis=0)).T  # (G, T): averages a group's queries
+    joined = mean_rows @ (attention.astype(np.float64) @ member)  # (..., T, T) @ (T, G) -> (..., G, G)
+    may = (member.T @ allowed.astype(np.float64) @ member) > 0  # (G, G)
+    return joined.astype(np.float32), may
+
+
+@dataclass
+class JoinedRun:
+    """A run's attention over joined pieces (whole characters or words), with what each row and column is."""
+
+    attention: np.ndarray  # (n_layer, n_head, G, G)
+    allowed: np.ndarray  # (G, G)
+    labels: list[str]  # one display label per group
+    hovers: list[str]  # the pieces behind each label
+    spans: list[tuple[int, int]]
+
+
+def joined_run(run: AttentionRun, level: str) -> JoinedRun:
+    """The run over whole characters ('characters': a character's byte pieces shown once) or words."""
+    spans = run.words if level == "words" else run.characters
+    attention, allowed = join_attention(run.attention, run.allowed, spans)
+    pieces = run.pieces or run.tokens
+    labels = ["".join(run.tokens[a] for a, _ in character_group(run.characters, a, b)) for a, b in spans]
+    hovers = [f"piece {a}: {pieces[a]}" if b - a == 1 else
+              f"pieces {a}-{b - 1}: " + " | ".join(pieces[a:b]) for a, b in spans]
+    return JoinedRun(attention=attention, allowed=allowed, labels=labels, hovers=hovers, spans=spans)
+
+
+def joinable(run: AttentionRun) -> bool:
+    """Whether joining pieces changes anything: some word (or character) is more than one piece."""
+    return any(b - a > 1 for a, b in run.words)
+
+
+def character_group(characters: list[tuple[int, int]], a: int, b: int) -> list[tuple[int, int]]:
+    """The whole characters inside the positions [a, b)."""
+    return [span for span in characters if a <= span[0] and span[1] <= b]
+
+
+def reading_sentence(metadata: dict[str, Any], tokenizer: Tokenizer, run: AttentionRun) -> str | None:
+    """One sentence on why a text splits as it does, from the checkpoint's metadata (what its pieces were learned
+    from: the vocabulary record's files, the checkpoint it took them from, a birthplace model's pretraining
+    corpus, else its training files) and this run's counts; None for word vocabularies."""
+    from core.lens.describe import vocabulary_record
+
+    unit = getattr(tokenizer, "unit", "token")
+    if unit == "word":
+        return None
+    vocabulary = vocabulary_record(metadata)
+    data = [str(f["path"]) for f in metadata.get("data") or [] if isinstance(f, dict) and f.get("path")]
+    files = [str(f.get("path")) for f in vocabulary.get("files") or [] if isinstance(f, dict)]
+    if metadata.get("task") == "birthplace" and data:
+        files = data[:1]  # core.train.recipes.birthplace_vocabulary: the pretraining corpus, never the questions
+    source = ("learned from " + " and ".join(files) + (" alone" if len(files) == 1 else "") if files
+              else f"taken from {vocabulary['from']}" if vocabulary.get("from")
+              else "learned from " + " and ".join(data) + (" alone" if len(data) == 1 else "") if data
+              else "learned from its training text")
+    n_words = sum(1 for a, _ in run.words if _word_class(run.tokens[a]) == "word" and not run.special[a])
+    spaces = sum(1 for t in run.tokens if t in ("\u2423", "\u23ce", "\u21e5"))
+    counts = (f"this text is {run.n_tokens} {unit}s for {n_words} word{'s' if n_words != 1 else ''}"
+              + (f", {spaces} of them spaces (each space is a {unit} of its own)" if spaces and unit == "piece"
+                 else ""))
+    if unit == "character":
+        return f"This model reads single characters ({tokenizer.vocab_size:,} of them, {source}): {counts}."
+    return (f"This model reads {tokenizer.vocab_size:,} {unit}s {source}, so a word is a single "
+            f"{unit} only if it was frequent there; {counts}.")
 
 
 def special_ids(tokenizer: Tokenizer) -> set[int]:
@@ -177,6 +325,8 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
     fallback = tokenizer.decode([ids[read.index(unknown[0])]]) if unknown else ""
     specials = special_ids(tokenizer)
     output_fn = MODEL_OUTPUTS.get(task, lm_next_tokens)
+    special = [i in specials for i in ids]
+    characters = character_spans(tokenizer, ids)
     return AttentionRun(  # a view: the arrays are the Trace's own, not copies
         ids=ids,
         tokens=record.tokens,
@@ -185,7 +335,10 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
         untrained=untrained,
         attention=record.attention,  # (L, H, T, T)
         allowed=record.allowed,  # (T, T): exactly the model's mask
-        special=np.array([i in specials for i in ids], dtype=bool),
+        special=np.array(special, dtype=bool),
+        pieces=[piece_label(tokenizer, i) for i in ids],
+        characters=characters,
+        words=word_spans(read, special, characters),
         causal=bool(config.causal),
         block_size=config.block_size,
         max_length=model.max_length,
@@ -225,11 +378,11 @@ def lm_next_tokens(model, tokenizer: Tokenizer, idx: torch.Tensor, logits: torch
     """Top-5 next tokens after every position (the model's prediction for position + 1)."""
     probs = torch.softmax(logits[0].float(), dim=-1)  # (T, V)
     top = torch.topk(probs, min(TOP_K, probs.size(-1)), dim=-1)
-    shown = {i: visible_token(tokenizer.decode([i])) for i in set(top.indices.flatten().tolist())}
+    shown = {i: piece_label(tokenizer, i) for i in set(top.indices.flatten().tolist())}  # no '\ufffd': bytes as ‹F0›
     ids = idx[0].tolist()
     rows = []
     for pos, (values, indices) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
-        row: dict[str, Any] = {"pos": pos, "token": visible_token(tokenizer.decode([ids[pos]]))}
+        row: dict[str, Any] = {"pos": pos, "token": piece_label(tokenizer, ids[pos])}
         for rank, (p, i) in enumerate(zip(values, indices), start=1):
             row[f"next #{rank}"] = f"{shown[i]}  {p:.1%}"
         rows.append(row)
@@ -419,8 +572,11 @@ def sanity_checks(run: AttentionRun) -> list[SanityCheck]:
 # Pure functions on positions and display labels; the page keeps the window in the URL
 # (pages.page_state.AttentionState).
 
-WINDOW_TOKENS = 32  # default width: at 1024x768 plotly labels every row of a 32-token map (48 rows: every other)
-WHOLE_UP_TO = 64  # inputs this short are drawn whole, with no window controls
+# At 1024x768 a single map's plot is 350-390 px wide (less beside long labels): 20 columns of 17+ px, each under
+# a 12 px label turned upright (16 px)
+# (32 columns labelled every other one, a 52-token sentence a third of them: issue 41)
+WINDOW_TOKENS = 20  # default width: every row and column of the window labelled at 1024x768
+WHOLE_UP_TO = 20  # inputs this short are drawn whole, with no window controls
 MAX_MATCHES = 200  # a search listing more positions than this is no help to anyone
 
 

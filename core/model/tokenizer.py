@@ -142,6 +142,23 @@ class WordTokenizer:
         return cls(list(data["words"]), bool(data.get("lowercase", True)), str(data.get("splitter", "regex")))
 
 
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-to-character table (the `ByteLevel` pre-tokenizer's), inverted: character -> byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1),
+                 *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+_BYTE_OF = _byte_level_alphabet()
+
+
 class SubwordTokenizer:
     """Byte-level BPE (Hugging Face `tokenizers`, as GPT-2 and RoBERTa use) learned from a corpus, with the
     CS224N PAD and MASK as its two special tokens (PAD=0, MASK=1). Decoding gives back exactly the text
@@ -209,6 +226,13 @@ class SubwordTokenizer:
     def decode(self, ids: list[int]) -> str:
         size = self.vocab_size
         return self.hf.decode([i if 0 <= i < size else self.pad_id for i in ids], skip_special_tokens=False)
+
+    def piece_bytes(self, i: int) -> bytes:
+        """The bytes one piece stands for: a piece may hold only part of a character (an emoji is four byte
+        pieces until merges join them), which `decode([i])` can only show as U+FFFD."""
+        if i in (self.pad_id, self.mask_id) or not 0 <= i < self.vocab_size:
+            return self.decode([i]).encode("utf-8")
+        return bytes(_BYTE_OF[c] for c in self.hf.id_to_token(i))
 
     def reading(self, texts: Iterable[str]) -> SubwordTokenizer:
         """The same pieces, with those of `texts` counted as read in training (finetuning questions)."""

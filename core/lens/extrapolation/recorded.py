@@ -91,8 +91,13 @@ def _score(entry: Any) -> tuple[RecordKey, LengthScore]:
     loss = _number(entry.get("loss"))
     if reason is None and not math.isfinite(loss):
         raise ValueError("no loss")
+    parts = entry.get("part_losses")  # absent from records made before the spread was measured
+    if parts is not None:
+        if not isinstance(parts, list) or len(parts) > 64:
+            raise ValueError("bad part losses")
+        parts = [_number(v) for v in parts]
     score = LengthScore(protocol, _number(entry.get("factor")), length, loss, tokens, windows,
-                        reason[:300] if reason else None, position_loss)
+                        reason[:300] if reason else None, position_loss, parts)
     return (protocol, length, cap), score
 
 

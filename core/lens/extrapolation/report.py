@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from core.lens.extrapolation.scoring import VariantExtrapolation, window_length
+from core.lens.extrapolation.scoring import SPREAD_PARTS, LengthScore, VariantExtrapolation, window_length
 from core.model.positional import scheme_label
 
 REPRODUCTION_TOLERANCE = 1e-3  # nats: float noise between batchings is ~1e-6
@@ -53,6 +53,15 @@ def _factor_text(factor: float) -> str:
     return f"{factor:g}x"
 
 
+SPREAD_COLUMN = f"perplexity ±2 s.e. ({SPREAD_PARTS} parts)"  # LengthScore.spread: how it is computed
+
+
+def spread_text(score: LengthScore) -> str:
+    """'3.41–3.62': the perplexity's range from which predictions were scored; '' where there is none."""
+    spread = score.spread()
+    return "" if spread is None else f"{spread[0]:.4g}–{spread[1]:.4g}"
+
+
 def extrapolation_rows(variants: Sequence[VariantExtrapolation]) -> list[dict[str, Any]]:
     """One tidy row per (variant, protocol, length): what the table and the CSV show."""
     rows = []
@@ -60,8 +69,8 @@ def extrapolation_rows(variants: Sequence[VariantExtrapolation]) -> list[dict[st
         for s in v.scores:
             rows.append({"variant": label, "checkpoint": v.name, "positional": v.positional,
                          "protocol": s.protocol, "factor": s.factor, "length": s.length,
-                         "loss": s.loss, "perplexity": s.perplexity, "tokens scored": s.tokens,
-                         "windows": s.windows, "note": s.reason or ""})
+                         "loss": s.loss, "perplexity": s.perplexity, SPREAD_COLUMN: spread_text(s),
+                         "tokens scored": s.tokens, "windows": s.windows, "note": s.reason or ""})
     return rows
 
 

@@ -39,6 +39,7 @@ PROTOCOL_DESCRIPTIONS = {  # the comment above, in the words the page and --help
                "prediction after the first L.",
 }
 WINDOWS_PER_BATCH = 64
+SPREAD_PARTS = 8  # the scored predictions are cut into this many consecutive parts for the spread
 
 
 class ExtrapolationError(ValueError):
@@ -57,10 +58,23 @@ class LengthScore:
     windows: int  # forward windows run
     reason: str | None = None
     position_loss: list[float] | None = None  # windows protocol: mean loss at window position p
+    # mean loss over each of SPREAD_PARTS consecutive equal parts of the scored predictions, in text order
+    part_losses: list[float] | None = None
 
     @property
     def applicable(self) -> bool:
         return self.reason is None
+
+    def spread(self) -> tuple[float, float] | None:
+        """The perplexity's range from which predictions were scored: exp(loss -/+ 2 standard errors), the error
+        estimated from the parts' losses (batch means: consecutive parts, so nearby predictions' correlation
+        stays inside a part). None without parts (too few predictions, or a record from before them)."""
+        parts = [p for p in self.part_losses or [] if math.isfinite(p)]
+        if len(parts) < 2 or not math.isfinite(self.loss):
+            return None
+        mean = sum(parts) / len(parts)
+        error = math.sqrt(sum((p - mean) ** 2 for p in parts) / (len(parts) - 1) / len(parts))
+        return math.exp(min(self.loss - 2 * error, 50.0)), math.exp(min(self.loss + 2 * error, 50.0))
 
     @property
     def perplexity(self) -> float:
@@ -163,6 +177,7 @@ def score_length(model: Transformer, ids: torch.Tensor, length: int, protocol: s
         return LengthScore(protocol, factor, length, math.nan, 0, 0, reason)
     total, count, windows = torch.zeros((), dtype=torch.float64, device=device), 0, 0
     position_loss = None
+    each: list[torch.Tensor] = []  # every scored prediction's loss, in text order (for the spread)
     if protocol == "windows":
         n_windows = n_pred // length
         x = ids[: n_windows * length].view(n_windows, length)
@@ -174,6 +189,7 @@ def score_length(model: Transformer, ids: torch.Tensor, length: int, protocol: s
             losses, scored = _token_losses(model, x[start: start + batch_size], y[start: start + batch_size])
             pos_sum += losses.sum(0)
             pos_count += scored.sum(0)
+            each.append(losses[scored])  # (B, L) masked -> (scored,), in text order
             if progress:
                 progress(b + 1, n_batches)
         total, count, windows = pos_sum.sum(), int(pos_count.sum()), n_windows
@@ -182,6 +198,7 @@ def score_length(model: Transformer, ids: torch.Tensor, length: int, protocol: s
         first = min(length, n_pred)  # the first window scores all its predictions
         losses, scored = _token_losses(model, ids[:first].view(1, -1), ids[1: first + 1].view(1, -1))
         total, count, windows = total + losses.sum(), int(scored.sum()), 1
+        each.append(losses[scored])
         n_batches = 1 + math.ceil(max(0, n_pred - length) / batch_size)
         if progress:
             progress(1, n_batches)
@@ -196,13 +213,23 @@ def score_length(model: Transformer, ids: torch.Tensor, length: int, protocol: s
                 loss = F.cross_entropy(logits[:, -1].double(), target.view(-1), reduction="none")
                 keep = target.view(-1) != model.config.pad_id
                 total = total + (loss * keep).sum()
+                each.append(loss[keep])
                 count += int(keep.sum())
                 windows += chunk.size(0)
                 if progress:
                     progress(b + 2, n_batches)
     loss = float(total) / count if count else math.nan
     return LengthScore(protocol, factor, length, loss, count, windows,
-                       None if count else "no scorable tokens (all targets are PAD)", position_loss)
+                       None if count else "no scorable tokens (all targets are PAD)", position_loss,
+                       part_losses(torch.cat(each)) if each else None)
+
+
+def part_losses(losses: torch.Tensor, parts: int = SPREAD_PARTS) -> list[float] | None:
+    """The mean of each of `parts` consecutive, near-equal parts of per-prediction losses (None: fewer than two
+    predictions a part)."""
+    if losses.numel() < 2 * parts:
+        return None
+    return [float(chunk.mean()) for chunk in torch.tensor_split(losses.double().cpu(), parts)]
 
 
 _ROOT = Path(__file__).resolve().parents[3]
