@@ -11,6 +11,8 @@ Loading uses `torch.load(weights_only=True)`: a pickle that would run code is re
 Every refusal is a `ConversionError` whose message is one sentence a user can act on.
 
     python -m core.io.convert cs224n vanilla.finetune.params --corpus wiki.txt -o vanilla.safetensors
+
+nanoGPT's ckpt.pt has its own reader, core.io.nanogpt (`python -m core.io.convert nanogpt ...`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,12 @@ def _looks_like_safetensors(head: bytes) -> bool:
 
 def load_params(data: bytes, name: str) -> dict[str, torch.Tensor]:
     """Bytes of a `torch.save`d state dict -> {name: tensor}, refusing anything but tensors."""
+    return _state_dict_of(load_torch_file(data, name), name)
+
+
+def load_torch_file(data: bytes, name: str) -> Any:
+    """Bytes of a `torch.save` file -> what it holds, with `weights_only=True`: tensors and plain values
+    only; a file that names any other Python object is refused without running it."""
     if not data:
         raise ConversionError(f"{name} is empty.")
     is_zip = data[:4] == b"PK\x03\x04"
@@ -92,7 +100,7 @@ def load_params(data: bytes, name: str) -> dict[str, torch.Tensor]:
         raise ConversionError(f"{name} is damaged: it is not a readable torch.save file.") from None
     except Exception:  # torch's readers raise many types for damaged input; all mean the same here
         raise ConversionError(f"{name} is truncated or damaged: torch could not read it.") from None
-    return _state_dict_of(loaded, name)
+    return loaded
 
 
 def _state_dict_of(loaded: Any, name: str) -> dict[str, torch.Tensor]:
@@ -302,14 +310,9 @@ def convert_cs224n(params_path: str | Path, corpus_path: str | Path, out: str | 
                    max_bytes: int = checkpoint.DEFAULT_MAX_BYTES) -> tuple[Path, Conversion]:
     """Files on disk -> a checkpoint at `out` (refusing to overwrite unless `force`)."""
     params_path, corpus_path, out = Path(params_path), Path(corpus_path), Path(out)
-    if out.is_dir():
-        raise ConversionError(f"{out} is a folder; give a file name ending in .safetensors.")
-    if out.exists() and not force:
-        raise ConversionError(f"{out} already exists; pass --force to overwrite it.")
-    if not out.parent.is_dir():
-        raise ConversionError(f"The folder {out.parent} does not exist.")
-    params = _read_file(params_path, max_bytes)
-    corpus = _read_file(corpus_path, max_bytes)
+    check_output(out, force)
+    params = read_file(params_path, max_bytes)
+    corpus = read_file(corpus_path, max_bytes)
     conversion = convert_cs224n_bytes(params, params_path.name, corpus, corpus_path.name, n_head)
     command = cs224n_command(str(params_path), str(corpus_path), n_head, str(out))
     save_conversion(conversion, out, params_name=str(params_path), params_sha256=sha256_bytes(params),
@@ -317,7 +320,7 @@ def convert_cs224n(params_path: str | Path, corpus_path: str | Path, out: str | 
     return out, conversion
 
 
-def _read_file(path: Path, max_bytes: int) -> bytes:
+def read_file(path: Path, max_bytes: int = checkpoint.DEFAULT_MAX_BYTES) -> bytes:
     if not path.is_file():
         raise ConversionError(f"{path} does not exist or is not a file.")
     size = path.stat().st_size
@@ -342,7 +345,7 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="python -m core.io.convert",
                             description="Convert models trained elsewhere into Attention Lab checkpoints.")
-    sub = parser.add_subparsers(dest="source", required=True, metavar="cs224n",
+    sub = parser.add_subparsers(dest="source", required=True, metavar="{cs224n,nanogpt}",
                                 parser_class=_OneLineParser)
     cs = sub.add_parser("cs224n", help="a CS224N minGPT .params file (torch.save of the state_dict)")
     cs.add_argument("params", help="e.g. vanilla.finetune.params or synthesizer.finetune.params")
@@ -351,13 +354,40 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"attention heads; not stored in the file (default {DEFAULT_N_HEAD})")
     cs.add_argument("-o", "--out", required=True, help="output .safetensors path")
     cs.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    nano = sub.add_parser("nanogpt", help="a nanoGPT ckpt.pt (as its train.py writes it)")
+    nano.add_argument("ckpt", help="e.g. out-shakespeare-char/ckpt.pt")
+    vocab = nano.add_mutually_exclusive_group()
+    vocab.add_argument("--meta", help="the dataset's meta.pkl (character models)")
+    vocab.add_argument("--text", help="the training text, e.g. input.txt (its sorted characters)")
+    vocab.add_argument("--tokenizer", help="a GPT-2 tokenizer folder (models on GPT-2 pieces)")
+    nano.add_argument("-o", "--out", required=True, help="output .safetensors path")
+    nano.add_argument("--force", action="store_true", help="overwrite an existing output file")
     return parser
+
+
+def check_output(out: Path, force: bool) -> None:
+    """Refuse a folder, an existing file (unless `force`) and a missing parent folder."""
+    if out.is_dir():
+        raise ConversionError(f"{out} is a folder; give a file name ending in .safetensors.")
+    if out.exists() and not force:
+        raise ConversionError(f"{out} already exists; pass --force to overwrite it.")
+    if not out.parent.is_dir():
+        raise ConversionError(f"The folder {out.parent} does not exist.")
+
+
+def _convert(args: argparse.Namespace):
+    if args.source == "nanogpt":
+        from core.io.nanogpt import convert_nanogpt_files  # the nanoGPT reader builds on this module
+
+        return convert_nanogpt_files(args.ckpt, args.out, meta=args.meta, text=args.text,
+                                     tokenizer=args.tokenizer, force=args.force)
+    return convert_cs224n(args.params, args.corpus, args.out, args.n_head, args.force)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        out, conversion = convert_cs224n(args.params, args.corpus, args.out, args.n_head, args.force)
+        out, conversion = _convert(args)
     except ConversionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -367,8 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     for warning in conversion.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     cfg = conversion.config
+    bias = "" if cfg.bias else ", no biases"
     print(f"Wrote {out}: {cfg.attention} attention, {cfg.n_layer} layers x {cfg.n_head} heads, "
-          f"width {cfg.n_embd}, block {cfg.block_size}, vocabulary {cfg.vocab_size}.")
+          f"width {cfg.n_embd}, block {cfg.block_size}, vocabulary {cfg.vocab_size}{bias}.")
     return 0
 
 
