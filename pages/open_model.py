@@ -1,5 +1,5 @@
-"""Open your model: a CS224N minGPT params file (+ its wiki.txt), an Attention Lab checkpoint, or a
-Hugging Face model folder on the server (inside the operator's allowed folders).
+"""Open your model: a CS224N minGPT params file (+ its wiki.txt), a nanoGPT ckpt.pt (+ its vocabulary), an
+Attention Lab checkpoint, or a Hugging Face model folder on the server (inside the operator's allowed folders).
 
 Storyboard: where to keep it -> upload -> one core call (core.io.uploads) -> the model joins the
 sidebar picker (st.session_state["uploaded_checkpoints"], which pages.shared_caches reads) and is selected.
@@ -68,8 +68,9 @@ else:
 
 # A key keeps the open tab across the rerun that follows an upload (the success message above would
 # otherwise remount the tabs on their first one).
-mingpt_tab, ours_tab, hf_tab = st.tabs(["CS224N minGPT params", "Attention Lab checkpoint",
-                                        "Hugging Face folder"], key="open_model_tab", on_change="rerun")
+mingpt_tab, nanogpt_tab, ours_tab, hf_tab = st.tabs(
+    ["CS224N minGPT params", "nanoGPT ckpt.pt", "Attention Lab checkpoint", "Hugging Face folder"],
+    key="open_model_tab", on_change="rerun")
 
 with mingpt_tab:
     st.write("The assignment ends with files such as `vanilla.finetune.params` or "
@@ -91,6 +92,23 @@ with mingpt_tab:
     if st.button("Convert and add to the picker", key="convert_params", type="primary",
                  disabled=params is None or corpus is None):
         add_to_picker(lambda folder, taken: uploads.add_cs224n(params, corpus, folder, int(n_head), taken))
+
+with nanogpt_tab:
+    st.write("The `ckpt.pt` that nanoGPT's `train.py` writes into its `out_dir`, with or without "
+             "`torch.compile`, bias on or off. It stores no vocabulary, so add one: the dataset's `meta.pkl` "
+             "(character models), the training text (its sorted characters), or for a model on GPT-2 pieces "
+             "GPT-2's tokenizer files (`tokenizer.json`, or `vocab.json` and `merges.txt`). Files are read as "
+             "tensors and plain values only, never run as code.")
+    ckpt = st.file_uploader("Checkpoint (ckpt.pt)", key="upload_nanogpt",
+                            max_upload_size=uploads.PARAMS_LIMIT_MB,
+                            help=f"Up to {uploads.PARAMS_LIMIT_MB} MB.")
+    vocabulary = st.file_uploader("Vocabulary (meta.pkl, input.txt, or tokenizer files)",
+                                  key="upload_nanogpt_vocab", accept_multiple_files=True,
+                                  max_upload_size=uploads.CORPUS_LIMIT_MB,
+                                  help=f"Up to {uploads.CORPUS_LIMIT_MB} MB each.")
+    if st.button("Convert and add to the picker", key="convert_nanogpt", type="primary",
+                 disabled=ckpt is None or not vocabulary):
+        add_to_picker(lambda folder, taken: uploads.add_nanogpt(ckpt, vocabulary, folder, taken))
 
 with ours_tab:
     st.write("A `.safetensors` checkpoint written by Attention Lab (`core.train.trainer`, `core.io.convert`, or "

@@ -18,9 +18,6 @@ nanoGPT's ckpt.pt has its own reader, core.io.nanogpt (`python -m core.io.conver
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
-import pickle
 import re
 import shlex
 import sys
@@ -30,23 +27,28 @@ from typing import Any
 
 import torch
 
-from core.io import checkpoint
+from core.io import checkpoint, nanogpt
+from core.io.foreign_files import (  # noqa: F401  (ConversionError, read_file: part of this module's interface)
+    WRAPPER_PREFIXES,
+    ConversionError,
+    check_output,
+    corpus_text,
+    load_torch_file,
+    read_file,
+    sha256_bytes,
+    strip_wrapper_prefixes,
+)
 from core.model.config import ConfigError, ModelConfig
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, TokenizerError
 from core.model.transformer import Transformer
 
 DEFAULT_N_HEAD = 8  # the assignment's GPTConfig(n_head=8); the file does not store it
-WRAPPER_PREFIXES = ("_orig_mod.", "module.")  # torch.compile, DataParallel / DDP
 WRAPPER_KEYS = ("state_dict", "model")  # {"state_dict": {...}} as some training loops save
 BLOCK_KEY = re.compile(r"^blocks\.(\d+)\.")
 MASK_KEY = re.compile(r"^blocks\.(\d+)\.attn\.mask$")
 # minGPT name -> our name, for the tensors that are not renamed one to one.
 RENAMED = {"pos_emb": "pos.table", "head.weight": "head.unembed.weight"}
 OURS_TO_MINGPT = {ours: theirs for theirs, ours in RENAMED.items()}
-
-
-class ConversionError(ValueError):
-    """A file that cannot become a checkpoint; str() is one sentence for the user."""
 
 
 @dataclass
@@ -66,41 +68,9 @@ class Conversion:
 # --- reading the files ---------------------------------------------------------------------------
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _looks_like_safetensors(head: bytes) -> bool:
-    return len(head) > 9 and head[8:9] == b"{"
-
-
 def load_params(data: bytes, name: str) -> dict[str, torch.Tensor]:
     """Bytes of a `torch.save`d state dict -> {name: tensor}, refusing anything but tensors."""
     return _state_dict_of(load_torch_file(data, name), name)
-
-
-def load_torch_file(data: bytes, name: str) -> Any:
-    """Bytes of a `torch.save` file -> what it holds, with `weights_only=True`: tensors and plain values
-    only; a file that names any other Python object is refused without running it."""
-    if not data:
-        raise ConversionError(f"{name} is empty.")
-    is_zip = data[:4] == b"PK\x03\x04"
-    is_legacy_pickle = data[:1] == b"\x80"  # pickle protocol marker of torch's legacy format
-    if not (is_zip or is_legacy_pickle):
-        if _looks_like_safetensors(data[:16]):
-            raise ConversionError(f"{name} is a safetensors file, not a params file; "
-                                  "add it as an Attention Lab checkpoint instead.")
-        raise ConversionError(f"{name} is not a file written by torch.save.")
-    try:
-        loaded = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    except pickle.UnpicklingError as exc:
-        if "Unsupported global" in str(exc) or "GLOBAL" in str(exc):
-            raise ConversionError(f"{name} contains Python objects other than tensors, so it was refused "
-                                  "without running them; save plain model.state_dict() instead.") from None
-        raise ConversionError(f"{name} is damaged: it is not a readable torch.save file.") from None
-    except Exception:  # torch's readers raise many types for damaged input; all mean the same here
-        raise ConversionError(f"{name} is truncated or damaged: torch could not read it.") from None
-    return loaded
 
 
 def _state_dict_of(loaded: Any, name: str) -> dict[str, torch.Tensor]:
@@ -123,17 +93,6 @@ def _all_tensors(d: dict) -> bool:
     return all(isinstance(k, str) and torch.is_tensor(v) for k, v in d.items())
 
 
-def corpus_text(data: bytes, name: str) -> str:
-    """The corpus as the assignment reads it: UTF-8, universal newlines (open(..., encoding='utf-8'))."""
-    if not data:
-        raise ConversionError(f"{name} is empty; the vocabulary is rebuilt from the pretraining corpus.")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConversionError(f"{name} is not UTF-8 text (byte {exc.start} cannot be decoded).") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def corpus_tokenizer(data: bytes, name: str) -> CharTokenizer:
     """The assignment's vocabulary: sorted corpus characters after PAD and MASK."""
     text = corpus_text(data, name)
@@ -149,20 +108,6 @@ def corpus_tokenizer(data: bytes, name: str) -> CharTokenizer:
 
 
 # --- the conversion ------------------------------------------------------------------------------
-
-
-def strip_wrapper_prefixes(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], str]:
-    """Remove `_orig_mod.` / `module.` (in any nesting) when every key carries it."""
-    stripped = ""
-    changed = True
-    while changed:
-        changed = False
-        for prefix in WRAPPER_PREFIXES:
-            if state and all(k.startswith(prefix) for k in state):
-                state = {k[len(prefix):]: v for k, v in state.items()}
-                stripped += prefix
-                changed = True
-    return state, stripped
 
 
 def _is_causal_mask(mask: torch.Tensor, block_size: int) -> bool:
@@ -320,18 +265,6 @@ def convert_cs224n(params_path: str | Path, corpus_path: str | Path, out: str | 
     return out, conversion
 
 
-def read_file(path: Path, max_bytes: int = checkpoint.DEFAULT_MAX_BYTES) -> bytes:
-    if not path.is_file():
-        raise ConversionError(f"{path} does not exist or is not a file.")
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise ConversionError(f"{path.name} is {size / 1e6:.0f} MB, over the {max_bytes / 1e6:.0f} MB limit.")
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConversionError(f"{path} could not be read ({exc.strerror or type(exc).__name__}).") from None
-
-
 # --- command line --------------------------------------------------------------------------------
 
 
@@ -365,21 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_output(out: Path, force: bool) -> None:
-    """Refuse a folder, an existing file (unless `force`) and a missing parent folder."""
-    if out.is_dir():
-        raise ConversionError(f"{out} is a folder; give a file name ending in .safetensors.")
-    if out.exists() and not force:
-        raise ConversionError(f"{out} already exists; pass --force to overwrite it.")
-    if not out.parent.is_dir():
-        raise ConversionError(f"The folder {out.parent} does not exist.")
-
-
 def _convert(args: argparse.Namespace):
     if args.source == "nanogpt":
-        from core.io.nanogpt import convert_nanogpt_files  # the nanoGPT reader builds on this module
-
-        return convert_nanogpt_files(args.ckpt, args.out, meta=args.meta, text=args.text,
+        return nanogpt.convert_nanogpt_files(args.ckpt, args.out, meta=args.meta, text=args.text,
                                      tokenizer=args.tokenizer, force=args.force)
     return convert_cs224n(args.params, args.corpus, args.out, args.n_head, args.force)
 

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from core.io import checkpoint
-from core.io.convert import (
+from core.io.foreign_files import (
     ConversionError,
     check_output,
     corpus_text,
@@ -58,9 +58,8 @@ TOP_RENAMES = {"transformer.wte.weight": "tok_emb.weight", "transformer.wpe.weig
                "lm_head.weight": "head.unembed.weight"}
 # GPT-2 tokenizer files, in the order they are looked for: one file, or vocabulary + merges
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"))
-GIVE_A_VOCABULARY = ("give its characters (--meta data/<dataset>/meta.pkl or --text input.txt) or, for a "
-                     "model on GPT-2 pieces, a GPT-2 tokenizer folder (--tokenizer DIR with tokenizer.json, or "
-                     "vocab.json and merges.txt)")
+GIVE_A_VOCABULARY = ("give its characters (the dataset's meta.pkl, or the training text) or, for a model on "
+                     "GPT-2 pieces, GPT-2's tokenizer files (tokenizer.json, or vocab.json and merges.txt)")
 
 Vocabulary = ListedCharTokenizer | PiecesTokenizer
 
@@ -375,7 +374,7 @@ def vocabulary_for(ckpt: NanoCheckpoint, ckpt_name: str, *, meta: tuple[str, byt
         rows = ckpt.state.get("transformer.wte.weight", ckpt.state.get("_orig_mod.transformer.wte.weight"))
         pieces = rows is not None and rows.shape[0] >= 50257
         what = ("it reads GPT-2 pieces, so give a GPT-2 tokenizer folder (tokenizer.json, or vocab.json and "
-                "merges.txt)" if pieces else GIVE_A_VOCABULARY)
+                "merges.txt; --tokenizer DIR)" if pieces else GIVE_A_VOCABULARY + " (--meta, --text or --tokenizer)")
         raise ConversionError(f"{ckpt_name} stores no vocabulary: {what}." if not given else
                               "Give one vocabulary: a meta.pkl, a training text or a GPT-2 tokenizer folder.")
     if meta is not None:
@@ -437,3 +436,15 @@ def convert_nanogpt_files(ckpt_path: str | Path, out: str | Path, *, meta: str |
                  vocabulary_name=str(meta or text or tokenizer), vocabulary_sha256=sha256_bytes(vocab_bytes),
                  command=command)
     return out, conversion
+
+
+def vocabulary_source(files: dict[str, bytes]) -> dict[str, Any]:
+    """Files a user gave by name (uploads) -> the one keyword `vocabulary_for` takes: a `*.pkl` is meta.pkl,
+    GPT-2's file names are a tokenizer, one other file is the training text."""
+    wanted = {n for names in TOKENIZER_FILES for n in names}
+    if any(name in wanted for name in files):
+        return {"tokenizer_files": ("the uploaded tokenizer files", {n: b for n, b in files.items() if n in wanted})}
+    if len(files) != 1:
+        raise ConversionError(f"Give one vocabulary, not {len(files)} files: {GIVE_A_VOCABULARY}.")
+    (name, data), = files.items()
+    return {"meta": (name, data)} if name.lower().endswith(".pkl") else {"text": (name, data)}
