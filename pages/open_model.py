@@ -15,7 +15,9 @@ import streamlit as st
 
 from core.io import folders, hf, uploads
 from core.io.checkpoint import CheckpointError
+from core.lens import records
 from core.text import markdown_escape as plain
+from pages import attention_records
 from pages.model_picker import PageModels, checkpoint_picker, select_checkpoint
 from pages.shared_caches import all_checkpoints
 
@@ -68,9 +70,9 @@ else:
 
 # A key keeps the open tab across the rerun that follows an upload (the success message above would
 # otherwise remount the tabs on their first one).
-mingpt_tab, nanogpt_tab, ours_tab, hf_tab = st.tabs(
-    ["CS224N minGPT params", "nanoGPT ckpt.pt", "Attention Lab checkpoint", "Hugging Face folder"],
-    key="open_model_tab", on_change="rerun")
+mingpt_tab, nanogpt_tab, ours_tab, hf_tab, records_tab = st.tabs(
+    ["CS224N minGPT params", "nanoGPT ckpt.pt", "Attention Lab checkpoint", "Hugging Face folder",
+     "Attention records"], key="open_model_tab", on_change="rerun")
 
 with mingpt_tab:
     st.write("The assignment ends with files such as `vanilla.finetune.params` or "
@@ -141,3 +143,22 @@ if session_uploads:
                    "attention": info.config.get("attention", ""),
                    "layers": info.config.get("n_layer"), "file": str(info.path)}
                   for info in session_uploads], hide_index=True, width="stretch")
+
+with records_tab:
+    st.write("Attention maps your own code computed (any model: a CSE 256 PA2 transformer, an "
+             "`nn.MultiheadAttention`, a `transformers` model), written with `core.lens.records.save_attention` "
+             "as `.npz` or `.safetensors`, or the lab's own export (`python -m core.lens.export`). The Attention "
+             "page draws every view that needs only the weights. Pickles are never opened.")
+    records_upload = st.file_uploader("Attention records", type=["npz", "safetensors"], key="upload_records",
+                                      max_upload_size=uploads.RECORDS_LIMIT_MB,
+                                      help=f"Up to {uploads.RECORDS_LIMIT_MB} MB.")
+    if st.button("Open on the Attention page", key="open_records", type="primary", disabled=records_upload is None):
+        try:
+            data = uploads.read_upload(records_upload, uploads.RECORDS_LIMIT_MB, "records file")
+            opened_name = attention_records.add(records.read_records(data, Path(records_upload.name).name))
+        except (uploads.UploadError, records.RecordsError) as exc:
+            st.error(plain(str(exc)))
+        else:
+            st.success(plain(f"Opened {opened_name}: choose it under Attention records in the sidebar of the "
+                             "Attention page (chosen now)."))
+            st.page_link("pages/attention.py", label="Go to the Attention page", icon=":material/grid_on:")

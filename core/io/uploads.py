@@ -39,6 +39,7 @@ MB = 1024 * 1024
 CHECKPOINT_LIMIT_MB = 512
 PARAMS_LIMIT_MB = 512
 CORPUS_LIMIT_MB = 100
+RECORDS_LIMIT_MB = 256  # attention records files (core.lens.records caps what they hold)
 KNOWN_SUFFIXES = (".safetensors", ".params", ".pt", ".pth", ".bin", ".ckpt")
 
 
