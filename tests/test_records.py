@@ -186,3 +186,60 @@ def test_save_attention_refuses_what_it_cannot_read(tmp_path, attentions, tokens
     with pytest.raises(rec.RecordsError, match=message):
         rec.save_attention(tmp_path / "x.npz", tokens, attentions, heads_per_layer=heads)
     assert not (tmp_path / "x.npz").exists()
+
+
+class PA2Like(nn.Module):
+    """What a CSE 256 PA2 solution looks like from outside: forward(x) -> (logits, attn_maps), one (1, T, T) map
+    per head and layer (2 x 2 here), computed by an explicit softmax."""
+
+    def __init__(self, vocab: int = 20, width: int = 16, n_layer: int = 2, n_head: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.qk = nn.ModuleList([nn.Linear(width, 2 * width) for _ in range(n_layer)])
+        self.n_head, self.out = n_head, nn.Linear(width, 2)
+
+    def forward(self, x):
+        h = self.embed(x)  # (1, T, C)
+        maps = []
+        for qk in self.qk:
+            q, k = qk(h).chunk(2, dim=-1)
+            for head_q, head_k in zip(q.chunk(self.n_head, -1), k.chunk(self.n_head, -1), strict=True):
+                weights = torch.softmax(head_q @ head_k.transpose(-2, -1) / head_q.size(-1) ** 0.5, dim=-1)
+                maps.append(weights)  # (1, T, T)
+                h = h + weights @ h
+        return self.out(h.mean(1)), maps
+
+
+def readme_block(heading: str) -> str:
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index(heading):]
+    return section[section.index("```python\n") + 10:section.index("\n```", section.index("```python"))]
+
+
+def test_the_readmes_lines_run_as_written(tmp_path, monkeypatch):
+    """The README's "Attention from your own code" block, run on a PA2-like model, an nn.MultiheadAttention
+    and a tiny BERT built here; each file it writes opens with the shapes its model has."""
+    transformers = require_hf_extra()
+    from tests.hf_models import bert_folder
+
+    folder = bert_folder(tmp_path / "tiny-bert")
+    torch.manual_seed(0)
+    names = {
+        "pa2_model": PA2Like().eval(), "x": torch.tensor([[1, 2, 3, 4, 5, 6]]),
+        "tokens": ["the", "cat", "sat", "on", "the", "mat"],
+        "mha": nn.MultiheadAttention(16, 4, batch_first=True), "h": torch.randn(1, 6, 16),
+        "hf_tokenizer": transformers.AutoTokenizer.from_pretrained(folder),
+        "hf_model": transformers.AutoModel.from_pretrained(folder, attn_implementation="eager").eval(),
+    }
+    monkeypatch.chdir(tmp_path)
+    exec(compile(readme_block("### Attention from your own code"), "README.md", "exec"), names)
+    shapes = {name: [r.attention.shape for r in read(tmp_path / name).records]
+              for name in ("pa2.npz", "mha.npz", "bert.npz")}
+    config = names["hf_model"].config
+    bert_tokens = read(tmp_path / "bert.npz").records[0].tokens
+    assert shapes["pa2.npz"] == [(2, 2, 6, 6)] and shapes["mha.npz"] == [(1, 4, 6, 6)]
+    assert shapes["bert.npz"] == [(config.num_hidden_layers, config.num_attention_heads, len(bert_tokens),
+                                   len(bert_tokens))]
+    assert bert_tokens[0] == "[CLS]" and read(tmp_path / "bert.npz").model_name == "bert-base-uncased"
