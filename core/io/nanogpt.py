@@ -48,6 +48,7 @@ from core.model.tokenizer import ListedCharTokenizer, PiecesTokenizer, Tokenizer
 from core.model.transformer import Transformer
 
 META_LIMIT_BYTES = 16 * 1024 * 1024  # a character meta.pkl is a few kilobytes
+CKPT_LIMIT_BYTES = 4 * 1024 ** 3  # on the command line: GPT-2 small's ckpt.pt is ~1.5 GB (2/3 of it AdamW state)
 CKPT_KEYS = ("model", "model_args")
 LAYER_KEY = re.compile(r"^transformer\.h\.(\d+)\.(.+)$")
 # nanoGPT name inside a block -> ours (c_attn is split, the causal-mask buffer `attn.bias` dropped)
@@ -420,7 +421,7 @@ def convert_nanogpt_files(ckpt_path: str | Path, out: str | Path, *, meta: str |
     """Files on disk -> a checkpoint at `out` (refusing to overwrite unless `force`)."""
     ckpt_path, out = Path(ckpt_path), Path(out)
     check_output(out, force)
-    data = read_file(ckpt_path)
+    data = read_file(ckpt_path, CKPT_LIMIT_BYTES)
     vocabulary: dict[str, Any] = {}
     if meta is not None:
         vocabulary["meta"] = (Path(meta).name, read_file(Path(meta)))
