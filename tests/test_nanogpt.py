@@ -296,3 +296,13 @@ def test_existing_checkpoints_keep_their_biases():
 
     config = ModelConfig.from_dict(json.loads(json.dumps({"vocab_size": 5, "block_size": 4})))
     assert config.bias is True
+
+
+def test_the_cs224n_converter_points_a_nanogpt_checkpoint_to_the_nanogpt_one(tmp_path, capsys):
+    """The issue's first complaint: `convert cs224n ckpt.pt` said the file lacked 'tok_emb.weight'."""
+    ckpt_path = write_ckpt(tmp_path / "ckpt.pt", nanogpt_ckpt(False, "_orig_mod."))
+    (tmp_path / "input.txt").write_text(TEXT)
+    out = tmp_path / "x.safetensors"
+    assert main(["cs224n", str(ckpt_path), "--corpus", str(tmp_path / "input.txt"), "-o", str(out)]) == 2
+    said = capsys.readouterr().err
+    assert "is a nanoGPT checkpoint" in said and "core.io.convert nanogpt" in said and not out.exists()

@@ -140,6 +140,9 @@ def _required(state: dict[str, torch.Tensor], key: str, dims: int, name: str) ->
 def infer_config(state: dict[str, torch.Tensor], n_head: int = DEFAULT_N_HEAD,
                  name: str = "the params file") -> ModelConfig:
     """Read layers, width, vocabulary, block size and attention variant off the tensor shapes."""
+    if "transformer.wte.weight" in state and "tok_emb.weight" not in state:
+        raise ConversionError(f"{name} is a nanoGPT checkpoint, not a CS224N minGPT one; convert it with "
+                              "python -m core.io.convert nanogpt (or the nanoGPT tab of Open your model).")
     vocab_size, n_embd = _required(state, "tok_emb.weight", 2, name).shape
     pos_emb = _required(state, "pos_emb", 3, name)
     if pos_emb.size(0) != 1 or pos_emb.size(2) != n_embd:

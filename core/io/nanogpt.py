@@ -105,13 +105,13 @@ def read_ckpt(data: bytes, name: str) -> NanoCheckpoint:
     if not isinstance(args, dict):
         raise ConversionError(f"{name}: its 'model_args' entry is not a dict.")
     config = loaded.get("config") if isinstance(loaded.get("config"), dict) else {}
-    iter_num = loaded.get("iter_num")
-    best = loaded.get("best_val_loss")
+    iter_num, best = loaded.get("iter_num"), loaded.get("best_val_loss")
+    if torch.is_tensor(best):  # train.py keeps the loss tensor it evaluated
+        best = best.item() if best.numel() == 1 else None
     return NanoCheckpoint(state=dict(state), model_args=dict(args),
-                          iter_num=int(iter_num) if isinstance(iter_num, int) else None,
-                          best_val_loss=float(best) if isinstance(best, (int, float, torch.Tensor))
-                          and (not torch.is_tensor(best) or best.numel() == 1) else None,
-                          dataset=str(config["dataset"]) if isinstance(config.get("dataset"), str) else None)
+                          iter_num=iter_num if isinstance(iter_num, int) else None,
+                          best_val_loss=float(best) if isinstance(best, (int, float)) else None,
+                          dataset=config["dataset"] if isinstance(config.get("dataset"), str) else None)
 
 
 # --- vocabularies ------------------------------------------------------------------------------
