@@ -61,9 +61,11 @@ def chosen() -> tuple[str, rec.AttentionRecords] | None:
 
 
 def _sentence_label(records: rec.AttentionRecords, i: int) -> str:
-    record = records.records[i]
-    text = " ".join(record.tokens[:10]) + (" …" if len(record.tokens) > 10 else "")
-    return f"{i}: {text}"
+    tokens = records.records[i].tokens
+    # pieces that carry their own spaces (GPT-2, SentencePiece, characters) read as text when joined as they are
+    joiner = "" if any(t[:1].isspace() or t.isspace() for t in tokens) else " "
+    text = joiner.join(tokens)
+    return f"{i}: {text[:60]}" + (" …" if len(text) > 60 else "")
 
 
 def show(name: str, records: rec.AttentionRecords) -> None:
@@ -71,7 +73,8 @@ def show(name: str, records: rec.AttentionRecords) -> None:
     st.title("Attention")
     model = f" (model: {records.model_name})" if records.model_name else ""
     st.caption(plain(f"Attention records from {name}{model}: {len(records.records)} sentence(s), "
-                     f"{records.n_layer} layer(s) x {records.n_head} head(s), computed by your own code."))
+                     f"{records.n_layer} layer(s) x {records.n_head} head(s), computed by your own code. To see "
+                     "the model picked above instead, choose (none) under Attention records in the sidebar."))
     index = 0
     if len(records.records) > 1:
         index = index_select("Sentence", "rec_sentence", len(records.records),

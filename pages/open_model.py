@@ -71,7 +71,7 @@ else:
 # A key keeps the open tab across the rerun that follows an upload (the success message above would
 # otherwise remount the tabs on their first one).
 mingpt_tab, nanogpt_tab, ours_tab, hf_tab, records_tab = st.tabs(
-    ["CS224N minGPT params", "nanoGPT ckpt.pt", "Attention Lab checkpoint", "Hugging Face folder",
+    ["CS224N minGPT params", "nanoGPT", "Attention Lab checkpoint", "Hugging Face folder",
      "Attention records"], key="open_model_tab", on_change="rerun")
 
 with mingpt_tab:
@@ -98,7 +98,7 @@ with mingpt_tab:
 with nanogpt_tab:
     st.write("The `ckpt.pt` that nanoGPT's `train.py` writes into its `out_dir`, with or without "
              "`torch.compile`, bias on or off. It stores no vocabulary, so add one: the dataset's `meta.pkl` "
-             "(character models), the training text (its sorted characters), or for a model on GPT-2 pieces "
+             "(character models), the training text (its sorted characters), or, for a model on GPT-2 pieces, "
              "GPT-2's tokenizer files (`tokenizer.json`, or `vocab.json` and `merges.txt`). Files are read as "
              "tensors and plain values only, never run as code.")
     ckpt = st.file_uploader("Checkpoint (ckpt.pt)", key="upload_nanogpt",

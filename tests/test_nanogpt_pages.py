@@ -24,6 +24,10 @@ from tests.test_attention_page import VIEWS, array, charts
 from tests.test_nanogpt import CHARS, RunsCode, meta_pkl, nanogpt_ckpt, reference_forward
 
 
+def unescaped(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
 def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.message for e in at.exception]
 
@@ -120,9 +124,9 @@ def test_open_your_model_converts_a_ckpt_and_selects_it(monkeypatch, tmp_path):
     ckpt = nanogpt_ckpt(True)
     at = _upload(at, _bytes(ckpt), [("meta.pkl", meta_pkl(CHARS))])
     assert not at.error
-    assert any("Added ckpt" in s.value for s in at.success)
     picked = at.sidebar.selectbox(key="picker_model").value
-    assert picked.startswith("ckpt")
+    assert picked == "nanogpt-shakespeare_char"  # named for its data set, not "ckpt"
+    assert any(f"Added {picked}" in unescaped(s.value) for s in at.success)
     info = next(i for i in at.session_state["uploaded_checkpoints"] if i.name == picked)
     assert load(info.path).tokenizer.encode("All:") == [CHARS.index(c) for c in "All:"]
 

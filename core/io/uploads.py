@@ -257,13 +257,16 @@ def add_nanogpt(ckpt: Upload, vocabulary: Sequence[Upload], folder: Path, taken_
     ckpt_bytes = read_upload(ckpt, PARAMS_LIMIT_MB, "checkpoint")
     files = {Path(u.name).name: read_upload(u, CORPUS_LIMIT_MB, "vocabulary") for u in vocabulary}
     ckpt_name = Path(ckpt.name).name
-    final = folder / checkpoint_filename(ckpt_name)
-    _refuse_existing(final)
     try:
         source = nanogpt.vocabulary_source(files)
         conversion, vocab_name, vocab_bytes = nanogpt.convert_nanogpt_bytes(ckpt_bytes, ckpt_name, **source)
     except ConversionError as exc:
         raise UploadError(str(exc)) from None
+    dataset = conversion.source.dataset
+    # every run saves ckpt.pt: name the model for its data set, as nanoGPT names its out_dir
+    named = f"nanogpt-{dataset}.pt" if Path(ckpt_name).stem == "ckpt" and dataset else ckpt_name
+    final = folder / checkpoint_filename(named)
+    _refuse_existing(final)
     with _Staging(folder, final.name) as staged:
         try:
             flag = next(iter(source)).split("_")[0]  # meta | text | tokenizer
