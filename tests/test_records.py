@@ -243,3 +243,5 @@ def test_the_readmes_lines_run_as_written(tmp_path, monkeypatch):
     assert shapes["bert.npz"] == [(config.num_hidden_layers, config.num_attention_heads, len(bert_tokens),
                                    len(bert_tokens))]
     assert bert_tokens[0] == "[CLS]" and read(tmp_path / "bert.npz").model_name == "bert-base-uncased"
+    special = rec.as_run(read(tmp_path / "bert.npz").records[0]).special  # what "hide special tokens" hides
+    assert special[0] and special[-1] and not special[1:-1].any()

@@ -39,6 +39,9 @@ import numpy as np
 FORMAT = "attention-lab-records/1"
 MAX_TOKENS = 2048  # a T x T map past this is more than any view can show (and 16 MB per head)
 MAX_VALUES = 64 * 1024 * 1024  # attention weights in one file (256 MB of float32)
+# tokens "hide special tokens" hides in a record: what BERT, RoBERTa, GPT-2 and the lab's own vocabularies call theirs
+SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "<mask>", "<|endoftext|>",
+                            "<bos>", "<eos>", "<unk>", "[UNK]", "\u25a1", "\u2047", "MASK"})
 ROW_TOLERANCE = 1e-3  # |row sum - 1| a record may have (half-precision maps); the page's sanity check is stricter
 
 
@@ -384,6 +387,7 @@ def as_run(record: AttentionRecord, model_name: str = ""):
     if record.allowed is not None:
         allowed = record.allowed
     T = len(record.tokens)
+    special = np.array([t in SPECIAL_TOKENS for t in record.tokens], dtype=bool)  # (T,)
     said = [f"label: {record.label}"] if record.label is not None else []
     said += [f"prediction: {record.prediction}"] if record.prediction is not None else []
     output = ModelOutput(title="What the file says about this sentence",
@@ -391,5 +395,5 @@ def as_run(record: AttentionRecord, model_name: str = ""):
                          note=None if said else "The file has no label or prediction for this sentence.")
     return AttentionRun(attention=record.attention, ids=record.ids if record.ids is not None else list(range(T)),
                         tokens=[visible_token(t) for t in record.tokens], unknown=[], fallback_token="",
-                        allowed=allowed, special=np.zeros(T, dtype=bool), causal=causal, block_size=T,
+                        allowed=allowed, special=special, causal=causal, block_size=T,
                         max_length=None, n_input_tokens=T, notes=[], output=output)
