@@ -142,3 +142,23 @@ def test_open_your_model_refuses_a_hostile_meta_pkl_in_one_sentence(monkeypatch,
     assert not marker.exists() and "uploaded_checkpoints" not in at.session_state  # nothing added
     at = _upload(at, _bytes(nanogpt_ckpt(False)), [("a.txt", b"ab"), ("b.txt", b"cd")])
     assert "Give one vocabulary, not 2 files" in re.sub(r"\\(.)", r"\1", at.error[0].value)
+
+
+def test_every_page_opens_on_the_converted_model(monkeypatch, converted):
+    """Bias off means no bias tensors at all: the anatomy formulas, the curves (no history) and the probe must
+    still draw or say why, never raise."""
+    from pages import APP_PAGES
+
+    folder, _ = converted
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    for page in APP_PAGES:
+        at = AppTest.from_file(str(ROOT / page.file), default_timeout=60)
+        at.query_params["model"] = "shakespeare"
+        at.run()
+        no_exception(at)
+    anatomy = AppTest.from_file(str(ROOT / "pages" / "anatomy.py"), default_timeout=60)
+    anatomy.query_params["model"] = "shakespeare"
+    anatomy.run()
+    (table,) = [d.value for d in anatomy.dataframe if "formula = count" in d.value.columns]
+    assert (table["formula = count"] == "✓").all(), table[table["formula = count"] != "✓"]  # no bias terms
+    assert table["parameters"].sum() == load(folder / "shakespeare.safetensors").model.num_parameters()
