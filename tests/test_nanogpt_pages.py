@@ -162,3 +162,30 @@ def test_every_page_opens_on_the_converted_model(monkeypatch, converted):
     (table,) = [d.value for d in anatomy.dataframe if "formula = count" in d.value.columns]
     assert (table["formula = count"] == "✓").all(), table[table["formula = count"] != "✓"]  # no bias terms
     assert table["parameters"].sum() == load(folder / "shakespeare.safetensors").model.num_parameters()
+
+
+def test_a_model_on_gpt2_pieces_draws_its_pieces(monkeypatch, tmp_path):
+    from tests.test_nanogpt import gpt2_like_tokenizer_files
+
+    pieces = gpt2_like_tokenizer_files(tmp_path / "gpt2", "vocab.json")
+    ckpt = nanogpt_ckpt(True, vocab=pieces + 7)  # padded past the pieces, as nanoGPT pads 50257 to 50304
+    torch.save(ckpt, tmp_path / "ckpt.pt")
+    folder = tmp_path / "models"
+    folder.mkdir()
+    convert_nanogpt_files(tmp_path / "ckpt.pt", folder / "pieces.safetensors", tokenizer=tmp_path / "gpt2")
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    text = "Before we proceed, speak."
+    at = AppTest.from_file(str(ROOT / "pages" / "attention.py"), default_timeout=60)
+    at.query_params.update({"model": "pieces", "text": text, "wf": "1"})
+    at.run()
+    no_exception(at)
+    tokenizer = load(folder / "pieces.safetensors").tokenizer
+    ids = tokenizer.encode(text)
+    _, attention = reference_forward(ckpt["model"], torch.tensor([ids]))
+    z = array(charts(at)[0]["data"][0]["z"])
+    allowed = np.tril(np.ones((len(ids), len(ids)), dtype=bool))
+    np.testing.assert_allclose(z[allowed], attention[0, 0, 0].numpy()[allowed], atol=1e-5)
+    chips = at.code[0].value
+    assert "[␣we]" in chips and "[␣speak]" in chips  # pieces with their spaces made visible
+    assert any("next piece after the sentence" in c.value for c in at.caption)
+    assert not at.error and not at.warning
