@@ -148,9 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         ratio = b.median / a.median
         ratios.append(ratio)
         print(f"{a.what:<44} {a.median:>9.3f}s {b.median:>17.3f}s {ratio:>13.2f}")
-    worst = max(ratios)
-    print(f"RESULT nanogpt_latency worst_ratio={worst:.2f} rows={len(ratios)} "
-          f"over_target={sum(not r.median <= r.target for r in theirs)}")
+    # the target: every row browser_latency times holds on the converted model (interaction <= 0.5 s)
+    worst = max(theirs, key=lambda r: r.median / r.target)
+    passed = all(r.median <= r.target for r in theirs)
+    print(f"worst nanoGPT/ours ratio {max(ratios):.2f}; rows over target: ours "
+          f"{sum(not r.median <= r.target for r in ours)}, nanoGPT {sum(not r.median <= r.target for r in theirs)}")
+    print(f"RESULT nanogpt_latency measured={worst.median:.2f}s({worst.what.replace(' ', '_')},"
+          f"ratio_{worst.median / ours[theirs.index(worst)].median:.2f}) target=<={worst.target}s "
+          f"pass={'true' if passed else 'false'}")
     return 0
 
 
