@@ -1,5 +1,7 @@
 """Open your model: a CS224N minGPT params file (+ its wiki.txt), a nanoGPT ckpt.pt (+ its vocabulary), an
-Attention Lab checkpoint, or a Hugging Face model folder on the server (inside the operator's allowed folders).
+Attention Lab checkpoint, or a Hugging Face model folder on the server (inside the operator's allowed folders);
+and attention records from the user's own code (core.lens.records), which the Attention page draws
+(pages.attention_records).
 
 Storyboard: where to keep it -> upload -> one core call (core.io.uploads) -> the model joins the
 sidebar picker (st.session_state["uploaded_checkpoints"], which pages.shared_caches reads) and is selected.
