@@ -306,3 +306,13 @@ def test_the_cs224n_converter_points_a_nanogpt_checkpoint_to_the_nanogpt_one(tmp
     assert main(["cs224n", str(ckpt_path), "--corpus", str(tmp_path / "input.txt"), "-o", str(out)]) == 2
     said = capsys.readouterr().err
     assert "is a nanoGPT checkpoint" in said and "core.io.convert nanogpt" in said and not out.exists()
+
+
+def test_uploaded_vocabulary_files_are_one_source():
+    assert set(nanogpt.vocabulary_source({"meta.pkl": b"x"})) == {"meta"}
+    assert set(nanogpt.vocabulary_source({"input.txt": b"x"})) == {"text"}
+    assert set(nanogpt.vocabulary_source({"vocab.json": b"{}", "merges.txt": b""})) == {"tokenizer_files"}
+    with pytest.raises(ConversionError, match="meta.pkl cannot go with GPT-2's tokenizer files"):
+        nanogpt.vocabulary_source({"tokenizer.json": b"{}", "meta.pkl": b"x"})
+    with pytest.raises(ConversionError, match="Give one vocabulary, not 2 files"):
+        nanogpt.vocabulary_source({"a.txt": b"x", "meta.pkl": b"y"})

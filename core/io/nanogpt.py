@@ -444,7 +444,10 @@ def vocabulary_source(files: dict[str, bytes]) -> dict[str, Any]:
     GPT-2's file names are a tokenizer, one other file is the training text."""
     wanted = {n for names in TOKENIZER_FILES for n in names}
     if any(name in wanted for name in files):
-        return {"tokenizer_files": ("the uploaded tokenizer files", {n: b for n, b in files.items() if n in wanted})}
+        others = sorted(name for name in files if name not in wanted)
+        if others:
+            raise ConversionError(f"Give one vocabulary: {others[0]} cannot go with GPT-2's tokenizer files.")
+        return {"tokenizer_files": ("the uploaded tokenizer files", files)}
     if len(files) != 1:
         raise ConversionError(f"Give one vocabulary, not {len(files)} files: {GIVE_A_VOCABULARY}.")
     (name, data), = files.items()
