@@ -245,3 +245,12 @@ def test_the_readmes_lines_run_as_written(tmp_path, monkeypatch):
     assert bert_tokens[0] == "[CLS]" and read(tmp_path / "bert.npz").model_name == "bert-base-uncased"
     special = rec.as_run(read(tmp_path / "bert.npz").records[0]).special  # what "hide special tokens" hides
     assert special[0] and special[-1] and not special[1:-1].any()
+
+
+def test_a_model_checkpoint_is_not_taken_for_records(tmp_path):
+    path = save_tiny_checkpoint(tmp_path / "tiny-lm.safetensors", "lm")
+    with pytest.raises(rec.RecordsError, match="looks like a model checkpoint"):
+        rec.read_records(path.read_bytes(), path.name)
+    data = bytearray(rec.save_attention(tmp_path / "ok.safetensors", ["a", "b"], [np.eye(2)]).read_bytes())
+    with pytest.raises(rec.RecordsError, match="damaged"):
+        rec.read_records(bytes(data[:-4]), "cut.safetensors")
