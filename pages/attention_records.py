@@ -80,7 +80,7 @@ def show(name: str, records: rec.AttentionRecords) -> None:
         index = index_select("Sentence", "rec_sentence", len(records.records),
                              fmt=lambda i: _sentence_label(records, i))
     record = records.records[index]
-    run = rec.as_run(record, records.model_name)
+    run = rec.as_run(record)
     controls = st.columns([3, 1, 1])
     view = controls[0].radio("View", list(VIEW_TITLES), key="rec_view", format_func=VIEW_TITLES.get,
                              horizontal=True)

@@ -378,7 +378,7 @@ def inferred_allowed(attention: np.ndarray) -> tuple[np.ndarray, bool]:
     return (lower if causal else np.ones((T, T), dtype=bool)), causal
 
 
-def as_run(record: AttentionRecord, model_name: str = ""):
+def as_run(record: AttentionRecord):
     """A record as the AttentionRun the Attention page's weight-only views draw (no model: no output)."""
     from core.lens.attention import AttentionRun, ModelOutput
     from core.text import visible_token
