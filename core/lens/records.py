@@ -32,9 +32,12 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # the page's run type; imported lazily below, so writing a file needs no torch
+    from core.lens.attention import AttentionRun
 
 FORMAT = "attention-lab-records/1"
 MAX_TOKENS = 2048  # a T x T map past this is more than any view can show (and 16 MB per head)
@@ -378,7 +381,7 @@ def inferred_allowed(attention: np.ndarray) -> tuple[np.ndarray, bool]:
     return (lower if causal else np.ones((T, T), dtype=bool)), causal
 
 
-def as_run(record: AttentionRecord):
+def as_run(record: AttentionRecord) -> AttentionRun:
     """A record as the AttentionRun the Attention page's weight-only views draw (no model: no output)."""
     from core.lens.attention import AttentionRun, ModelOutput
     from core.text import visible_token
