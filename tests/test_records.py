@@ -254,3 +254,14 @@ def test_a_model_checkpoint_is_not_taken_for_records(tmp_path):
     data = bytearray(rec.save_attention(tmp_path / "ok.safetensors", ["a", "b"], [np.eye(2)]).read_bytes())
     with pytest.raises(rec.RecordsError, match="damaged"):
         rec.read_records(bytes(data[:-4]), "cut.safetensors")
+
+
+def test_a_compressed_npz_that_unpacks_too_far_is_refused_from_its_headers(monkeypatch):
+    monkeypatch.setattr(rec, "MAX_UNPACKED_BYTES", 16 * 1024 * 1024)  # the same check at a test's scale
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, attention=softmax_maps(1, 1, 2, 2).numpy(), tokens=np.array(["a", "b"]),
+                        padding=np.zeros((32, 1024, 1024), dtype=np.uint8))  # 33.5 MB of zeros
+    assert len(buffer.getvalue()) < 100_000  # packed: a small upload
+    monkeypatch.setattr(np, "load", lambda *a, **k: pytest.fail("np.load ran"))
+    with pytest.raises(rec.RecordsError, match="unpacks to 34 MB"):
+        rec.read_records(buffer.getvalue(), "bomb.npz")

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the page's run type; imported lazily below, so writing a fi
 FORMAT = "attention-lab-records/1"
 MAX_TOKENS = 2048  # a T x T map past this is more than any view can show (and 16 MB per head)
 MAX_VALUES = 64 * 1024 * 1024  # attention weights in one file (256 MB of float32)
+MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # every array of an .npz once decompressed
 # tokens "hide special tokens" hides in a record: what BERT, RoBERTa, GPT-2 and the lab's own vocabularies call theirs
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "<mask>", "<|endoftext|>",
                             "<bos>", "<eos>", "<unk>", "[UNK]", "\u25a1", "\u2047", "MASK"})
@@ -251,6 +252,10 @@ def _check_sizes(shapes: dict[str, tuple[tuple[int, ...], Any]], name: str) -> N
     total = sum(int(np.prod(shape)) for key, (shape, _) in shapes.items() if key.startswith("attention"))
     if total > MAX_VALUES:
         raise RecordsError(f"{name} holds {total:,} attention weights, over the {MAX_VALUES:,} the lab opens.")
+    unpacked = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in shapes.values() if dtype)
+    if unpacked > MAX_UNPACKED_BYTES:  # a small compressed file can unpack to gigabytes
+        raise RecordsError(f"{name} unpacks to {unpacked / 1e6:,.0f} MB, over the {MAX_UNPACKED_BYTES / 1e6:,.0f} MB "
+                           "the lab opens.")
 
 
 def read_records(data: bytes, name: str) -> AttentionRecords:
