@@ -316,3 +316,13 @@ def test_uploaded_vocabulary_files_are_one_source():
         nanogpt.vocabulary_source({"tokenizer.json": b"{}", "meta.pkl": b"x"})
     with pytest.raises(ConversionError, match="Give one vocabulary, not 2 files"):
         nanogpt.vocabulary_source({"a.txt": b"x", "meta.pkl": b"y"})
+
+
+def test_a_meta_pkl_that_repeats_one_list_by_reference_is_refused_quickly():
+    """4,000 references to one list of 4,000: 16 million values from a 20 kB pickle (without the budget it
+    would be read, slowly, as plain data)."""
+    inner = list(range(4000))
+    hostile = pickle.dumps({"vocab_size": 1, "itos": {0: "a"}, "stoi": {"a": 0}, "junk": [inner] * 4000})
+    assert len(hostile) < 50_000
+    with pytest.raises(ConversionError, match="other than dicts"):
+        nanogpt.read_meta(hostile, "meta.pkl")

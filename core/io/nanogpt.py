@@ -132,17 +132,24 @@ class _PlainDataUnpickler(pickle.Unpickler):
         raise _Refused("a persistent object")
 
 
-def _plain(value: Any, depth: int = 0) -> bool:
-    """Only dicts, lists/tuples, ints and strings, all the way down (bools and floats are refused too)."""
-    if depth > 4:
-        return False
-    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
-    return False
+def _plain(value: Any, budget: int = 1_000_000) -> bool:
+    """Only dicts, lists/tuples, ints and strings, at most 4 levels deep and `budget` values in all (a pickle
+    can repeat one list by reference a million times at 2 bytes each); bools and floats are refused too."""
+    stack, seen = [(value, 0)], 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if depth > 4 or seen > budget:
+            return False
+        if isinstance(item, str) or (isinstance(item, int) and not isinstance(item, bool)):
+            continue
+        if isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, dict):
+            stack.extend((x, depth + 1) for kv in item.items() for x in kv)
+        else:
+            return False
+    return True
 
 
 def read_meta(data: bytes, name: str) -> ListedCharTokenizer:
