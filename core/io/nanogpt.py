@@ -166,7 +166,8 @@ def read_meta(data: bytes, name: str) -> ListedCharTokenizer:
     except Exception:  # truncated or garbage bytes raise many types
         raise ConversionError(f"{name} is not a readable pickle.") from None
     if not isinstance(meta, dict) or not _plain(meta):
-        raise ConversionError(f"{name} holds something other than dicts, lists, ints and strings, so it is "
+        raise ConversionError(f"{name} holds something other than dicts, lists, ints and strings (or over a "
+                              "million of them), so it is "
                               "not a nanoGPT meta.pkl.")
     itos, stoi = meta.get("itos"), meta.get("stoi")
     if not isinstance(itos, dict) or not itos:
