@@ -87,6 +87,7 @@ BENCHMARKS = [
     Benchmark("attention_page", "bench.attention_page", ["--repeats", "7"], ["--repeats", "3"], attention_page),
     Benchmark("browser_latency", "bench.browser_latency", ["--repeats", "5"], ["--repeats", "1", "--only", "attention"],
               from_result_line),
+    Benchmark("nanogpt_latency", "bench.nanogpt_latency", ["--repeats", "5"], ["--repeats", "1"], from_result_line),
     Benchmark("birthplace_eval", "bench.birthplace_eval", ["--limit", "100"], ["--limit", "20", "--repeats", "1"],
               birthplace_eval),
     Benchmark("curves", "bench.curves", [], ["--points", "50000", "--repeats", "2"], curves),

@@ -15,7 +15,7 @@ import streamlit as st
 from core.lens import attention as av
 from core.lens.training_pieces import corpus_cuts
 from core.text import markdown_escape
-from pages import page_state, where_from_view
+from pages import attention_records, page_state, where_from_view
 from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, words_toggle
 from pages.model_picker import PageModels, checkpoint_picker, require_model
 from pages.page_state import AttentionState
@@ -38,6 +38,9 @@ def restore_widgets(loaded) -> None:
 
 info = checkpoint_picker(PageModels(
     "attention", ("lm-learned",), "lm", "language models: their heads look at different things"))
+if (records := attention_records.chosen()) is not None:  # a file of attention maps from Open your model
+    attention_records.show(*records)
+    st.stop()
 loaded = require_model()
 st.title("Attention")
 if info is None or loaded is None:

@@ -25,8 +25,9 @@ PAGE_GUIDE = {
                             "course presets (copy, average), one head vs two heads under noisy keys.",
     "Model anatomy": "parameters per module with the formula next to each count (checkpoint or course "
                      "models), and the causal and padding masks of a typed input.",
-    "Open your model": "bring a CS224N minGPT .params file (with its wiki.txt) or a checkpoint of ours; "
-                       "it joins the model picker.",
+    "Open your model": "bring a CS224N minGPT .params file (with its wiki.txt), a nanoGPT ckpt.pt (with its "
+                       "meta.pkl) or a checkpoint of ours, and it joins the model picker; or attention maps "
+                       "your own code computed, for the Attention page.",
 }
 for page, purpose in PAGE_GUIDE.items():
     st.markdown(f"- **{page}**: {purpose}")

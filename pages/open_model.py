@@ -1,5 +1,7 @@
-"""Open your model: a CS224N minGPT params file (+ its wiki.txt), an Attention Lab checkpoint, or a
-Hugging Face model folder on the server (inside the operator's allowed folders).
+"""Open your model: a CS224N minGPT params file (+ its wiki.txt), a nanoGPT ckpt.pt (+ its vocabulary), an
+Attention Lab checkpoint, or a Hugging Face model folder on the server (inside the operator's allowed folders);
+and attention records from the user's own code (core.lens.records), which the Attention page draws
+(pages.attention_records).
 
 Storyboard: where to keep it -> upload -> one core call (core.io.uploads) -> the model joins the
 sidebar picker (st.session_state["uploaded_checkpoints"], which pages.shared_caches reads) and is selected.
@@ -15,7 +17,9 @@ import streamlit as st
 
 from core.io import folders, hf, uploads
 from core.io.checkpoint import CheckpointError
+from core.lens import records
 from core.text import markdown_escape as plain
+from pages import attention_records
 from pages.model_picker import PageModels, checkpoint_picker, select_checkpoint
 from pages.shared_caches import all_checkpoints
 
@@ -68,8 +72,9 @@ else:
 
 # A key keeps the open tab across the rerun that follows an upload (the success message above would
 # otherwise remount the tabs on their first one).
-mingpt_tab, ours_tab, hf_tab = st.tabs(["CS224N minGPT params", "Attention Lab checkpoint",
-                                        "Hugging Face folder"], key="open_model_tab", on_change="rerun")
+mingpt_tab, nanogpt_tab, ours_tab, hf_tab, records_tab = st.tabs(
+    ["CS224N minGPT params", "nanoGPT", "Attention Lab checkpoint", "Hugging Face folder",
+     "Attention records"], key="open_model_tab", on_change="rerun")
 
 with mingpt_tab:
     st.write("The assignment ends with files such as `vanilla.finetune.params` or "
@@ -91,6 +96,23 @@ with mingpt_tab:
     if st.button("Convert and add to the picker", key="convert_params", type="primary",
                  disabled=params is None or corpus is None):
         add_to_picker(lambda folder, taken: uploads.add_cs224n(params, corpus, folder, int(n_head), taken))
+
+with nanogpt_tab:
+    st.write("The `ckpt.pt` that nanoGPT's `train.py` writes into its `out_dir`, with or without "
+             "`torch.compile`, bias on or off. It stores no vocabulary, so add one: the dataset's `meta.pkl` "
+             "(character models), the training text (its sorted characters), or, for a model on GPT-2 pieces, "
+             "GPT-2's tokenizer files (`tokenizer.json`, or `vocab.json` and `merges.txt`). Files are read as "
+             "tensors and plain values only, never run as code.")
+    ckpt = st.file_uploader("Checkpoint (ckpt.pt)", key="upload_nanogpt",
+                            max_upload_size=uploads.PARAMS_LIMIT_MB,
+                            help=f"Up to {uploads.PARAMS_LIMIT_MB} MB.")
+    vocabulary = st.file_uploader("Vocabulary (meta.pkl, input.txt, or tokenizer files)",
+                                  key="upload_nanogpt_vocab", accept_multiple_files=True,
+                                  max_upload_size=uploads.CORPUS_LIMIT_MB,
+                                  help=f"Up to {uploads.CORPUS_LIMIT_MB} MB each.")
+    if st.button("Convert and add to the picker", key="convert_nanogpt", type="primary",
+                 disabled=ckpt is None or not vocabulary):
+        add_to_picker(lambda folder, taken: uploads.add_nanogpt(ckpt, vocabulary, folder, taken))
 
 with ours_tab:
     st.write("A `.safetensors` checkpoint written by Attention Lab (`core.train.trainer`, `core.io.convert`, or "
@@ -123,3 +145,22 @@ if session_uploads:
                    "attention": info.config.get("attention", ""),
                    "layers": info.config.get("n_layer"), "file": str(info.path)}
                   for info in session_uploads], hide_index=True, width="stretch")
+
+with records_tab:
+    st.write("Attention maps your own code computed (any model: a CSE 256 PA2 transformer, an "
+             "`nn.MultiheadAttention`, a `transformers` model), written with `core.lens.records.save_attention` "
+             "as `.npz` or `.safetensors`, or the lab's own export (`python -m core.lens.export`). The Attention "
+             "page draws every view that needs only the weights. Pickles are never opened.")
+    records_upload = st.file_uploader("Attention records", type=["npz", "safetensors"], key="upload_records",
+                                      max_upload_size=uploads.RECORDS_LIMIT_MB,
+                                      help=f"Up to {uploads.RECORDS_LIMIT_MB} MB.")
+    if st.button("Open on the Attention page", key="open_records", type="primary", disabled=records_upload is None):
+        try:
+            data = uploads.read_upload(records_upload, uploads.RECORDS_LIMIT_MB, "records file")
+            opened_name = attention_records.add(records.read_records(data, Path(records_upload.name).name))
+        except (uploads.UploadError, records.RecordsError) as exc:
+            st.error(plain(str(exc)))
+        else:
+            st.success(plain(f"Opened {opened_name}: choose it under Attention records in the sidebar of the "
+                             "Attention page (chosen now)."))
+            st.page_link("pages/attention.py", label="Go to the Attention page", icon=":material/grid_on:")

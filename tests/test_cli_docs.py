@@ -56,6 +56,7 @@ def test_the_readme_and_help_show_every_function():
         assert f"core.train {function} " in commands
     assert "core.train classify data/world/names_train.tsv" in commands  # no variant word before the path
     assert "core.lens.export" in commands and "core.io.convert cs224n" in commands
+    assert "core.io.convert nanogpt" in commands
 
 
 class NeedsTransformers(Exception):
@@ -78,6 +79,14 @@ def _prepare_inputs(argv: list[str], cwd: Path) -> None:
         elif arg.endswith(".tsv"):  # LABEL<TAB>TEXT, the CSE 256 speeches format
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(f"{i % 3}\t{line}\n" for i, line in enumerate(wiki[:40])), encoding="utf-8")
+        elif arg.endswith("ckpt.pt") or arg.endswith("meta.pkl"):  # a nanoGPT run's checkpoint and vocabulary
+            from tests.test_nanogpt import CHARS, meta_pkl, nanogpt_ckpt
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if arg.endswith("ckpt.pt"):
+                torch.save(nanogpt_ckpt(bias=False, prefix="_orig_mod."), path)
+            else:
+                path.write_bytes(meta_pkl(CHARS))
         elif arg.endswith(".params") or arg == "wiki.txt":
             from tests.test_convert import mingpt_state_dict, write_inputs
 

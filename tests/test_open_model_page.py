@@ -53,7 +53,7 @@ def _picker(at: AppTest):
 def test_page_renders_and_explains(monkeypatch, tiny_checkpoints):
     at = _page(monkeypatch, tiny_checkpoints)
     assert at.title[0].value == "Open your model"
-    assert len(at.file_uploader) == 3
+    assert len(at.file_uploader) == 6  # minGPT params + corpus, nanoGPT ckpt + vocabulary, checkpoint, records
     assert at.button(key="convert_params").disabled and at.button(key="add_checkpoint").disabled
 
 

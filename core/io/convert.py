@@ -11,14 +11,13 @@ Loading uses `torch.load(weights_only=True)`: a pickle that would run code is re
 Every refusal is a `ConversionError` whose message is one sentence a user can act on.
 
     python -m core.io.convert cs224n vanilla.finetune.params --corpus wiki.txt -o vanilla.safetensors
+
+nanoGPT's ckpt.pt has its own reader, core.io.nanogpt (`python -m core.io.convert nanogpt ...`).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
-import pickle
 import re
 import shlex
 import sys
@@ -28,23 +27,28 @@ from typing import Any
 
 import torch
 
-from core.io import checkpoint
+from core.io import checkpoint, nanogpt
+from core.io.foreign_files import (  # noqa: F401  (ConversionError, read_file: part of this module's interface)
+    WRAPPER_PREFIXES,
+    ConversionError,
+    check_output,
+    corpus_text,
+    load_torch_file,
+    read_file,
+    sha256_bytes,
+    strip_wrapper_prefixes,
+)
 from core.model.config import ConfigError, ModelConfig
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, TokenizerError
 from core.model.transformer import Transformer
 
 DEFAULT_N_HEAD = 8  # the assignment's GPTConfig(n_head=8); the file does not store it
-WRAPPER_PREFIXES = ("_orig_mod.", "module.")  # torch.compile, DataParallel / DDP
 WRAPPER_KEYS = ("state_dict", "model")  # {"state_dict": {...}} as some training loops save
 BLOCK_KEY = re.compile(r"^blocks\.(\d+)\.")
 MASK_KEY = re.compile(r"^blocks\.(\d+)\.attn\.mask$")
 # minGPT name -> our name, for the tensors that are not renamed one to one.
 RENAMED = {"pos_emb": "pos.table", "head.weight": "head.unembed.weight"}
 OURS_TO_MINGPT = {ours: theirs for theirs, ours in RENAMED.items()}
-
-
-class ConversionError(ValueError):
-    """A file that cannot become a checkpoint; str() is one sentence for the user."""
 
 
 @dataclass
@@ -64,35 +68,9 @@ class Conversion:
 # --- reading the files ---------------------------------------------------------------------------
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _looks_like_safetensors(head: bytes) -> bool:
-    return len(head) > 9 and head[8:9] == b"{"
-
-
 def load_params(data: bytes, name: str) -> dict[str, torch.Tensor]:
     """Bytes of a `torch.save`d state dict -> {name: tensor}, refusing anything but tensors."""
-    if not data:
-        raise ConversionError(f"{name} is empty.")
-    is_zip = data[:4] == b"PK\x03\x04"
-    is_legacy_pickle = data[:1] == b"\x80"  # pickle protocol marker of torch's legacy format
-    if not (is_zip or is_legacy_pickle):
-        if _looks_like_safetensors(data[:16]):
-            raise ConversionError(f"{name} is a safetensors file, not a params file; "
-                                  "add it as an Attention Lab checkpoint instead.")
-        raise ConversionError(f"{name} is not a file written by torch.save.")
-    try:
-        loaded = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    except pickle.UnpicklingError as exc:
-        if "Unsupported global" in str(exc) or "GLOBAL" in str(exc):
-            raise ConversionError(f"{name} contains Python objects other than tensors, so it was refused "
-                                  "without running them; save plain model.state_dict() instead.") from None
-        raise ConversionError(f"{name} is damaged: it is not a readable torch.save file.") from None
-    except Exception:  # torch's readers raise many types for damaged input; all mean the same here
-        raise ConversionError(f"{name} is truncated or damaged: torch could not read it.") from None
-    return _state_dict_of(loaded, name)
+    return _state_dict_of(load_torch_file(data, name), name)
 
 
 def _state_dict_of(loaded: Any, name: str) -> dict[str, torch.Tensor]:
@@ -115,17 +93,6 @@ def _all_tensors(d: dict) -> bool:
     return all(isinstance(k, str) and torch.is_tensor(v) for k, v in d.items())
 
 
-def corpus_text(data: bytes, name: str) -> str:
-    """The corpus as the assignment reads it: UTF-8, universal newlines (open(..., encoding='utf-8'))."""
-    if not data:
-        raise ConversionError(f"{name} is empty; the vocabulary is rebuilt from the pretraining corpus.")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConversionError(f"{name} is not UTF-8 text (byte {exc.start} cannot be decoded).") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def corpus_tokenizer(data: bytes, name: str) -> CharTokenizer:
     """The assignment's vocabulary: sorted corpus characters after PAD and MASK."""
     text = corpus_text(data, name)
@@ -141,20 +108,6 @@ def corpus_tokenizer(data: bytes, name: str) -> CharTokenizer:
 
 
 # --- the conversion ------------------------------------------------------------------------------
-
-
-def strip_wrapper_prefixes(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], str]:
-    """Remove `_orig_mod.` / `module.` (in any nesting) when every key carries it."""
-    stripped = ""
-    changed = True
-    while changed:
-        changed = False
-        for prefix in WRAPPER_PREFIXES:
-            if state and all(k.startswith(prefix) for k in state):
-                state = {k[len(prefix):]: v for k, v in state.items()}
-                stripped += prefix
-                changed = True
-    return state, stripped
 
 
 def _is_causal_mask(mask: torch.Tensor, block_size: int) -> bool:
@@ -187,6 +140,9 @@ def _required(state: dict[str, torch.Tensor], key: str, dims: int, name: str) ->
 def infer_config(state: dict[str, torch.Tensor], n_head: int = DEFAULT_N_HEAD,
                  name: str = "the params file") -> ModelConfig:
     """Read layers, width, vocabulary, block size and attention variant off the tensor shapes."""
+    if "transformer.wte.weight" in state and "tok_emb.weight" not in state:
+        raise ConversionError(f"{name} is a nanoGPT checkpoint, not a CS224N minGPT one; convert it with "
+                              "python -m core.io.convert nanogpt (or the nanoGPT tab of Open your model).")
     vocab_size, n_embd = _required(state, "tok_emb.weight", 2, name).shape
     pos_emb = _required(state, "pos_emb", 3, name)
     if pos_emb.size(0) != 1 or pos_emb.size(2) != n_embd:
@@ -302,31 +258,14 @@ def convert_cs224n(params_path: str | Path, corpus_path: str | Path, out: str | 
                    max_bytes: int = checkpoint.DEFAULT_MAX_BYTES) -> tuple[Path, Conversion]:
     """Files on disk -> a checkpoint at `out` (refusing to overwrite unless `force`)."""
     params_path, corpus_path, out = Path(params_path), Path(corpus_path), Path(out)
-    if out.is_dir():
-        raise ConversionError(f"{out} is a folder; give a file name ending in .safetensors.")
-    if out.exists() and not force:
-        raise ConversionError(f"{out} already exists; pass --force to overwrite it.")
-    if not out.parent.is_dir():
-        raise ConversionError(f"The folder {out.parent} does not exist.")
-    params = _read_file(params_path, max_bytes)
-    corpus = _read_file(corpus_path, max_bytes)
+    check_output(out, force)
+    params = read_file(params_path, max_bytes)
+    corpus = read_file(corpus_path, max_bytes)
     conversion = convert_cs224n_bytes(params, params_path.name, corpus, corpus_path.name, n_head)
     command = cs224n_command(str(params_path), str(corpus_path), n_head, str(out))
     save_conversion(conversion, out, params_name=str(params_path), params_sha256=sha256_bytes(params),
                     corpus_name=str(corpus_path), corpus_sha256=sha256_bytes(corpus), command=command)
     return out, conversion
-
-
-def _read_file(path: Path, max_bytes: int) -> bytes:
-    if not path.is_file():
-        raise ConversionError(f"{path} does not exist or is not a file.")
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise ConversionError(f"{path.name} is {size / 1e6:.0f} MB, over the {max_bytes / 1e6:.0f} MB limit.")
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConversionError(f"{path} could not be read ({exc.strerror or type(exc).__name__}).") from None
 
 
 # --- command line --------------------------------------------------------------------------------
@@ -342,7 +281,7 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="python -m core.io.convert",
                             description="Convert models trained elsewhere into Attention Lab checkpoints.")
-    sub = parser.add_subparsers(dest="source", required=True, metavar="cs224n",
+    sub = parser.add_subparsers(dest="source", required=True, metavar="{cs224n,nanogpt}",
                                 parser_class=_OneLineParser)
     cs = sub.add_parser("cs224n", help="a CS224N minGPT .params file (torch.save of the state_dict)")
     cs.add_argument("params", help="e.g. vanilla.finetune.params or synthesizer.finetune.params")
@@ -351,13 +290,28 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"attention heads; not stored in the file (default {DEFAULT_N_HEAD})")
     cs.add_argument("-o", "--out", required=True, help="output .safetensors path")
     cs.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    nano = sub.add_parser("nanogpt", help="a nanoGPT ckpt.pt (as its train.py writes it)")
+    nano.add_argument("ckpt", help="e.g. out-shakespeare-char/ckpt.pt")
+    vocab = nano.add_mutually_exclusive_group()
+    vocab.add_argument("--meta", help="the dataset's meta.pkl (character models)")
+    vocab.add_argument("--text", help="the training text, e.g. input.txt (its sorted characters)")
+    vocab.add_argument("--tokenizer", help="a GPT-2 tokenizer folder (models on GPT-2 pieces)")
+    nano.add_argument("-o", "--out", required=True, help="output .safetensors path")
+    nano.add_argument("--force", action="store_true", help="overwrite an existing output file")
     return parser
+
+
+def _convert(args: argparse.Namespace):
+    if args.source == "nanogpt":
+        return nanogpt.convert_nanogpt_files(args.ckpt, args.out, meta=args.meta, text=args.text,
+                                     tokenizer=args.tokenizer, force=args.force)
+    return convert_cs224n(args.params, args.corpus, args.out, args.n_head, args.force)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        out, conversion = convert_cs224n(args.params, args.corpus, args.out, args.n_head, args.force)
+        out, conversion = _convert(args)
     except ConversionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -367,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     for warning in conversion.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     cfg = conversion.config
+    bias = "" if cfg.bias else ", no biases"
     print(f"Wrote {out}: {cfg.attention} attention, {cfg.n_layer} layers x {cfg.n_head} heads, "
-          f"width {cfg.n_embd}, block {cfg.block_size}, vocabulary {cfg.vocab_size}.")
+          f"width {cfg.n_embd}, block {cfg.block_size}, vocabulary {cfg.vocab_size}{bias}.")
     return 0
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from core.io import checkpoint, folders
+from core.io import checkpoint, folders, nanogpt
 from core.io.checkpoint import CheckpointError, CheckpointInfo
 from core.io.convert import (
     DEFAULT_N_HEAD,
@@ -58,6 +58,7 @@ UPLOAD_CEILING_MB = upload_ceiling_mb()
 CHECKPOINT_LIMIT_MB = UPLOAD_CEILING_MB
 PARAMS_LIMIT_MB = UPLOAD_CEILING_MB
 CORPUS_LIMIT_MB = min(100, UPLOAD_CEILING_MB)
+RECORDS_LIMIT_MB = min(256, UPLOAD_CEILING_MB)  # attention records files (core.lens.records caps what they hold)
 KNOWN_SUFFIXES = (".safetensors", ".params", ".pt", ".pth", ".bin", ".ckpt")
 
 
@@ -277,6 +278,35 @@ def add_cs224n(params: Upload, corpus: Upload, folder: Path, n_head: int = DEFAU
                             params_sha256=sha256_bytes(params_bytes), corpus_name=corpus_name,
                             corpus_sha256=sha256_bytes(corpus_bytes),
                             command=cs224n_command(params_name, corpus_name, n_head, final.name))
+            _place(staged, final)
+        except (CheckpointError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UploadError(f"Could not save {final.name} ({reason}).") from None
+    return Added(info=_info(final, taken_names), warnings=conversion.warnings)
+
+
+def add_nanogpt(ckpt: Upload, vocabulary: Sequence[Upload], folder: Path, taken_names: Iterable[str] = ()) -> Added:
+    """A nanoGPT ckpt.pt upload + its vocabulary (meta.pkl, the training text, or GPT-2 tokenizer files)
+    -> a converted checkpoint saved into `folder`."""
+    ckpt_bytes = read_upload(ckpt, PARAMS_LIMIT_MB, "checkpoint")
+    files = {Path(u.name).name: read_upload(u, CORPUS_LIMIT_MB, "vocabulary") for u in vocabulary}
+    ckpt_name = Path(ckpt.name).name
+    try:
+        source = nanogpt.vocabulary_source(files)
+        conversion, vocab_name, vocab_bytes = nanogpt.convert_nanogpt_bytes(ckpt_bytes, ckpt_name, **source)
+    except ConversionError as exc:
+        raise UploadError(str(exc)) from None
+    dataset = conversion.source.dataset
+    # every run saves ckpt.pt: name the model for its data set, as nanoGPT names its out_dir
+    named = f"nanogpt-{dataset}.pt" if Path(ckpt_name).stem == "ckpt" and dataset else ckpt_name
+    final = folder / checkpoint_filename(named)
+    _refuse_existing(final)
+    with _Staging(folder, final.name) as staged:
+        try:
+            flag = next(iter(source)).split("_")[0]  # meta | text | tokenizer
+            nanogpt.save_nanogpt(conversion, staged, ckpt_name=ckpt_name, ckpt_sha256=sha256_bytes(ckpt_bytes),
+                                 vocabulary_name=vocab_name, vocabulary_sha256=sha256_bytes(vocab_bytes),
+                                 command=nanogpt.nanogpt_command(ckpt_name, final.name, **{flag: vocab_name}))
             _place(staged, final)
         except (CheckpointError, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -111,10 +111,10 @@ class VanillaAttention(Attention):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.n_head = config.n_head
-        self.key = nn.Linear(config.n_embd, config.n_embd)
-        self.query = nn.Linear(config.n_embd, config.n_embd)
-        self.value = nn.Linear(config.n_embd, config.n_embd)
-        self.proj = nn.Linear(config.n_embd, config.n_embd)
+        self.key = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.query = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.value = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.attn_drop = nn.Dropout(config.dropout)
         self.resid_drop = nn.Dropout(config.dropout)
         self.dropout = config.dropout
@@ -180,6 +180,8 @@ class SynthesizerAttention(Attention):
                     "choose another positional scheme.")
         if config.block_size < 2:
             return "The synthesizer needs block_size >= 2."
+        if not config.bias:
+            return "The synthesizer is built with biases; bias=False is for vanilla attention."
         return None
 
     def forward(self, x, step, cache=None):

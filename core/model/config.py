@@ -40,6 +40,7 @@ class ModelConfig:
     pad_id: int = 0  # PAD is 0 in both tokenizers; the padding mask and the loss use it
     rope_base: float = 10000.0  # Su et al.'s theta base; also the sinusoidal base of Vaswani et al.
     init: str = "gpt2"  # key of core.model.transformer.INITS: "gpt2" N(0, 0.02); "pytorch" the modules' defaults
+    bias: bool = True  # biases in the blocks' Linears and every LayerNorm; nanoGPT's bias=False has none at all
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -54,8 +55,9 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}.")
-        if not isinstance(self.causal, bool):
-            raise ConfigError(f"causal must be true or false, got {self.causal!r}.")
+        for name in ("causal", "bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
         if not self.rope_base > 1:
             raise ConfigError(f"rope_base must be greater than 1, got {self.rope_base!r}.")
         for name in ("positional", "attention", "head", "pooling", "init"):

@@ -246,15 +246,105 @@ class SubwordTokenizer:
         return cls(str(data["spec"]), [int(i) for i in data.get("seen", [])])
 
 
-TOKENIZERS: dict[str, type] = {"char": CharTokenizer, "word": WordTokenizer, "bpe": SubwordTokenizer}
-Tokenizer = CharTokenizer | WordTokenizer | SubwordTokenizer
+class ListedCharTokenizer:
+    """Exactly the listed characters, ids in list order, no PAD or MASK: nanoGPT's character vocabulary
+    (`meta.pkl`'s itos, or the sorted set of the training text's characters). A character outside it
+    becomes the space (or, without one, id 0), named in `tokenize(...).unknown`; nanoGPT itself would stop."""
+
+    kind = "listed-char"
+    unit = "character"
+    pad_id = -1  # no id is padding
+    mask_id = None
+
+    def __init__(self, chars: list[str]) -> None:
+        if not chars or len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
+            raise TokenizerError("A character vocabulary must be one or more distinct single characters.")
+        self.chars = list(chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+        self.fallback_id = self.stoi.get(" ", 0)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def tokenize(self, text: str) -> Tokenized:
+        ids = [self.stoi.get(c, self.fallback_id) for c in text]
+        unknown = list(dict.fromkeys(c for c in text if c not in self.stoi))
+        return Tokenized(ids=ids, tokens=list(text), unknown=unknown)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenize(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.chars[i] if 0 <= i < len(self.chars) else PAD_CHAR for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "chars": "".join(self.chars)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ListedCharTokenizer:
+        return cls(list(data["chars"]))
+
+
+class PiecesTokenizer:
+    """A `tokenizers` description used as it is (GPT-2's byte-level BPE for a nanoGPT model on GPT-2 pieces),
+    over a model whose embedding may have more rows than the tokenizer has pieces (nanoGPT pads 50257 to
+    50304): `vocab_size` is the model's, and an id past the pieces decodes to nothing. No PAD, no MASK."""
+
+    kind = "pieces"
+    unit = "piece"
+    pad_id = -1
+    mask_id = None
+
+    def __init__(self, spec: str, vocab_size: int | None = None) -> None:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        try:
+            self.hf = HFTokenizer.from_str(spec)
+        except Exception:  # the library raises its own Exception type for malformed JSON
+            raise TokenizerError("The tokenizer description cannot be read.") from None
+        self.spec = spec
+        self.n_pieces = self.hf.get_vocab_size(with_added_tokens=True)
+        self.rows = self.n_pieces if vocab_size is None else int(vocab_size)
+        if self.rows < self.n_pieces:
+            raise TokenizerError(f"The tokenizer has {self.n_pieces} pieces but the model only {self.rows} "
+                                 "embedding rows.")
+        self.special_ids = {i for i in (self.hf.token_to_id("<|endoftext|>"),) if i is not None}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.rows
+
+    def tokenize(self, text: str) -> Tokenized:
+        encoding = self.hf.encode(text, add_special_tokens=False)
+        tokens = [text[start:end] for start, end in encoding.offsets]
+        return Tokenized(ids=list(encoding.ids), tokens=tokens)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.hf.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.hf.decode([i for i in ids if 0 <= i < self.n_pieces], skip_special_tokens=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "spec": self.spec, "vocab_size": self.rows}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PiecesTokenizer:
+        return cls(str(data["spec"]), int(data["vocab_size"]) if "vocab_size" in data else None)
+
+
+TOKENIZERS: dict[str, type] = {"char": CharTokenizer, "word": WordTokenizer, "bpe": SubwordTokenizer}  # levels to train
+# what a checkpoint may carry: the levels, and the vocabularies of models trained elsewhere (core.io.nanogpt)
+READABLE_TOKENIZERS: dict[str, type] = {**TOKENIZERS, "listed-char": ListedCharTokenizer, "pieces": PiecesTokenizer}
+Tokenizer = CharTokenizer | WordTokenizer | SubwordTokenizer | ListedCharTokenizer | PiecesTokenizer
 
 
 def tokenizer_from_dict(data: Any) -> Tokenizer:
-    if not isinstance(data, dict) or data.get("kind") not in TOKENIZERS:
-        raise TokenizerError(f"Unknown tokenizer; expected one of: {', '.join(TOKENIZERS)}.")
+    if not isinstance(data, dict) or data.get("kind") not in READABLE_TOKENIZERS:
+        raise TokenizerError(f"Unknown tokenizer; expected one of: {', '.join(READABLE_TOKENIZERS)}.")
     try:
-        return TOKENIZERS[data["kind"]].from_dict(data)
+        return READABLE_TOKENIZERS[data["kind"]].from_dict(data)
     except (KeyError, TypeError) as exc:
         raise TokenizerError(f"The tokenizer description is incomplete ({exc}).") from None
 

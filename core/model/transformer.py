@@ -31,14 +31,14 @@ class Block(nn.Module):
     def __init__(self, config: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.layer = layer  # what this block reports to hook points (core.model.hooks)
-        self.ln1 = nn.LayerNorm(config.n_embd)
+        self.ln1 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.attn = ATTENTION[config.attention](config)
         self.attn.layer = layer
-        self.ln2 = nn.LayerNorm(config.n_embd)
+        self.ln2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = nn.Sequential(
-            nn.Linear(config.n_embd, config.feed_forward_width),
-            nn.GELU(),
-            nn.Linear(config.feed_forward_width, config.n_embd),
+            nn.Linear(config.n_embd, config.feed_forward_width, bias=config.bias),
+            nn.GELU(),  # exact (erf) GELU, as minGPT's course code and nanoGPT use
+            nn.Linear(config.feed_forward_width, config.n_embd, bias=config.bias),
             nn.Dropout(config.dropout),
         )
 
@@ -127,7 +127,8 @@ def _gpt2_init(module: nn.Module) -> None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
-        nn.init.zeros_(module.bias)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
 
 
 def _pytorch_init(module: nn.Module) -> None:
@@ -153,7 +154,7 @@ class Transformer(nn.Module):
         self.pos = POSITIONAL[config.positional](config)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
-        self.ln_f = nn.LayerNorm(config.n_embd)
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.head = HEADS[config.head](config)
         self.apply(INITS[config.init])
 

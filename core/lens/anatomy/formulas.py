@@ -106,6 +106,8 @@ def _learned_positions(m: LearnedPositions) -> tuple[str, Formula]:
 
 
 def _vanilla_attention(m: VanillaAttention) -> tuple[str, Formula]:
+    if m.key.bias is None:  # nanoGPT's bias=False
+        return "attention", Formula("4*C**2", {"C": m.key.in_features}, "key, query, value, proj; no biases")
     return "attention", Formula("4*(C**2 + C)", {"C": m.key.in_features}, "key, query, value, proj")
 
 
@@ -119,7 +121,9 @@ def _layer_norm(m: nn.LayerNorm) -> tuple[str, Formula]:
     width = int(np.prod(m.normalized_shape))
     if not m.elementwise_affine:
         return "norm", Formula("0", note="no affine parameters")
-    return "norm", Formula("2*C" if m.bias is not None else "C", {"C": width}, "gain and bias")
+    if m.bias is None:  # nanoGPT's bias=False: a gain only
+        return "norm", Formula("C", {"C": width}, "gain, no bias")
+    return "norm", Formula("2*C", {"C": width}, "gain and bias")
 
 
 def _lm_head(m: LMHead) -> tuple[str, Formula]:
@@ -190,7 +194,10 @@ def _block_parts(block: Block, prefix: str) -> Iterator[Part]:
     # minGPT's MLP is C -> 4C -> C: C·4C + 4C + 4C·C + C = 8C² + 5C; another width F (CSE 256's 100):
     # C·F + F + F·C + C.
     first, second = block.mlp[0], block.mlp[2]
-    if first.out_features == 4 * first.in_features:
+    if first.bias is None:  # nanoGPT's bias=False: C·F + F·C
+        yield _feed_forward(f"{prefix}.mlp", first, second, "2*C*F", {"C": first.in_features, "F": first.out_features},
+                            "Linear(C, F), GELU, Linear(F, C); no biases")
+    elif first.out_features == 4 * first.in_features:
         yield _feed_forward(f"{prefix}.mlp", first, second, "8*C**2 + 5*C", {"C": first.in_features},
                             "Linear(C, 4C), GELU, Linear(4C, C)")
     else:

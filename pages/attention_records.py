@@ -1,0 +1,152 @@
+"""The Attention page's records mode: attention maps computed by the user's own code (core.lens.records),
+opened on Open your model, drawn by the page's own views.
+
+Every view that needs only the weights draws a record exactly as it draws a model's run (a record becomes an
+`AttentionRun`, core.lens.records.as_run): single head, model view, one token, combine (mean, max, rollout),
+compare two records, the CSV export and each chart's PNG. What needs the model itself (query·key, where the next
+piece comes from, the model's output) says so in one sentence. Records live in this browser session only.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.figures import attention as figs
+from core.lens import attention as av
+from core.lens import records as rec
+from core.text import markdown_escape as plain
+from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, window_controls
+from pages.display import show_figure
+from pages.shared_caches import figure
+
+RECORDS_KEY = "attention_records"  # session_state: {file name: AttentionRecords}, added on Open your model
+CHOICE_KEY = "rec_file"
+MODEL_CHOICE = ""  # the picker's model, not a records file
+NEEDS_MODEL = {
+    "qk": "The query·key view needs the model's queries and keys, which a records file does not hold; open the "
+          "model itself to see why a weight is what it is.",
+    "where": "Where the next piece comes from needs the model's residual stream, which a records file does not "
+             "hold; open the model itself for the logit lens and attribution.",
+}
+
+
+def opened() -> dict[str, rec.AttentionRecords]:
+    return st.session_state.get(RECORDS_KEY) or {}
+
+
+def add(records: rec.AttentionRecords) -> str:
+    """Keep an opened file for this session (a name already taken gets a number) and choose it."""
+    files = dict(opened())
+    name, n = records.name, 1
+    while name in files:
+        n += 1
+        name = f"{records.name} ({n})"
+    files[name] = records
+    st.session_state[RECORDS_KEY] = files
+    st.session_state[CHOICE_KEY] = name
+    return name
+
+
+def chosen() -> tuple[str, rec.AttentionRecords] | None:
+    """The sidebar's choice between the picked model and an opened records file (only when some are open)."""
+    files = opened()
+    if not files:
+        return None
+    if st.session_state.get(CHOICE_KEY) not in (MODEL_CHOICE, *files):
+        st.session_state[CHOICE_KEY] = MODEL_CHOICE
+    name = st.sidebar.selectbox("Attention records", [MODEL_CHOICE, *files], key=CHOICE_KEY,
+                                format_func=lambda n: n or "(none: the model above)",
+                                help="Files of attention maps opened on Open your model (this session only).")
+    return (name, files[name]) if name else None
+
+
+def _sentence_label(records: rec.AttentionRecords, i: int) -> str:
+    tokens = records.records[i].tokens
+    # pieces that carry their own spaces (GPT-2, SentencePiece, characters) read as text when joined as they are
+    joiner = "" if any(t[:1].isspace() or t.isspace() for t in tokens) else " "
+    text = joiner.join(tokens)
+    return f"{i}: {text[:60]}" + (" …" if len(text) > 60 else "")
+
+
+def show(name: str, records: rec.AttentionRecords) -> None:
+    """The page in records mode: which sentence, which view, layer and head -> the view -> what the file says."""
+    st.title("Attention")
+    model = f" (model: {records.model_name})" if records.model_name else ""
+    st.caption(plain(f"Attention records from {name}{model}: {len(records.records)} sentence(s), "
+                     f"{records.n_layer} layer(s) x {records.n_head} head(s), computed by your own code. To see "
+                     "the model picked above instead, choose (none) under Attention records in the sidebar."))
+    index = 0
+    if len(records.records) > 1:
+        index = index_select("Sentence", "rec_sentence", len(records.records),
+                             fmt=lambda i: _sentence_label(records, i))
+    record = records.records[index]
+    run = rec.as_run(record)
+    controls = st.columns([3, 1, 1])
+    view = controls[0].radio("View", list(VIEW_TITLES), key="rec_view", format_func=VIEW_TITLES.get,
+                             horizontal=True)
+    with controls[1]:
+        layer = index_select("Layer", "rec_layer", run.n_layer)
+    with controls[2]:
+        head = index_select("Head", "rec_head", run.n_head)
+    run_key = ("records", records.digest, index)
+    if view == "qk":
+        st.info(NEEDS_MODEL["qk"])
+    elif view == "compare":
+        show_compare(name, index, run, run_key, layer, head)
+    else:
+        VIEWS[view](run, run_key, layer, head, name)
+    st.caption(f"Tokens as the file gives them: {run.n_tokens}")
+    st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
+    show_output(run.output)
+    st.caption(NEEDS_MODEL["where"])
+    show_sanity(run)
+    st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),
+                       file_name=f"{name}-{index}-attention.csv", mime="text/csv",
+                       help="Long format: layer, head, query_pos, query_token, key_pos, key_token, weight.")
+
+
+def show_compare(name: str, index: int, run: av.AttentionRun, run_key: tuple, layer: int, head: int) -> None:
+    """Two records side by side on one colour scale, and their difference when they have the same tokens."""
+    files = opened()
+    pairs = [(f, i) for f, records in files.items() for i in range(len(records.records)) if (f, i) != (name, index)]
+    if not pairs:
+        st.info("Open a second records file (or one with several sentences) on Open your model to compare two.")
+        return
+    if st.session_state.get("rec_compare") not in pairs:
+        st.session_state["rec_compare"] = pairs[0]
+    other_file, other_index = st.selectbox("Compare with", pairs, key="rec_compare",
+                                           format_func=lambda p: _sentence_label(files[p[0]], p[1]) + f" ({p[0]})")
+    other_records = files[other_file]
+    other = rec.as_run(other_records.records[other_index])
+    other_key = ("records", other_records.digest, other_index)
+    p = window_controls(run.tokens)
+    pair = [(name, run, p), (other_file, other, av.same_window(p, other.n_tokens))]
+    top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
+              for _, r, _ in pair)
+    same = av.same_tokenisation(run, other)
+    st.caption("Both maps on one colour scale: the bar beside the right one.")
+    for side, column, (label, r, q) in zip(("left", "right"), st.columns(2), pair, strict=True):
+        l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
+
+        def build(r=r, l=l, h=h, q=q, side=side):
+            weights, allowed = av.cut_to_window(r.attention[l, h], r.allowed, q)
+            return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top, colorbar=side == "right",
+                                          query_labels=side == "left" or not same)
+        with column:
+            st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
+            fig = figure((run_key, other_key, side, layer, head, q and tuple(q), same), build,
+                         len(q or r.tokens) ** 2)
+            show_figure(fig, f"{label}-L{l}-H{h}", key=f"rec_compare_chart_{side}")
+    if not same:
+        st.info("The two records have different tokens, so there is no cell-by-cell difference.")
+        return
+    lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
+
+    def difference():
+        diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
+                                                other.attention[lo, ho], other.allowed)
+        diff, allowed = av.cut_to_window(diff, allowed, p)
+        return figs.attention_heatmap(diff, run.tokens, allowed, p, diverging=True,
+                                      title="Difference (left minus right)")
+    show_figure(figure((run_key, other_key, "difference", layer, head, p and tuple(p)), difference,
+                       len(p or run.tokens) ** 2), f"{name}-minus-{other_file}", key="rec_diff_chart")
