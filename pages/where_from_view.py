@@ -21,7 +21,6 @@ from core.lens.attention import birthplace_prompt
 from core.lens.probe.questions import name_from_question
 from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
-from core.model.transformer import Transformer
 from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import show_figure
@@ -60,7 +59,7 @@ def cached_reading(path: str, modified: float, question: str, truth: str | None,
     lens = wf.logit_lens(_loaded.model, _loaded.tokenizer, rec, q.answer_id)
     attribution = wf.direct_attribution(_loaded.model, rec, q.answer_id, answer_piece=q.answer_piece)
     salience = None
-    if isinstance(_loaded.model, Transformer):  # input attribution patches our own model's embeddings
+    if wf.patchable(_loaded.model):  # input attribution patches the model's embeddings
         salience = wf.input_attribution(_loaded.model, q)
     return q, lens, attribution, salience
 
