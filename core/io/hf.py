@@ -36,6 +36,7 @@ from core.model.tokenizer import PAD_CHAR, Tokenized
 
 ENCODERS = tuple(encoders())
 DECODERS = tuple(decoders())
+FAMILY_NAMES = ", ".join(sorted({f.label for f in FAMILIES.values()}, key=str.lower))  # what the lab reads
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 MAX_BYTES = 2 * 1024**3
@@ -57,9 +58,22 @@ def available() -> bool:
     return importlib.util.find_spec("transformers") is not None
 
 
+DOWNLOAD_ENV = "ATTENTION_LAB_HF_DOWNLOAD"  # 1: a typed hub name not in the cache may be downloaded (hf_cache)
+
+
+def downloads_allowed(environ=None) -> bool:
+    """Whether the person running the app allowed downloads (off unless DOWNLOAD_ENV is 1/true/yes/on)."""
+    value = (os.environ if environ is None else environ).get(DOWNLOAD_ENV, "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
 def _offline() -> None:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    """Belt and braces around `local_files_only=True`: the library's own offline switches, except where the
+    person running the app allowed downloads of typed hub names (core.io.hf_cache), which they would block for
+    the rest of the process (huggingface_hub reads them once, at import)."""
+    if not downloads_allowed():
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
@@ -102,7 +116,7 @@ def check_folder(folder: str | Path) -> dict[str, Any]:
     family = family_of(model_type)
     if family is None:
         raise HFError(f"{name} is a {str(model_type)[:40]!r} model, which the lab cannot read yet; it reads "
-                      f"{', '.join(sorted({f.label for f in FAMILIES.values()}))}.")
+                      f"{FAMILY_NAMES}.")
     if config.get("auto_map"):
         raise HFError(f"{name} needs custom code from the Hub, which the lab never downloads or runs.")
     if not any((folder / f).is_file() for f in WEIGHT_FILES):
@@ -127,7 +141,7 @@ def check_folder(folder: str | Path) -> dict[str, Any]:
         "architecture": arch, "model_type": model_type,
         "config": {"n_layer": n_layer, "n_head": n_head, "n_embd": width, "block_size": block,
                    "vocab_size": config.get("vocab_size"), "causal": family.causal, "n_kv_head": kv_heads,
-                   "attention": f"{family.label} ({arch}, eager)" + (
+                   "attention": f"{arch} (Hugging Face, eager)" + (
                        f", {kv_heads} key/value heads shared by {n_head} query heads" if kv_heads != n_head else ""),
                    "positional": f"{family.positions} ({family.label})", "head": "huggingface"},
     }
