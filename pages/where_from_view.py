@@ -94,7 +94,7 @@ def cached_next_piece(path: str, modified: float, text: str, _loaded):
 
 
 def _lens_part(lens: wf.LogitLens, name: str, key: str) -> None:
-    st.markdown("**Logit lens**: the stream after each layer read through the final LayerNorm and the output head")
+    st.markdown(f"**Logit lens**: the stream after each layer read through the final {lens.norm} and the output head")
     st.caption(plain(lens.sentence()))
     fig = viz.logit_lens_heatmap(lens.answer_prob, lens.top_pieces, lens.tokens, lens.layers, lens.answer_piece,
                                  title=f"{name}: p({lens.answer_piece}) by layer")
@@ -104,8 +104,9 @@ def _lens_part(lens: wf.LogitLens, name: str, key: str) -> None:
 
 def _attribution_part(attribution: wf.Attribution, name: str, key: str) -> None:
     st.markdown("**Direct attribution**: the answer's logit split over the embeddings, each head and each MLP")
-    st.caption(plain(f"{attribution.sentence()} The final LayerNorm's scale is frozen at its value in this pass, "
-                     f"as TransformerLens does, so the pieces add up to the logit: {attribution.total:.4f} against "
+    st.caption(plain(f"{attribution.sentence()} The final {attribution.norm}'s scale is frozen at its value in this "
+                     f"pass, as TransformerLens does, so the pieces add up to the logit: {attribution.total:.4f} "
+                     f"against "
                      f"{attribution.logit:.4f}."))
     fig = viz.attribution_bars(attribution.names, attribution.values, attribution.logit, attribution.answer_piece,
                                title=f"{name}: what writes {attribution.answer_piece}")

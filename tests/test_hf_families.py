@@ -314,3 +314,35 @@ def test_a_post_norm_opt_refuses_the_lens_in_one_sentence(tmp_path):
     with pytest.raises(wf.WhereFromError, match="post-norm"):
         wf.logit_lens(loaded.model, loaded.tokenizer, rec, 0)
     assert not wf.patchable(loaded.model)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt_neox"])
+def test_the_attention_page_draws_every_view_and_the_where_from_of_a_rotary_family(folders, monkeypatch, name):
+    from tests.test_attention_page import array, assert_no_exception, charts, open_page
+
+    at = open_page(monkeypatch, folders["llama"].parent, model=name, text=TEXT)
+    loaded, tokenized = opened(folders, name)
+    _, out = reference(folders[name], tokenized.ids)
+    at.selectbox(key="attn_layer").select(1)
+    at.selectbox(key="attn_head").select(3).run()
+    (fig,) = charts(at)
+    z = array(fig["data"][0]["z"])
+    shown = ~np.isnan(z)
+    assert np.abs(z[shown] - out.attentions[1][0, 3].numpy()[shown]).max() <= TOL
+    for view in ("model", "token", "qk", "combine"):
+        at.radio(key="attn_view").set_value(view).run()
+        assert_no_exception(at)
+        assert charts(at), view
+    at.radio(key="attn_view").set_value("qk").run()
+    captions = " ".join(c.value for c in at.caption)
+    if name == "llama":
+        assert "rotated each pair of dimensions" in captions and "4 query heads share 2 key/value head(s)" in captions
+    else:
+        assert "the first 4 of each head's 8 dimensions (the other 4 carry no position)" in captions
+    at.toggle(key="wf_next_open").set_value(True).run()
+    assert_no_exception(at)
+    markdown = " ".join(m.value for m in at.markdown)
+    norm = "RMSNorm" if name == "llama" else "LayerNorm"
+    assert f"read through the final {norm}" in markdown
+    logit = float(out.logits[0, -1].max())
+    assert f"against {logit:.4f}" in " ".join(c.value for c in at.caption).replace("\\", "")  # markdown-escaped

@@ -163,6 +163,7 @@ class HFConfigView:
     attention: str = "huggingface"
     positional: str = "absolute (Hugging Face)"
     n_kv_head: int = 0  # key/value heads (grouped-query attention: fewer than n_head); 0: as many as n_head
+    position_note: str = ""  # how positions reach q and k, for the query-key view (`position_note`)
 
 
 class HFModel(nn.Module):
@@ -465,6 +466,28 @@ def _model_class(transformers: Any, task: str):
             "classify": transformers.AutoModelForSequenceClassification}.get(task, transformers.AutoModel)
 
 
+def position_note(model: HFModel) -> str:
+    """One sentence for the query-key view, from the model's own attention module: how positions reach q and k,
+    and which query heads share a key/value head."""
+    attention = model.attentions()[0]
+    config = model.config
+    if model.family.positions.endswith("rotary"):
+        hs = int(getattr(attention, "head_dim", getattr(attention, "head_size", 0)))
+        rotated = int(getattr(attention, "rotary_ndims", hs))
+        which = ("each pair of dimensions" if rotated == hs else
+                 f"the first {rotated} of each head's {hs} dimensions (the other {hs - rotated} carry no position)")
+        note = (f"q and k are shown after {model.family.label}'s rotary embedding (its apply_rotary_pos_emb) rotated "
+                f"{which} by the token's position, as the product uses them.")
+    else:
+        note = "This model's positions were added to the token embeddings, so q and k already carry them."
+    kv = config.n_kv_head or config.n_head
+    if kv < config.n_head:
+        group = config.n_head // kv
+        note += (f" Its {config.n_head} query heads share {kv} key/value head(s): query head h reads key head "
+                 f"h // {group}, so heads 0 to {group - 1} show the same keys.")
+    return note
+
+
 def load_folder(folder: str | Path, device: str = "cpu"):
     """(model, tokenizer, metadata) of a Hugging Face folder as a LoadedCheckpoint, or raise HFError."""
     folder = Path(folder)
@@ -506,4 +529,5 @@ def load_folder(folder: str | Path, device: str = "cpu"):
                         n_classes=len(meta["labels"]) if task == "classify" else 0,
                         n_kv_head=int(meta["config"]["n_kv_head"] or 0))
     model = HFModel(inner, view, max_positions, family_of(meta["model_type"])).eval()
+    view.position_note = position_note(model)
     return LoadedCheckpoint(model=model, tokenizer=HFTokenizer(tokenizer), metadata=meta, path=folder)

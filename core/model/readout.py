@@ -24,6 +24,7 @@ class FinalNorm(nn.Module):
         self.shift = bias
         self.eps = eps
         self.centered = centered
+        self.label = "LayerNorm" if centered else "RMSNorm"
 
     @property
     def weight(self) -> torch.Tensor | None:
@@ -49,3 +50,8 @@ def norm_divisor(norm, x: np.ndarray) -> np.ndarray:
     if is_centered(norm):
         return np.sqrt(x.var(axis=-1) + float(norm.eps))  # biased variance, as LayerNorm
     return np.sqrt((x * x).mean(axis=-1) + float(norm.eps))
+
+
+def norm_label(norm) -> str:
+    """What the pages call the final norm: "LayerNorm" (ours, GPT-2, GPT-NeoX, Phi, OPT) or "RMSNorm"."""
+    return str(getattr(norm, "label", "LayerNorm"))

@@ -37,7 +37,7 @@ import torch
 from core.lens.probe.questions import name_from_question
 from core.lens.trace import Trace, TraceError, cut_to_limit, model_device, trace
 from core.model.hooks import Hooks, Recorder
-from core.model.readout import is_centered
+from core.model.readout import is_centered, norm_label
 from core.model.tokenizer import MASK_CHAR
 from core.model.transformer import Transformer
 from core.text import visible_token
@@ -224,6 +224,7 @@ class LogitLens:
     answer_rank: np.ndarray  # (L + 1, T): 1 = the top piece
     probs_last: np.ndarray  # (L + 1, V) the whole distribution at the last position (float64)
     answer_piece: str
+    norm: str = "LayerNorm"  # the final norm read through: "LayerNorm" or "RMSNorm"
 
     @property
     def first_top_layer(self) -> int | None:
@@ -276,7 +277,8 @@ def logit_lens(model, tokenizer, rec: Trace, answer_id: int) -> LogitLens:
     return LogitLens(layers=["embeddings"] + [f"after layer {i}" for i in range(n_layer)], tokens=rec.tokens,
                      top_ids=top_ids.numpy(), top_pieces=[[labels[int(i)] for i in row] for row in top_ids.tolist()],
                      top_prob=top_prob.numpy(), answer_prob=probs[..., answer_id].numpy(), answer_rank=rank.numpy(),
-                     probs_last=probs[:, -1].numpy(), answer_piece=visible_token(tokenizer.decode([answer_id])))
+                     probs_last=probs[:, -1].numpy(), answer_piece=visible_token(tokenizer.decode([answer_id])),
+                     norm=norm_label(ln))
 
 
 # --------------------------------------------------------------------------- direct attribution
@@ -291,6 +293,7 @@ class Attribution:
     logit: float  # the model's own logit for the answer at the last position
     answer_piece: str
     position: int
+    norm: str = "LayerNorm"  # the final norm whose scale is frozen: "LayerNorm" or "RMSNorm"
 
     @property
     def total(self) -> float:
@@ -311,7 +314,7 @@ class Attribution:
         against = [k for k, v in zip(self.names, self.values) if v < 0 and self.kinds[self.names.index(k)] == "head"]
         tail = f"; {len(against)} head(s) push against it ({', '.join(against[:3])})" if against else ""
         return (f"The logit of {self.answer_piece!r} is {self.logit:.2f}, the sum of the pieces (the final "
-                f"LayerNorm's scale frozen at its value in this pass). Largest: {top}{tail}.")
+                f"{self.norm}'s scale frozen at its value in this pass). Largest: {top}{tail}.")
 
     def rows(self) -> list[dict]:
         return [{"piece": n, "kind": k, "layer": "" if la is None else la, "logit contribution": float(v)}
@@ -369,7 +372,7 @@ def direct_attribution(model, rec: Trace, answer_id: int, position: int = -1, an
         values.append(float(head_bias[answer_id]))
     logit = float(rec.logits[0, t, answer_id]) if rec.logits.dim() == 3 else float("nan")
     return Attribution(names=names, kinds=kinds, layers=layers, values=np.asarray(values), logit=logit,
-                       answer_piece=answer_piece or str(answer_id), position=t)
+                       answer_piece=answer_piece or str(answer_id), position=t, norm=norm_label(ln))
 
 
 # --------------------------------------------------------------------------- causal tracing
