@@ -180,3 +180,37 @@ def _download(name: str, cache: Path, progress: Progress | None) -> Path:
         first = str(exc).strip().split("\n")[0][:160]
         raise HubError(f"{name} could not be downloaded ({type(exc).__name__}: {first}).") from None
     return Path(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m core.io.hf_cache [NAME ...]`: what the cache holds and which of it the lab opens; with hub names,
+    where each resolves (from the cache; downloaded only with ATTENTION_LAB_HF_DOWNLOAD=1)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m core.io.hf_cache", description=main.__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help="hub names (ORG/NAME) to resolve")
+    parser.add_argument("--cache", type=Path, default=None, help="the hub cache (default: as huggingface_hub finds it)")
+    args = parser.parse_args(argv)
+    cache = args.cache or cache_dir()
+    if not args.names:
+        models = scan(cache)
+        print(f"{cache}: {len(models)} model(s); {sum(m.error is None for m in models)} the lab opens.")
+        for m in models:
+            print(f"{m.name}\t{m.size_bytes / 1e6:.0f} MB\t{'opens' if m.error is None else m.error}")
+        return 0
+    failed = 0
+    for name in args.names:
+        try:
+            info = resolve(name, cache=cache, progress=lambda done, total: print(f"{done}/{total} files",
+                                                                                  file=sys.stderr))
+        except CheckpointError as exc:
+            print(exc, file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{info.name}\t{info.path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
