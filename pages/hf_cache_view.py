@@ -36,8 +36,8 @@ def hub_name_view(add_to_picker: Callable) -> None:
     downloads = ("on: a name that is not cached is downloaded (config, tokenizer and safetensors files only)"
                  if hf_cache.downloads_allowed() else
                  f"off (the person running the app can allow them with {hf_cache.DOWNLOAD_ENV}=1)")
-    st.caption(plain(f"Your Hugging Face cache ({cache}) holds {len(models)} model(s); the {len(readable)} the lab "
-                     f"reads are in the model picker under their hub names. Downloads are {downloads}."))
+    st.caption(plain(f"Your Hugging Face cache ({cache}) holds {len(models)} model(s); the lab reads {len(readable)} "
+                     f"of them, listed in the model picker under their hub names. Downloads are {downloads}."))
     typed = st.text_input("Hub name", key="hf_hub_name", placeholder="HuggingFaceTB/SmolLM2-135M", max_chars=200)
     if st.button("Open and add to the picker", key="add_hub", type="primary", disabled=not typed.strip()):
         name = typed.strip()

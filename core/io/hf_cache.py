@@ -133,7 +133,7 @@ def resolve(name: str, progress: Progress | None = None, cache: Path | None = No
     if snapshot is None:
         if not allow:
             raise HubError(f"{name} is not in the Hugging Face cache ({cache}) and downloads are off: download it "
-                           f"with `hf download {name}`, or let the app download with {DOWNLOAD_ENV}=1.")
+                           f"with the command: hf download {name}, or let the app download with {DOWNLOAD_ENV}=1.")
         snapshot = _download(name, cache, progress)
     try:
         info = hf.folder_info(snapshot)
