@@ -346,3 +346,12 @@ def test_the_attention_page_draws_every_view_and_the_where_from_of_a_rotary_fami
     assert f"read through the final {norm}" in markdown
     logit = float(out.logits[0, -1].max())
     assert f"against {logit:.4f}" in " ".join(c.value for c in at.caption).replace("\\", "")  # markdown-escaped
+
+
+def test_a_sliding_window_never_cuts_in_the_lab_reads_no_further_than_it(folders):
+    loaded = load(folders["mistral"])  # 64 positions, a 48-token window
+    assert loaded.model.max_length == 48 and loaded.metadata["config"]["block_size"] == 48
+    from core.lens.trace import TraceError
+
+    with pytest.raises(TraceError, match="at most 48 tokens"):
+        trace(loaded.model, list(range(5, 60)))

@@ -134,6 +134,9 @@ def check_folder(folder: str | Path) -> dict[str, Any]:
     n_head = config.get("num_attention_heads", config.get("n_head", config.get("n_heads")))
     width = config.get("hidden_size", config.get("n_embd", config.get("dim")))
     block = config.get("n_positions", config.get("max_position_embeddings"))
+    window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
+    if isinstance(window, int) and window > 0 and isinstance(block, int):
+        block = min(block, window)  # Mistral's window: within it the mask is exactly causal (see load_folder)
     arch = str((config.get("architectures") or [model_type])[0])
     kv_heads = config.get("num_key_value_heads") or n_head
     return {
@@ -518,9 +521,6 @@ def load_folder(folder: str | Path, device: str = "cpu"):
     c = inner.config
     offset = (c.pad_token_id or 0) + 1 if meta["model_type"] in ("roberta", "xlm-roberta", "camembert") else 0
     max_positions = int(meta["config"]["block_size"]) - offset
-    window = getattr(c, "sliding_window", None) if getattr(c, "use_sliding_window", True) else None
-    if window:  # Mistral's window: within it the mask is exactly causal, so the lab reads no further
-        max_positions = min(max_positions, int(window))
     view = HFConfigView(vocab_size=int(c.vocab_size), block_size=max_positions, n_layer=int(meta["config"]["n_layer"]),
                         n_head=int(meta["config"]["n_head"]), n_embd=int(meta["config"]["n_embd"]),
                         causal=task == "lm", head={"lm": "lm", "masked-lm": "masked-lm",
