@@ -369,7 +369,7 @@ def direct_attribution(model, rec: Trace, answer_id: int, position: int = -1, an
         names.append("output head bias")
         kinds.append("head bias")
         layers.append(None)
-        values.append(float(head_bias[answer_id]))
+        values.append(float(head_bias[answer_id].detach()))
     logit = float(rec.logits[0, t, answer_id]) if rec.logits.dim() == 3 else float("nan")
     return Attribution(names=names, kinds=kinds, layers=layers, values=np.asarray(values), logit=logit,
                        answer_piece=answer_piece or str(answer_id), position=t, norm=norm_label(ln))
