@@ -8,7 +8,8 @@ random weights (seed 0), float32 safetensors, and a byte-level BPE tokenizer tra
 (what a page costs does not depend on the weights or on how good the tokenizer is).
 
 Measured, each in a fresh Python process (what the app pays the first time someone picks the model; a server
-has torch imported already, so the child imports torch before the clock starts):
+has torch imported already, so the child imports torch before the clock starts, and runs one thread as
+app.py does):
 - lab open: `core.io.checkpoint.load(folder)` (transformers imported, model and tokenizer read, checks);
 - baseline, same run, alternating with it: transformers' own `AutoModelForCausalLM.from_pretrained(folder,
   attn_implementation="eager")` + `AutoTokenizer.from_pretrained(folder)` in the same fresh-process setting;
@@ -59,6 +60,7 @@ def build(folder: Path) -> Path:
 
 LAB = """
 import sys, time, json, torch
+torch.set_num_threads(1)  # as app.py runs every pass (two threads on a busy 2-core box: ~10x slower)
 started = time.perf_counter()
 from core.io.checkpoint import load
 from core.lens.trace import trace_text
@@ -72,6 +74,7 @@ print(json.dumps({"open": opened, "trace": time.perf_counter() - t0, "tokens": r
 """
 BASELINE = """
 import sys, time, json, torch
+torch.set_num_threads(1)
 started = time.perf_counter()
 import transformers
 model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], attn_implementation="eager",
