@@ -94,6 +94,7 @@ DECODER_CONFIGS: dict[str, dict] = {
     "phi": dict(_TINY, partial_rotary_factor=0.5, num_key_value_heads=2),
     "opt": dict(hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
                 word_embed_proj_dim=32),
+    "bloom": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4),
 }
 
 
@@ -114,8 +115,8 @@ def sentencepiece_tokenizer() -> transformers.PreTrainedTokenizerFast:
 
 def decoder_folder(path: Path, model_type: str, seed: int = 0, **overrides) -> Path:
     """A tiny random `model_type` causal LM (DECODER_CONFIGS) saved with save_pretrained, with a tokenizer:
-    the LLaMA-style one for rotary families, GPT-2's byte-level BPE for GPT-NeoX and OPT."""
-    if model_type in ("gpt_neox", "opt"):
+    the LLaMA-style one for rotary families, GPT-2's byte-level BPE for GPT-NeoX, OPT and BLOOM."""
+    if model_type in ("gpt_neox", "opt", "bloom"):
         from tokenizers import ByteLevelBPETokenizer
 
         bpe = ByteLevelBPETokenizer()

@@ -31,7 +31,7 @@ def folders(tmp_path_factory) -> dict[str, Path]:
     from bench.hf_folders import decoder_folder
 
     root = tmp_path_factory.mktemp("hf-families")
-    return {name: decoder_folder(root / name, name) for name in FAMILIES}
+    return {name: decoder_folder(root / name, name) for name in FAMILIES + ("bloom",)}
 
 
 def reference(folder: Path, ids: list[int]):
@@ -355,3 +355,26 @@ def test_a_sliding_window_never_cuts_in_the_lab_reads_no_further_than_it(folders
 
     with pytest.raises(TraceError, match="at most 48 tokens"):
         trace(loaded.model, list(range(5, 60)))
+
+
+def test_bloom_alibi_is_the_score_bias_and_rebuilds_the_attention(folders):
+    """BLOOM (ALiBi): transformers' attention, and the recorded bias equals ALiBi written here: head h of n (a power
+    of two) has slope 2^(-8 (h + 1) / n), and BLOOM adds slope x key position to the scaled product."""
+    loaded, tokenized = opened(folders, "bloom")
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True, activations=True)
+    _, out = reference(folders["bloom"], tokenized.ids)
+    T = len(tokenized.ids)
+    assert np.abs(rec.attention - torch.stack(out.attentions)[:, 0].numpy()).max() <= TOL
+    slopes = 2.0 ** (-8.0 * np.arange(1, 5) / 4)  # (4,)
+    expected = np.broadcast_to(slopes[:, None, None] * np.arange(T)[None, None, :], (4, T, T))
+    for layer in range(2):
+        np.testing.assert_allclose(rec.queries_keys[layer].bias, expected, atol=1e-6)
+        record = rec.queries_keys[layer]
+        scores = np.einsum("htd,hsd->hts", record.q.astype(np.float64), record.k.astype(np.float64)) * record.scale
+        scores = np.where(rec.allowed, scores + record.bias, -np.inf)
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        assert np.abs(weights / weights.sum(-1, keepdims=True) - rec.attention[layer]).max() <= TOL
+    assert "ALiBi" in loaded.model.config.position_note
+    with pytest.raises(wf.WhereFromError, match="adds its residual inside its attention module"):
+        wf.logit_lens(loaded.model, loaded.tokenizer, rec, 0)
+    assert not wf.patchable(loaded.model)

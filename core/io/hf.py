@@ -133,7 +133,7 @@ def check_folder(folder: str | Path) -> dict[str, Any]:
     n_layer = config.get("num_hidden_layers", config.get("n_layer", config.get("n_layers")))
     n_head = config.get("num_attention_heads", config.get("n_head", config.get("n_heads")))
     width = config.get("hidden_size", config.get("n_embd", config.get("dim")))
-    block = config.get("n_positions", config.get("max_position_embeddings"))
+    block = config.get("n_positions", config.get("max_position_embeddings")) or family.default_length
     window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
     if isinstance(window, int) and window > 0 and isinstance(block, int):
         block = min(block, window)  # Mistral's window: within it the mask is exactly causal (see load_folder)
@@ -250,8 +250,8 @@ class HFModel(nn.Module):
                 hooks.resid_pre(layer, before)
                 hooks.resid_post(layer, after)
         for module, slot in zip(modules, captured):
-            q, k = self.family.queries_keys(module, slot, self.config.n_head)  # (B, nh, T, hs) each
-            queries_keys.append(QueryKey(q, k, float(module.scaling), None))
+            q, k, bias = self.family.queries_keys(module, slot, self.config.n_head)  # (B, nh, T, hs), (nh, T, T)
+            queries_keys.append(QueryKey(q, k, float(getattr(module, self.family.scaling)), bias))
         return logits, attention  # (L, B, H, T, T)
 
     def hidden_states(self, idx: torch.Tensor, hooks: Hooks | None = None, **_unused) -> tuple[torch.Tensor, list]:
@@ -273,6 +273,8 @@ class HFModel(nn.Module):
 
     def _post_norm_reason(self) -> str | None:
         c = self.inner.config
+        if self.family.stream_refusal:
+            return self.family.stream_refusal
         if getattr(c, "do_layer_norm_before", True) is False:  # OPT-350m
             return "normalises after each sublayer (post-norm)"
         if getattr(self.base, "decoder", None) is not None and getattr(self.base.decoder, "project_out", None):
@@ -329,8 +331,8 @@ class HFModel(nn.Module):
                              "post-norm encoder (BERT) normalises after every sublayer.")
         reason = self._post_norm_reason()
         if reason is not None:
-            raise ValueError(f"This {self.family.label} model {reason}, so its residual stream is not what the "
-                             "output head reads.")
+            raise ValueError(f"This {self.family.label} model {reason}, so the lab does not read its residual stream "
+                             "out as next-token logits.")
         norm = self._module(self.family.final_norm)
         weight = norm.weight.detach() if getattr(norm, "weight", None) is not None else None
         if weight is not None and self.family.norm == "rms (1 + w)":
@@ -481,6 +483,10 @@ def position_note(model: HFModel) -> str:
                  f"the first {rotated} of each head's {hs} dimensions (the other {hs - rotated} carry no position)")
         note = (f"q and k are shown after {model.family.label}'s rotary embedding (its apply_rotary_pos_emb) rotated "
                 f"{which} by the token's position, as the product uses them.")
+    elif model.family.positions == "ALiBi":
+        note = (f"{model.family.label}'s ALiBi adds the head's slope times the key's position after the product (the "
+                "'+' line); per query that differs from minus the slope times the distance by a constant, which the "
+                "softmax cancels.")
     else:
         note = "This model's positions were added to the token embeddings, so q and k already carry them."
     kv = config.n_kv_head or config.n_head

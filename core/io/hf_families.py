@@ -15,6 +15,8 @@ these paths; nothing here runs a model.
     gpt_neox      partial rotary (rotary_pct)  LayerNorm                  parallel (or serial) residual
     phi           partial rotary               LayerNorm; head has bias   parallel residual
     opt           learned absolute (offset 2)  LayerNorm                  pre-norm (post-norm: 350m)
+    bloom         ALiBi (a score bias)         LayerNorm                  adds its residual inside attention:
+                                                                          attention and query-key only
     bert family   learned absolute             (post-norm: no lens)       encoder
 
 A model type not listed here is named in one sentence by `core.io.hf.check_folder` and never half-drawn.
@@ -31,9 +33,10 @@ import torch
 from torch import nn
 
 # What a family's `queries_keys` reads: the outputs of the projections (as hooked), the attention module,
-# and the keyword arguments its forward received (rotary families: `position_embeddings` = (cos, sin)).
+# and the keyword arguments its forward received (rotary families: `position_embeddings` = (cos, sin); BLOOM:
+# `alibi`). It returns q, k (B, n_head, T, hs) and the score bias added after scaling ((n_head, T, T)) or None.
 Captured = dict[str, Any]
-QueriesKeys = Callable[[nn.Module, Captured, int], tuple[torch.Tensor, torch.Tensor]]
+QueriesKeys = Callable[[nn.Module, Captured, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,10 @@ class Family:
     lm_head: str | None = None  # ("lm_head")
     norm: str = "layernorm"  # "layernorm" | "rms" | "rms (1 + w)"
     conv1d: bool = False  # GPT-2's Conv1D: y = x @ W + b, W (in, out)
+    scaling: str = "scaling"  # the attention module's attribute holding its score scale
+    # why the lab does not split this family's residual stream (no logit lens, attribution or patching); None: it does
+    stream_refusal: str | None = None
+    default_length: int | None = None  # for a family without a position table (ALiBi): the length read at most
 
     @property
     def pre_norm(self) -> bool:
@@ -88,13 +95,13 @@ def _separate(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.T
     """Two projections, no positions on q and k (BERT family, OPT)."""
     q, k = got["out"][0], got["out"][1]  # (B, T, nh * hs)
     hs = q.size(-1) // n_head
-    return _heads(q, hs), per_query_head(_heads(k, hs), n_head)
+    return _heads(q, hs), per_query_head(_heads(k, hs), n_head), None
 
 
 def _gpt2(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, _ = got["out"][0].split(got["out"][0].size(-1) // 3, dim=2)  # c_attn: q | k | v
     hs = q.size(-1) // n_head
-    return _heads(q, hs), _heads(k, hs)
+    return _heads(q, hs), _heads(k, hs), None
 
 
 def _rotary(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,7 +114,7 @@ def _rotary(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Ten
         k = attention.k_norm(k.transpose(1, 2)).transpose(1, 2)
     cos, sin = got["kwargs"]["position_embeddings"]
     q, k = _rotary_function(attention)(q, k, cos, sin)
-    return q, per_query_head(k, n_head)
+    return q, per_query_head(k, n_head), None
 
 
 def _neox(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,7 +124,7 @@ def _neox(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tenso
     qkv = qkv.view(*qkv.shape[:2], -1, 3 * attention.head_size).transpose(1, 2)  # (B, nh, T, 3 hs)
     q, k, _ = qkv.chunk(3, dim=-1)
     cos, sin = got["kwargs"]["position_embeddings"]
-    return _rotary_function(attention)(q, k, cos, sin)
+    return *_rotary_function(attention)(q, k, cos, sin), None
 
 
 def _phi(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,7 +137,19 @@ def _phi(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor
     r = attention.rotary_ndims
     q_rot, k_rot = _rotary_function(attention)(q[..., :r], k[..., :r], cos, sin)
     q, k = torch.cat((q_rot, q[..., r:]), dim=-1), torch.cat((k_rot, k[..., r:]), dim=-1)
-    return q, per_query_head(k, n_head)
+    return q, per_query_head(k, n_head), None
+
+
+def _bloom(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """BLOOM: one projection laid out per head as q | k | v, and ALiBi: the `alibi` tensor the block hands its
+    attention ((B * nh, 1, T): slope x key position) added to the scaled product with beta 1, as its baddbmm does.
+    Per query the slope x query position it lacks is a constant, which the softmax cancels."""
+    qkv = got["out"][0]
+    B, T = qkv.shape[:2]
+    qkv = qkv.view(B, T, n_head, 3, -1)
+    q, k = qkv[..., 0, :].transpose(1, 2), qkv[..., 1, :].transpose(1, 2)  # (B, nh, T, hs)
+    alibi = got["kwargs"]["alibi"].view(B, n_head, 1, -1)[0]  # (nh, 1, T)
+    return q, k, alibi.expand(n_head, T, alibi.size(-1))  # (nh, T, T)
 
 
 _LLAMA_LIKE = dict(causal=True, positions="rotary", layers="layers", attention="self_attn",
@@ -159,6 +178,10 @@ FAMILIES: dict[str, Family] = {
                   attention="self_attn", projections=("q_proj", "k_proj"), queries_keys=_separate,
                   out_proj="out_proj", mlp="fc2", embed="decoder.embed_tokens",
                   final_norm="decoder.final_layer_norm", lm_head="lm_head"),
+    "bloom": Family("BLOOM", causal=True, positions="ALiBi", layers="h", attention="self_attention",
+                    projections=("query_key_value",), queries_keys=_bloom, scaling="inv_norm_factor",
+                    stream_refusal="adds its residual inside its attention module",
+                    default_length=2048),
     "bert": Family("BERT", layers="encoder.layer", **_BERT),
     "roberta": Family("RoBERTa", layers="encoder.layer", **_BERT),
     "xlm-roberta": Family("XLM-RoBERTa", layers="encoder.layer", **_BERT),
