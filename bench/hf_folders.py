@@ -78,3 +78,67 @@ def roberta_folder(path: Path) -> Path:
     transformers.RobertaForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+# Tiny configs of today's decoder families, each as its Config class takes them (random weights; sizes chosen so
+# that grouped key/value heads, partial rotary and parallel residuals are all exercised).
+_TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=64)
+DECODER_CONFIGS: dict[str, dict] = {
+    "llama": dict(_TINY, num_key_value_heads=2),
+    "qwen2": dict(_TINY, num_key_value_heads=2),
+    "qwen3": dict(_TINY, num_key_value_heads=2, head_dim=8),
+    "mistral": dict(_TINY, num_key_value_heads=2, sliding_window=48),
+    "gemma": dict(_TINY, num_key_value_heads=1, head_dim=8),
+    "gpt_neox": dict(_TINY, rotary_pct=0.5, use_parallel_residual=True),
+    "phi": dict(_TINY, partial_rotary_factor=0.5, num_key_value_heads=2),
+    "opt": dict(hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
+                word_embed_proj_dim=32),
+    "bloom": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4),
+}
+
+
+def sentencepiece_tokenizer() -> transformers.PreTrainedTokenizerFast:
+    """A LLaMA-style tokenizer trained here: BPE over SentencePiece's metaspace (`▁` starts a word), with
+    <unk>, <s> and </s>; the model prepends <s> as LLaMA's does."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=False))
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
+    bpe.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first")
+    bpe.train_from_iterator(GPT_TEXT, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"],
+                                                          min_frequency=1))
+    bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>", bos_token="<s>",
+                                                eos_token="</s>")
+
+
+def decoder_folder(path: Path, model_type: str, seed: int = 0, **overrides) -> Path:
+    """A tiny random `model_type` causal LM (DECODER_CONFIGS) saved with save_pretrained, with a tokenizer:
+    the LLaMA-style one for rotary families, GPT-2's byte-level BPE for GPT-NeoX, OPT and BLOOM."""
+    if model_type in ("gpt_neox", "opt", "bloom"):
+        from tokenizers import ByteLevelBPETokenizer
+
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator(GPT_TEXT, vocab_size=300, min_frequency=1, special_tokens=["<|endoftext|>"])
+        tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>",
+                                                         bos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    else:
+        tokenizer = sentencepiece_tokenizer()
+    end = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+    config = transformers.AutoConfig.for_model(model_type, vocab_size=len(tokenizer), bos_token_id=end,
+                                               eos_token_id=end, pad_token_id=None,
+                                               **{**DECODER_CONFIGS[model_type], **overrides})
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():  # wider weights than the 0.02 default, so attention is far from uniform in the tests
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.3)
+            elif name.endswith("weight") and "norm" in name.lower() and model_type != "gemma":
+                p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, 0.1)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

@@ -248,7 +248,8 @@ def show_query_key(run: av.AttentionRun, run_key: tuple, layer: int, head: int, 
         row.products[positions], row.weights[positions], row.q, row.keys[positions], labels, chosen,
         row.allowed[positions], title=f"Each key's weight, and q_{query}·k_j per dimension"), cells),
         f"{name}-qk-L{layer}-H{head}-q{query}", key="attn_qk_products")
-    st.caption(POSITION_NOTES.get(positional, ADDED_TO_EMBEDDINGS) + " " + qk.contribution_caption(row, key))
+    note = getattr(loaded.config, "position_note", "") if loaded is not None else ""  # a Hugging Face family's
+    st.caption((note or POSITION_NOTES.get(positional, ADDED_TO_EMBEDDINGS)) + " " + qk.contribution_caption(row, key))
     dims, values = qk.top_dimensions(row, key)
     show_figure(figure((*shared, "top", key), lambda: qk_figs.top_dimensions_figure(
         dims, values, title=f"Key {key}: the {len(dims)} largest parts of q·k"), len(dims)),

@@ -20,6 +20,7 @@ from core.io.checkpoint import CheckpointError
 from core.lens import records
 from core.text import markdown_escape as plain
 from pages import attention_records
+from pages.hf_cache_view import hub_name_view
 from pages.model_picker import PageModels, checkpoint_picker, select_checkpoint
 from pages.shared_caches import all_checkpoints
 
@@ -124,9 +125,10 @@ with ours_tab:
         add_to_picker(lambda folder, taken: uploads.add_checkpoint(upload, folder, taken))
 
 with hf_tab:
-    st.write("A folder saved by `transformers` (`config.json`, `*.safetensors`, tokenizer files): BERT, "
-             "RoBERTa, DistilBERT, ELECTRA or GPT-2 family. It is opened offline, never downloaded, and needs "
-             "the optional extra (`pip install -r requirements-hf.txt`).")
+    st.write(f"A folder saved by `transformers` (`config.json`, `*.safetensors`, tokenizer files): "
+             f"{hf.FAMILY_NAMES}. It is opened offline and needs the optional extra "
+             f"(`pip install -r requirements-hf.txt`).")
+    hub_name_view(add_to_picker)
     if allowed:
         typed = st.text_input("Model folder on the server", key="hf_folder", placeholder=str(allowed[0]),
                               help="A folder inside " + ", ".join(str(a) for a in allowed) + ".")

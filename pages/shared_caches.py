@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from core.io import hf_cache
 from core.io.checkpoint import (
     CheckpointError,
     CheckpointInfo,
@@ -93,9 +94,20 @@ def cached_model_card(path: str, modified: float, _info: CheckpointInfo) -> dict
     return model_card(_info)
 
 
+@st.cache_resource(show_spinner=False, ttl=30)
+def cached_hub_models(cache: str) -> tuple[CheckpointInfo, ...]:
+    """The Hugging Face cache's models the lab opens, by hub name (core.io.hf_cache), read every 30 s and
+    shared read-only like `available_checkpoints`."""
+    return tuple(hf_cache.picker_infos(Path(cache)))
+
+
 def all_checkpoints() -> list[CheckpointInfo]:
-    """Bundled (or ATTENTION_LAB_CHECKPOINTS) checkpoints, then this session's uploads."""
+    """Bundled (or ATTENTION_LAB_CHECKPOINTS) checkpoints, the Hugging Face cache's models (a local run; off
+    under `make serve` unless the operator turns it on: core.io.hf_cache), then this session's uploads."""
     infos = list(available_checkpoints(str(checkpoint_dir())))
+    if hf_cache.listing_enabled():
+        taken = {i.name for i in infos}
+        infos += [i for i in cached_hub_models(str(hf_cache.cache_dir())) if i.name not in taken]
     infos += st.session_state.get("uploaded_checkpoints", [])
     return infos
 

@@ -22,7 +22,6 @@ from core.lens.probe.answers import FIRST_PIECE
 from core.lens.probe.questions import name_from_question
 from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
-from core.model.transformer import Transformer
 from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import show_figure
@@ -64,7 +63,7 @@ def cached_reading(path: str, modified: float, question: str, truth: str | None,
     lens = wf.logit_lens(_loaded.model, _loaded.tokenizer, rec, q.answer_id)
     attribution = wf.direct_attribution(_loaded.model, rec, q.answer_id, answer_piece=q.answer_piece)
     salience = None
-    if isinstance(_loaded.model, Transformer):  # input attribution patches our own model's embeddings
+    if wf.patchable(_loaded.model):  # input attribution patches the model's embeddings
         salience = wf.input_attribution(_loaded.model, q)
     return q, lens, attribution, salience
 
@@ -99,7 +98,7 @@ def cached_next_piece(path: str, modified: float, text: str, _loaded):
 
 
 def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PIECE) -> None:
-    st.markdown("**Logit lens**: the stream after each layer read through the final LayerNorm and the output head")
+    st.markdown(f"**Logit lens**: the stream after each layer read through the final {lens.norm} and the output head")
     st.write(plain(lens.sentence()))  # the finding: body text, not a grey caption
     fig = viz.logit_lens_heatmap(lens.answer_prob, lens.top_pieces, lens.tokens, lens.layers, lens.answer_piece,
                                  title=f"{name}: {measured} by layer", measured=measured)
@@ -110,8 +109,9 @@ def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PI
 def _attribution_part(attribution: wf.Attribution, name: str, key: str) -> None:
     st.markdown("**Direct attribution**: the answer's logit split over the embeddings, each head and each MLP")
     st.write(plain(attribution.sentence()))
-    st.caption(plain(f"Frozen as TransformerLens freezes it, so that the pieces add up to the logit: "
-                     f"{attribution.total:.4f} against {attribution.logit:.4f}."))
+    st.caption(plain(f"The final {attribution.norm}'s scale is frozen at its value in this pass, as TransformerLens "
+                     f"freezes it, so that the pieces add up to the logit: {attribution.total:.4f} against "
+                     f"{attribution.logit:.4f}."))
     fig = viz.attribution_bars(attribution.names, attribution.values, attribution.logit, attribution.answer_piece,
                                title=f"{name}: what writes {attribution.answer_piece}")
     show_figure(fig, f"{name}-attribution", key=f"{key}_attr_chart")

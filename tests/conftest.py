@@ -24,6 +24,13 @@ def require_hf_extra():
                                                        f"(pip install -r {HF_EXTRA})")
 
 
+@pytest.fixture(autouse=True)
+def empty_hugging_face_cache(tmp_path_factory, monkeypatch):
+    """Every test sees an empty Hugging Face cache (the picker lists the real one on a local run), unless it
+    lays one out itself (tests/test_hf_cache.py)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("empty-hf-cache")))
+
+
 @pytest.fixture
 def tiny_checkpoints(tmp_path: Path) -> Path:
     """A folder with one checkpoint of each task, for app and page tests."""

@@ -20,7 +20,7 @@ from core.lens.export import build_parser as export_parser
 from core.train.cli import build_parser as train_parser
 from tests.conftest import ROOT
 
-MODULES = ("core.train", "core.io.convert", "core.lens.export")
+MODULES = ("core.train", "core.io.convert", "core.lens.export", "core.io.hf_cache")
 ENTRY_POINTS = {"core.train": "core.train.cli"}
 # Appended to every training command: later flags win in argparse, so the documented command runs as
 # written, only smaller and shorter.
@@ -96,7 +96,12 @@ def _prepare_inputs(argv: list[str], cwd: Path) -> None:
                 raise NeedsTransformers(arg)
             from tests.hf_models import bert_folder
 
-            bert_folder(path)
+            if "llama" in arg:  # a tiny LLaMA-family decoder (issue 42)
+                from bench.hf_folders import decoder_folder
+
+                decoder_folder(path, "llama")
+            else:
+                bert_folder(path)
 
 
 def run_documented(command: str, cwd: Path, monkeypatch) -> int:

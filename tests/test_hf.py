@@ -120,7 +120,7 @@ def _edit_config(**changes):
 @pytest.mark.parametrize("change,expected", [
     (lambda f: (f / "model.safetensors").unlink(), "weights are missing"),
     (lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin"), "a pickle the lab never opens"),
-    (_edit_config(model_type="t5", architectures=["T5ForConditionalGeneration"]), "BERT-family encoders"),
+    (_edit_config(model_type="t5", architectures=["T5ForConditionalGeneration"]), "which the lab cannot read yet"),
     (_edit_config(auto_map={"AutoModel": "modeling.MyModel"}), "custom code"),
     (lambda f: [p.unlink() for p in f.glob("tokenizer*")], "need the network"),
     (lambda f: (f / "config.json").write_text("{not json"), "not readable JSON"),

@@ -4,7 +4,9 @@
 `.model.run_with_attention(idx)` gives (logits, attention (n_layer, B, n_head, T, T)) exactly as
 `transformers` returns them with `output_attentions=True` and eager attention; `.tokenizer.tokenize`
 gives display tokens people can read (byte-level `Ġ` becomes a visible space, WordPiece `##x` becomes
-`·x`, special tokens keep their names). BERT-family encoders and GPT-2-family decoders are supported.
+`·x`, special tokens keep their names). The families read are the entries of `core.io.hf_families.FAMILIES`
+(GPT-2, LLaMA, Mistral, Qwen2/3, Gemma, GPT-NeoX, Phi, OPT decoders; the BERT family of encoders); a model
+type not there is named in one sentence.
 
 `transformers` is an optional extra (requirements-hf.txt). Nothing is ever downloaded: the offline
 switches are set before it is imported and every call passes `local_files_only=True`; folders are
@@ -25,20 +27,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.io.hf_families import FAMILIES, Family, decoders, encoders, family_of, path_get
 from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
 from core.model.attention import QueryKey
 from core.model.hooks import Hooks
+from core.model.readout import FinalNorm
 from core.model.tokenizer import PAD_CHAR, Tokenized
 
-ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra")
-DECODERS = ("gpt2",)
+ENCODERS = tuple(encoders())
+DECODERS = tuple(decoders())
+FAMILY_NAMES = ", ".join(sorted({f.label for f in FAMILIES.values()}, key=str.lower))  # what the lab reads
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 MAX_BYTES = 2 * 1024**3
 CONTINUATION = "\u00b7"  # · marks a WordPiece piece that continues the previous word
 WORD_START = ("\u0120", "\u2581")  # byte-level BPE's Ġ and SentencePiece's ▁: the piece starts a word
 FORMAT = "huggingface"
-QK_PROJECTIONS = (("query", "key"), ("q_lin", "k_lin"))  # BERT family, DistilBERT; GPT-2 has one c_attn
 
 
 class HFError(CheckpointError):
@@ -54,9 +58,22 @@ def available() -> bool:
     return importlib.util.find_spec("transformers") is not None
 
 
+DOWNLOAD_ENV = "ATTENTION_LAB_HF_DOWNLOAD"  # 1: a typed hub name not in the cache may be downloaded (hf_cache)
+
+
+def downloads_allowed(environ=None) -> bool:
+    """Whether the person running the app allowed downloads (off unless DOWNLOAD_ENV is 1/true/yes/on)."""
+    value = (os.environ if environ is None else environ).get(DOWNLOAD_ENV, "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
 def _offline() -> None:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    """Belt and braces around `local_files_only=True`: the library's own offline switches, except where the
+    person running the app allowed downloads of typed hub names (core.io.hf_cache), which they would block for
+    the rest of the process (huggingface_hub reads them once, at import)."""
+    if not downloads_allowed():
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
@@ -96,9 +113,10 @@ def check_folder(folder: str | Path) -> dict[str, Any]:
     name = folder.name
     config = _read_config(folder)
     model_type = config.get("model_type")
-    if model_type not in ENCODERS + DECODERS:
-        raise HFError(f"{name} is a {str(model_type)[:40]!r} model; the lab opens BERT-family encoders "
-                      f"({', '.join(ENCODERS)}) and GPT-2-family decoders.")
+    family = family_of(model_type)
+    if family is None:
+        raise HFError(f"{name} is a {str(model_type)[:40]!r} model, which the lab cannot read yet; it reads "
+                      f"{FAMILY_NAMES}.")
     if config.get("auto_map"):
         raise HFError(f"{name} needs custom code from the Hub, which the lab never downloads or runs.")
     if not any((folder / f).is_file() for f in WEIGHT_FILES):
@@ -115,15 +133,20 @@ def check_folder(folder: str | Path) -> dict[str, Any]:
     n_layer = config.get("num_hidden_layers", config.get("n_layer", config.get("n_layers")))
     n_head = config.get("num_attention_heads", config.get("n_head", config.get("n_heads")))
     width = config.get("hidden_size", config.get("n_embd", config.get("dim")))
-    block = config.get("n_positions", config.get("max_position_embeddings"))
+    block = config.get("n_positions", config.get("max_position_embeddings")) or family.default_length
+    window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
+    if isinstance(window, int) and window > 0 and isinstance(block, int):
+        block = min(block, window)  # Mistral's window: within it the mask is exactly causal (see load_folder)
     arch = str((config.get("architectures") or [model_type])[0])
+    kv_heads = config.get("num_key_value_heads") or n_head
     return {
         "format": FORMAT, "task": _task(config), "labels": _labels(config), "history": [], "metrics": {},
         "architecture": arch, "model_type": model_type,
         "config": {"n_layer": n_layer, "n_head": n_head, "n_embd": width, "block_size": block,
-                   "vocab_size": config.get("vocab_size"), "causal": model_type in DECODERS,
-                   "attention": f"{arch} (Hugging Face, eager)", "positional": "absolute (Hugging Face)",
-                   "head": "huggingface"},
+                   "vocab_size": config.get("vocab_size"), "causal": family.causal, "n_kv_head": kv_heads,
+                   "attention": f"{arch} (Hugging Face, eager)" + (
+                       f", {kv_heads} key/value heads shared by {n_head} query heads" if kv_heads != n_head else ""),
+                   "positional": f"{family.positions} ({family.label})", "head": "huggingface"},
     }
 
 
@@ -142,26 +165,48 @@ class HFConfigView:
     n_classes: int = 0
     attention: str = "huggingface"
     positional: str = "absolute (Hugging Face)"
+    n_kv_head: int = 0  # key/value heads (grouped-query attention: fewer than n_head); 0: as many as n_head
+    position_note: str = ""  # how positions reach q and k, for the query-key view (`position_note`)
 
 
 class HFModel(nn.Module):
-    """A transformers model behind our model's interface: `forward(idx, targets)`, `run_with_attention(idx)`."""
+    """A transformers model behind our model's interface: `forward(idx, targets)`, `run_with_attention(idx)`,
+    and for pre-norm decoders `hidden_states(idx, hooks)`, `readout()`, `head.unembed`, `tok_emb` (what the
+    where-from views patch and read). Where each piece sits is the model's `Family` (core.io.hf_families):
+    every hook below is written once, for all families."""
 
-    def __init__(self, inner: nn.Module, view: HFConfigView, max_positions: int) -> None:
+    def __init__(self, inner: nn.Module, view: HFConfigView, max_positions: int, family: Family) -> None:
         super().__init__()
         self.inner = inner
         self.config = view
+        self.family = family
         self._max_positions = max_positions
+        self.head = _Head(self._module(family.lm_head, base=False)) if family.lm_head else None
 
     @property
     def max_length(self) -> int:
         return self._max_positions
 
+    @property
+    def base(self) -> nn.Module:
+        return self.inner.base_model
+
+    def _module(self, path: str, base: bool = True) -> nn.Module:
+        return path_get(self.base if base else self.inner, path)
+
+    @property
+    def tok_emb(self) -> nn.Module:
+        """The token embedding as the model applies it (Gemma's multiplies by sqrt(d) itself)."""
+        if self.family.embed is None:
+            raise AttributeError("This model's embeddings are not read by the lab.")
+        return self._module(self.family.embed)
+
     def num_parameters(self, trainable_only: bool = False) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
     def attention_mask(self, idx: torch.Tensor, start: int = 0, t_key: int | None = None) -> torch.Tensor:
-        """Boolean (B|1, 1, Tq, Tk): causal for decoders, key padding for encoders (as the model masks)."""
+        """Boolean (B|1, 1, Tq, Tk): causal for decoders, key padding for encoders (as the model masks). A
+        sliding window never cuts in: the model's length is capped at its window (see `load_folder`)."""
         t_key = start + idx.size(1) if t_key is None else t_key
         T = idx.size(1)
         if self.config.causal:
@@ -178,100 +223,152 @@ class HFModel(nn.Module):
         logits, loss, _, _ = self._run(idx, targets, attention=False)
         return logits, loss
 
+    # ----------------------------------------------------------------------- one pass, recorded
+
     def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None,
                            hooks: Hooks | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """With a `queries_keys` list, each layer's queries and keys are captured in the same pass by forward
-        hooks on its projections, with the module's own `scaling` (HF adds no score bias to these models).
-        With `hooks` (core.model.hooks, read-only here), the same pass reports the residual stream and, for
-        GPT-2 (pre-norm), each head's, attention's and MLP's output, through torch forward hooks."""
+        """With a `queries_keys` list, each layer's queries and keys are captured in the same pass (the
+        projections' outputs, with the family's rotary function and the (cos, sin) the layer was given, grouped
+        key heads repeated per query head) with the module's own `scaling`. With `hooks` (core.model.hooks),
+        the same pass reports the residual stream and, for pre-norm decoders, each head's, attention's and
+        MLP's output (forward hooks at the family's module paths)."""
         handles, captured, modules = [], [], []
         if queries_keys is not None:
-            modules = self._self_attentions()
-            captured = [{} for _ in modules]
+            modules = self.attentions()
+            captured = [{"out": [None] * len(self.family.projections), "kwargs": {}} for _ in modules]
             handles = [h for module, slot in zip(modules, captured) for h in self._capture(module, slot)]
-        if hooks is not None:
-            handles += self._report(hooks)
+        if hooks is not None and self.reads_stream:
+            handles += self._report(hooks, idx.shape)
         try:
-            logits, _, attention, hidden = self._run(idx, None, attention=True, hidden=hooks is not None)
+            logits, _, attention, hidden = self._run(idx, None, attention=True,
+                                                     hidden=hooks is not None and not self.reads_stream)
         finally:
             for handle in handles:
                 handle.remove()
-        if hooks is not None and not self._gpt2_blocks():  # an encoder: its hidden states are the stream
+        if hooks is not None and not self.reads_stream:  # an encoder: its hidden states are the stream
             for layer, (before, after) in enumerate(zip(hidden[:-1], hidden[1:])):
                 hooks.resid_pre(layer, before)
                 hooks.resid_post(layer, after)
         for module, slot in zip(modules, captured):
-            heads = [t.view(*t.shape[:2], self.config.n_head, -1).transpose(1, 2) for t in (slot["q"], slot["k"])]
-            queries_keys.append(QueryKey(heads[0], heads[1], float(module.scaling), None))  # (B, nh, T, hs)
+            q, k, bias = self.family.queries_keys(module, slot, self.config.n_head)  # (B, nh, T, hs), (nh, T, T)
+            queries_keys.append(QueryKey(q, k, float(getattr(module, self.family.scaling)), bias))
         return logits, attention  # (L, B, H, T, T)
 
-    def _gpt2_blocks(self) -> list[nn.Module]:
-        transformer = getattr(self.inner, "transformer", None)
-        return list(transformer.h) if transformer is not None and hasattr(transformer, "h") else []
+    def hidden_states(self, idx: torch.Tensor, hooks: Hooks | None = None, **_unused) -> tuple[torch.Tensor, list]:
+        """(B, T, C) after the final norm, through the base model with `hooks` patching (causal tracing, input
+        attribution); `head.unembed` turns it into logits."""
+        self._check_length(idx.size(1))
+        handles = self._report(hooks, idx.shape) if hooks is not None else []
+        try:
+            out = self.base(input_ids=idx)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return out.last_hidden_state, []
 
-    def _report(self, hooks: Hooks) -> list:
-        """Forward hooks that call `hooks` at GPT-2's hook points (read-only: returns change nothing)."""
-        handles = []
-        transformer = getattr(self.inner, "transformer", None)
-        for layer, block in enumerate(self._gpt2_blocks()):
-            def pre(_m, args, layer=layer):
-                hooks.resid_pre(layer, args[0])
+    @property
+    def reads_stream(self) -> bool:
+        """A pre-norm decoder whose sublayers add into one residual stream (what the where-from views need)."""
+        return self.family.causal and self.family.pre_norm and self._post_norm_reason() is None
 
-            def post(_m, _args, out, layer=layer):
-                hooks.resid_post(layer, out[0] if isinstance(out, tuple) else out)
+    def _post_norm_reason(self) -> str | None:
+        c = self.inner.config
+        if self.family.stream_refusal:
+            return self.family.stream_refusal
+        if getattr(c, "do_layer_norm_before", True) is False:  # OPT-350m
+            return "normalises after each sublayer (post-norm)"
+        if getattr(self.base, "decoder", None) is not None and getattr(self.base.decoder, "project_out", None):
+            return "projects its stream to a narrower width before the output head"
+        return None
 
-            def merged(_m, args, layer=layer, block=block):
-                z = args[0]  # c_proj's input: the heads' sums, concatenated (B, T, nh * hs)
-                heads = z.view(*z.shape[:2], self.config.n_head, -1).transpose(1, 2)  # (B, nh, T, hs)
-                conv = block.attn.c_proj  # Conv1D: y = z @ W + b, W (nh * hs, C)
-                hooks.heads(layer, heads, _Projection(conv.weight.T, conv.bias))
+    def attentions(self) -> list[nn.Module]:
+        """Each layer's attention module, at the family's path."""
+        return [path_get(layer, self.family.attention) for layer in self._module(self.family.layers)]
 
-            def attn(_m, _args, out, layer=layer):
-                hooks.attn_out(layer, out[0] if isinstance(out, tuple) else out)
+    def _report(self, hooks: Hooks, shape: torch.Size) -> list:
+        """Forward hooks that call `hooks` at the family's hook points; what a hook returns replaces the
+        module's output (a recorder returns it unchanged; causal tracing returns restored states)."""
+        family, B, T = self.family, shape[0], shape[1]
+        n_head = self.config.n_head
+        handles = [self.tok_emb.register_forward_hook(lambda _m, _a, out: hooks.embed(out))]
+        for i, layer in enumerate(self._module(family.layers)):
+            attention = path_get(layer, family.attention)
+            out_proj = getattr(attention, family.out_proj)
 
-            def mlp(_m, _args, out, layer=layer):
-                hooks.mlp_out(layer, out)
+            def pre(_m, args, kwargs, i=i):
+                if args:
+                    return (hooks.resid_pre(i, args[0]), *args[1:]), kwargs
+                return args, {**kwargs, "hidden_states": hooks.resid_pre(i, kwargs["hidden_states"])}
 
-            handles += [block.register_forward_pre_hook(pre), block.register_forward_hook(post),
-                        block.attn.c_proj.register_forward_pre_hook(merged), block.attn.register_forward_hook(attn),
-                        block.mlp.register_forward_hook(mlp)]
-        if transformer is not None and hasattr(transformer, "wte"):
-            handles.append(transformer.wte.register_forward_hook(lambda _m, _a, out: hooks.embed(out)))
+            def post(_m, _args, out, i=i):
+                if isinstance(out, tuple):
+                    return (hooks.resid_post(i, out[0]), *out[1:])
+                return hooks.resid_post(i, out)
+
+            def merged(_m, args, i=i, out_proj=out_proj):
+                z = args[0]  # the heads' sums, concatenated (B, T, nh * hs)
+                heads = z.view(*z.shape[:2], n_head, -1).transpose(1, 2)  # (B, nh, T, hs)
+                weight = out_proj.weight.T if family.conv1d else out_proj.weight  # (C, nh * hs)
+                hooks.heads(i, heads, _Projection(weight, out_proj.bias))
+
+            def attn(_m, _args, out, i=i):
+                return (hooks.attn_out(i, out[0]), *out[1:])
+
+            def mlp(_m, _args, out, i=i):
+                y = hooks.mlp_out(i, out.view(B, T, -1))  # OPT's fc2 works on (B * T, C)
+                return y.reshape(out.shape)
+
+            handles += [layer.register_forward_pre_hook(pre, with_kwargs=True), layer.register_forward_hook(post),
+                        out_proj.register_forward_pre_hook(merged), attention.register_forward_hook(attn),
+                        getattr(layer, family.mlp).register_forward_hook(mlp)]
         return handles
 
     def readout(self) -> tuple[nn.Module, torch.Tensor]:
-        """(final LayerNorm, unembedding (V, C)) of a GPT-2 language model; others refuse in one sentence."""
-        transformer = getattr(self.inner, "transformer", None)
-        head = getattr(self.inner, "lm_head", None)
-        if transformer is None or not hasattr(transformer, "ln_f") or head is None:
-            raise ValueError("Only GPT-2-family language models read their residual stream out as next-token "
-                             "logits; a post-norm encoder (BERT) normalises after every sublayer.")
-        return transformer.ln_f, head.weight
+        """(final norm, unembedding (V, C)) of a pre-norm decoder; others refuse in one sentence. The norm is a
+        `FinalNorm`: the model's own module, with the gain, bias and eps direct attribution freezes."""
+        if not self.family.causal:
+            raise ValueError("Only decoder language models read their residual stream out as next-token logits; a "
+                             "post-norm encoder (BERT) normalises after every sublayer.")
+        reason = self._post_norm_reason()
+        if reason is not None:
+            raise ValueError(f"This {self.family.label} model {reason}, so the lab does not read its residual stream "
+                             "out as next-token logits.")
+        norm = self._module(self.family.final_norm)
+        weight = norm.weight.detach() if getattr(norm, "weight", None) is not None else None
+        if weight is not None and self.family.norm == "rms (1 + w)":
+            weight = 1.0 + weight  # Gemma's RMSNorm multiplies by (1 + w)
+        eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", None))
+        final = FinalNorm(norm, weight=weight, bias=getattr(norm, "bias", None), eps=float(eps),
+                          centered=self.family.norm == "layernorm")
+        return final, self.head.unembed.weight
 
-    def _self_attentions(self) -> list[nn.Module]:
-        found = [m for m in self.inner.modules() if hasattr(m, "scaling") and (
-            hasattr(m, "c_attn") or any(hasattr(m, q) and hasattr(m, k) for q, k in QK_PROJECTIONS))]
-        if len(found) != self.config.n_layer:
-            raise ValueError(f"The lab found {len(found)} attention modules with query and key projections in "
-                             f"this {self.config.n_layer}-layer model, so it cannot show their queries and keys.")
-        return found
+    @property
+    def unembed_bias(self) -> torch.Tensor | None:
+        """The output head's bias (Phi's lm_head has one), or None."""
+        return None if self.head is None else self.head.unembed.bias
 
-    @staticmethod
-    def _capture(module: nn.Module, slot: dict[str, torch.Tensor]) -> list:
-        def keep(name: str):
-            return lambda _module, _inputs, out: slot.__setitem__(name, out)  # (B, T, nh * hs)
+    @property
+    def patchable(self) -> bool:
+        """Whether the where-from views may patch this model (causal tracing, input attribution)."""
+        return self.reads_stream and self.head is not None
 
-        if hasattr(module, "c_attn"):  # GPT-2: one projection to q | k | v, split at the model's width
-            def split(_module, _inputs, out):
-                slot["q"], slot["k"], _ = out.split(out.size(-1) // 3, dim=2)
-            return [module.c_attn.register_forward_hook(split)]
-        q, k = next((q, k) for q, k in QK_PROJECTIONS if hasattr(module, q) and hasattr(module, k))
-        return [getattr(module, q).register_forward_hook(keep("q")),
-                getattr(module, k).register_forward_hook(keep("k"))]
+    def _capture(self, module: nn.Module, slot: dict) -> list:
+        """Hooks keeping the attention's keyword arguments (rotary (cos, sin)) and its projections' outputs."""
+        def keep_kwargs(_m, _args, kwargs):
+            slot["kwargs"] = kwargs
+
+        def keep(n: int):
+            return lambda _module, _inputs, out: slot["out"].__setitem__(n, out)  # (B, T, width)
+
+        return [module.register_forward_pre_hook(keep_kwargs, with_kwargs=True)] + [
+            getattr(module, name).register_forward_hook(keep(n)) for n, name in enumerate(self.family.projections)]
+
+    def _check_length(self, T: int) -> None:
+        if T > self.max_length:
+            raise ValueError(f"This model can read at most {self.max_length} tokens; the input has {T}.")
 
     def _run(self, idx: torch.Tensor, targets: torch.Tensor | None, attention: bool, hidden: bool = False):
-        if idx.size(1) > self.max_length:
-            raise ValueError(f"This model can read at most {self.max_length} tokens; the input has {idx.size(1)}.")
+        self._check_length(idx.size(1))
         mask = None if self.config.causal else self._padding(idx)
         out = self.inner(input_ids=idx, attention_mask=mask, output_attentions=attention,
                          output_hidden_states=hidden)
@@ -282,6 +379,13 @@ class HFModel(nn.Module):
                                    ignore_index=self.config.pad_id)
         return (logits, loss, torch.stack(out.attentions) if attention else None,  # (L, B, H, T, T)
                 out.hidden_states if hidden else None)
+
+
+@dataclass
+class _Head:
+    """The output head as causal tracing calls it (`model.head.unembed(h)`), like our Transformer's."""
+
+    unembed: nn.Module
 
 
 @dataclass
@@ -367,6 +471,32 @@ def _model_class(transformers: Any, task: str):
             "classify": transformers.AutoModelForSequenceClassification}.get(task, transformers.AutoModel)
 
 
+def position_note(model: HFModel) -> str:
+    """One sentence for the query-key view, from the model's own attention module: how positions reach q and k,
+    and which query heads share a key/value head."""
+    attention = model.attentions()[0]
+    config = model.config
+    if model.family.positions.endswith("rotary"):
+        hs = int(getattr(attention, "head_dim", getattr(attention, "head_size", 0)))
+        rotated = int(getattr(attention, "rotary_ndims", hs))
+        which = ("each pair of dimensions" if rotated == hs else
+                 f"the first {rotated} of each head's {hs} dimensions (the other {hs - rotated} carry no position)")
+        note = (f"q and k are shown after {model.family.label}'s rotary embedding (its apply_rotary_pos_emb) rotated "
+                f"{which} by the token's position, as the product uses them.")
+    elif model.family.positions == "ALiBi":
+        note = (f"{model.family.label}'s ALiBi adds the head's slope times the key's position after the product (the "
+                "'+' line); per query that differs from minus the slope times the distance by a constant, which the "
+                "softmax cancels.")
+    else:
+        note = "This model's positions were added to the token embeddings, so q and k already carry them."
+    kv = config.n_kv_head or config.n_head
+    if kv < config.n_head:
+        group = config.n_head // kv
+        note += (f" Its {config.n_head} query heads share {kv} key/value head(s): query head h reads key head "
+                 f"h // {group}, so heads 0 to {group - 1} show the same keys.")
+    return note
+
+
 def load_folder(folder: str | Path, device: str = "cpu"):
     """(model, tokenizer, metadata) of a Hugging Face folder as a LoadedCheckpoint, or raise HFError."""
     folder = Path(folder)
@@ -402,6 +532,8 @@ def load_folder(folder: str | Path, device: str = "cpu"):
                         causal=task == "lm", head={"lm": "lm", "masked-lm": "masked-lm",
                                                    "classify": "classifier"}.get(task, "none"),
                         pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else -1,
-                        n_classes=len(meta["labels"]) if task == "classify" else 0)
-    model = HFModel(inner, view, max_positions).eval()
+                        n_classes=len(meta["labels"]) if task == "classify" else 0,
+                        n_kv_head=int(meta["config"]["n_kv_head"] or 0))
+    model = HFModel(inner, view, max_positions, family_of(meta["model_type"])).eval()
+    view.position_note = position_note(model)
     return LoadedCheckpoint(model=model, tokenizer=HFTokenizer(tokenizer), metadata=meta, path=folder)

@@ -83,8 +83,9 @@ class Activations:
 
     For a pre-norm model resid_post[l] = resid_pre[l] + attn_out[l] + mlp_out[l], resid_pre[l + 1] =
     resid_post[l], and attn_out[l] = head_out[l].sum(0) + attn_bias[l]; resid_pre[0] is the embedding (token
-    plus position). `final_scale` is sqrt(var + eps) of the stream entering the final LayerNorm, per
-    position: the divisor direct attribution freezes (as TransformerLens's `apply_ln_to_stack` does).
+    plus position). `final_scale` is sqrt(var + eps) of the stream entering the final LayerNorm (an RMSNorm's:
+    sqrt(mean(x^2) + eps)), per position: the divisor direct attribution freezes (as TransformerLens's
+    `apply_ln_to_stack` does).
     A field is None where the architecture has no such quantity (a BERT-family encoder is post-norm: its
     sublayer outputs are normalised before the sum, so only its residual stream is recorded)."""
 
@@ -106,11 +107,12 @@ def activations_from(recorder, final_norm=None) -> Activations:
     def stack(xs: list) -> np.ndarray | None:
         return np.stack([x.numpy() for x in xs]) if xs and all(x is not None for x in xs) else None
 
+    from core.model.readout import norm_divisor
+
     post = stack(recorder.post)
     scale = None
     if final_norm is not None and post is not None:
-        last = post[-1].astype(np.float64)
-        scale = np.sqrt(last.var(axis=-1) + float(final_norm.eps)).astype(np.float32)  # biased var, as LayerNorm
+        scale = norm_divisor(final_norm, post[-1]).astype(np.float32)  # LayerNorm's or RMSNorm's divisor
     return Activations(resid_pre=stack(recorder.pre), resid_post=post, attn_out=stack(recorder.attn),
                        head_out=stack(recorder.head_out), attn_bias=stack(recorder.attn_bias),
                        mlp_out=stack(recorder.mlp), final_scale=scale)

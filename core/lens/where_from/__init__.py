@@ -22,6 +22,7 @@ from core.lens.where_from.analyses import (
     impossible_cells,
     input_attribution,
     logit_lens,
+    patchable,
     read_question,
     record,
 )
@@ -29,4 +30,4 @@ from core.lens.where_from.analyses import (
 __all__ = ["CORRUPTIONS", "IG_STEPS", "KINDS", "METRICS", "NOISE", "POSITION_CLASSES", "SAMPLES", "SEED",
            "Attribution", "CausalTrace", "InputAttribution", "LogitLens", "Question", "WhereFromError",
            "causal_trace", "direct_attribution", "impossible_cells", "input_attribution", "logit_lens",
-           "read_question", "record"]
+           "patchable", "read_question", "record"]

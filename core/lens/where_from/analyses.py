@@ -37,6 +37,7 @@ import torch
 from core.lens.probe.questions import name_from_question
 from core.lens.trace import Trace, TraceError, cut_to_limit, model_device, trace
 from core.model.hooks import Hooks, Recorder
+from core.model.readout import is_centered, norm_label
 from core.model.tokenizer import MASK_CHAR
 from core.model.transformer import Transformer
 from core.text import visible_token
@@ -199,6 +200,17 @@ def record(model, q: Question) -> Trace:
         raise WhereFromError(str(exc)) from None
 
 
+def unembed_bias(model) -> torch.Tensor | None:
+    """The output head's bias (Phi's has one; ours and most have none)."""
+    return getattr(model, "unembed_bias", None)
+
+
+def patchable(model) -> bool:
+    """Whether causal tracing and input attribution may patch the model through its hook points: our own
+    Transformer, or a Hugging Face pre-norm decoder (core.io.hf)."""
+    return isinstance(model, Transformer) or bool(getattr(model, "patchable", False))
+
+
 def _readout(model):
     try:
         return model.readout()
@@ -221,6 +233,7 @@ class LogitLens:
     answer_rank: np.ndarray  # (L + 1, T): 1 = the top piece
     probs_last: np.ndarray  # (L + 1, V) the whole distribution at the last position (float64)
     answer_piece: str
+    norm: str = "LayerNorm"  # the final norm read through: "LayerNorm" or "RMSNorm"
 
     @property
     def first_top_layer(self) -> int | None:
@@ -259,9 +272,11 @@ def streams(acts) -> np.ndarray:
 def logit_lens(model, tokenizer, rec: Trace, answer_id: int) -> LogitLens:
     ln, unembed = _readout(model)
     acts = rec.activations
+    bias = unembed_bias(model)
     with torch.inference_mode():
         x = torch.from_numpy(streams(acts)).to(unembed.device, unembed.dtype)  # (L + 1, T, C)
-        logits = (ln(x) @ unembed.T).double().cpu()  # (L + 1, T, V)
+        logits = ln(x) @ unembed.T
+        logits = (logits if bias is None else logits + bias).double().cpu()  # (L + 1, T, V)
     probs = torch.softmax(logits, dim=-1)
     top_prob, top_ids = probs.max(dim=-1)
     answer_logit = logits[..., answer_id]
@@ -271,7 +286,8 @@ def logit_lens(model, tokenizer, rec: Trace, answer_id: int) -> LogitLens:
     return LogitLens(layers=["embeddings"] + [f"after layer {i}" for i in range(n_layer)], tokens=rec.tokens,
                      top_ids=top_ids.numpy(), top_pieces=[[labels[int(i)] for i in row] for row in top_ids.tolist()],
                      top_prob=top_prob.numpy(), answer_prob=probs[..., answer_id].numpy(), answer_rank=rank.numpy(),
-                     probs_last=probs[:, -1].numpy(), answer_piece=visible_token(tokenizer.decode([answer_id])))
+                     probs_last=probs[:, -1].numpy(), answer_piece=visible_token(tokenizer.decode([answer_id])),
+                     norm=norm_label(ln))
 
 
 # --------------------------------------------------------------------------- direct attribution
@@ -286,6 +302,7 @@ class Attribution:
     logit: float  # the model's own logit for the answer at the last position
     answer_piece: str
     position: int
+    norm: str = "LayerNorm"  # the final norm whose scale is frozen: "LayerNorm" or "RMSNorm"
 
     @property
     def total(self) -> float:
@@ -315,7 +332,7 @@ class Attribution:
             tail = (f"; 1 head pushes against it ({listed})" if len(against) == 1 else
                     f"; {len(against)} heads push against it ({listed})" if against else "")
         return (f"The logit of {self.answer_piece!r} is {self.logit:.2f}, the sum of the pieces (the final "
-                f"LayerNorm's scale frozen at its value in this pass). Largest: {top}{tail}.")
+                f"{self.norm}'s scale frozen at its value in this pass). Largest: {top}{tail}.")
 
     def rows(self) -> list[dict]:
         return [{"piece": n, "kind": k, "layer": "" if la is None else la, "logit contribution": float(v)}
@@ -324,7 +341,8 @@ class Attribution:
 
 def direct_attribution(model, rec: Trace, answer_id: int, position: int = -1, answer_piece: str = "") -> Attribution:
     """The answer's logit at `position` split over the stream's pieces through the frozen final LayerNorm:
-    piece c contributes W_U[a] . (gamma * (c - mean(c)) / scale), the LayerNorm's bias W_U[a] . beta."""
+    piece c contributes W_U[a] . (gamma * (c - mean(c)) / scale), the LayerNorm's bias W_U[a] . beta. An RMSNorm
+    does not centre: c contributes W_U[a] . (gamma * c / scale); an output head's bias adds its b[a]."""
     ln, unembed = _readout(model)
     acts = rec.activations
     if acts.head_out is None or acts.mlp_out is None or acts.final_scale is None:
@@ -336,9 +354,11 @@ def direct_attribution(model, rec: Trace, answer_id: int, position: int = -1, an
     w = unembed[answer_id].detach().double().cpu().numpy()  # (C,)
     direction = gamma * w / float(acts.final_scale[t])
 
+    centered = is_centered(ln)
+
     def share(c: np.ndarray) -> float:
         c = c.astype(np.float64)
-        return float((c - c.mean()) @ direction)
+        return float(((c - c.mean()) if centered else c) @ direction)
 
     names, kinds, layers, values = ["embeddings"], ["embeddings"], [None], [share(acts.resid_pre[0, t])]
     n_layer, n_head = acts.head_out.shape[:2]
@@ -362,9 +382,15 @@ def direct_attribution(model, rec: Trace, answer_id: int, position: int = -1, an
         kinds.append("LayerNorm bias")
         layers.append(None)
         values.append(float(beta @ w))
+    head_bias = unembed_bias(model)
+    if head_bias is not None:
+        names.append("output head bias")
+        kinds.append("head bias")
+        layers.append(None)
+        values.append(float(head_bias[answer_id].detach()))
     logit = float(rec.logits[0, t, answer_id]) if rec.logits.dim() == 3 else float("nan")
     return Attribution(names=names, kinds=kinds, layers=layers, values=np.asarray(values), logit=logit,
-                       answer_piece=answer_piece or str(answer_id), position=t)
+                       answer_piece=answer_piece or str(answer_id), position=t, norm=norm_label(ln))
 
 
 # --------------------------------------------------------------------------- causal tracing
@@ -559,9 +585,9 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
     metric = metric or ("probability" if corruption != "swap" else "logit difference")
     if metric not in METRICS:
         raise WhereFromError(f"The measure must be one of {', '.join(METRICS)}, not {metric!r}.")
-    if not isinstance(model, Transformer):
-        raise WhereFromError("Causal tracing patches this lab's own Transformer through its hook points; this "
-                             "model (a Hugging Face folder) has none to patch.")
+    if not patchable(model):
+        raise WhereFromError("Causal tracing patches a pre-norm decoder's residual stream through its hook points; "
+                             "this model has none to patch.")
     if corruption != "none" and not q.name_positions:
         raise WhereFromError("No name was found in the question, so there is no subject to corrupt; ask "
                              "'Where was NAME born?'.")
@@ -607,7 +633,7 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
         noise_rows = None
         if corruption == "noise":
             with torch.no_grad():
-                emb = model.tok_emb.weight[torch.tensor([q.ids[p] for p in names], device=device)]
+                emb = model.tok_emb(torch.tensor([q.ids[p] for p in names], device=device))  # as the model scales
             embed_std = float(emb.float().std()) if noise_std is None else float(noise_std)
             draws = torch.randn(len(sample_ids), len(names), emb.size(-1), generator=generator)
             noise_rows = torch.zeros(len(sample_ids), T, emb.size(-1))
@@ -713,9 +739,9 @@ def input_attribution(model, q: Question, steps: int = IG_STEPS, tokens: list[st
                       ) -> InputAttribution:
     """Gradient x input and integrated gradients of log p(answer's first piece | question) per input piece,
     over the token embeddings (zero baseline, positions kept, midpoint rule with `steps` points)."""
-    if not isinstance(model, Transformer):
-        raise WhereFromError("Input attribution reads this lab's own Transformer through its hook points; this "
-                             "model (a Hugging Face folder) has none.")
+    if not patchable(model):
+        raise WhereFromError("Input attribution patches a pre-norm decoder's embeddings through its hook points; "
+                             "this model has none.")
     device = model_device(model)
     idx = torch.tensor([q.ids], dtype=torch.long, device=device)
     with torch.no_grad():

@@ -1,0 +1,380 @@
+"""Today's Hugging Face decoder families (issue 42, part 2): tiny random models of each family built here from a
+config (no download), saved with save_pretrained, opened by the lab and compared with transformers' own
+output_attentions / output_hidden_states / logits, and with references written here in plain torch (RoPE with
+partial dimensions, RMSNorm with Gemma's (1 + w), the causal-tracing protocol with forward hooks on the
+transformers model itself).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from core.io.checkpoint import CheckpointError, load
+from core.lens import where_from as wf
+from core.lens.trace import trace
+from tests.conftest import require_hf_extra
+
+TOL = 1e-6
+TEXT = "Hello world, the cat sat on the mat."
+FAMILIES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gpt_neox", "phi", "opt")
+ROTARY = ("llama", "qwen2", "mistral", "gemma", "gpt_neox", "phi")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    require_hf_extra()
+    from bench.hf_folders import decoder_folder
+
+    root = tmp_path_factory.mktemp("hf-families")
+    return {name: decoder_folder(root / name, name) for name in FAMILIES + ("bloom",)}
+
+
+def reference(folder: Path, ids: list[int]):
+    """transformers itself: eager attention, output_attentions and output_hidden_states, and the model."""
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True,
+                                                              attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    return model, out
+
+
+def opened(folders, name):
+    loaded = load(folders[name])
+    tokenized = loaded.tokenizer.tokenize(TEXT)
+    return loaded, tokenized
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_attention_logits_and_stream_equal_transformers_own(folders, name):
+    loaded, tokenized = opened(folders, name)
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, activations=True)
+    model, out = reference(folders[name], tokenized.ids)
+    expected = torch.stack(out.attentions)[:, 0].numpy()  # (L, n_head, T, T): one map per query head
+    assert rec.attention.shape == expected.shape == (2, 4, len(tokenized.ids), len(tokenized.ids))
+    assert np.abs(rec.attention - expected).max() <= TOL
+    assert torch.allclose(rec.logits, out.logits, atol=1e-5)
+    acts = rec.activations
+    for layer in range(2):  # hidden_states[l]: the stream entering layer l
+        np.testing.assert_allclose(acts.resid_pre[layer], out.hidden_states[layer][0].numpy(), atol=1e-5)
+    # a pre-norm decoder: the stream is the sum of what each sublayer wrote (parallel residuals too)
+    summed = acts.resid_pre[0] + (acts.head_out.sum(1) + acts.mlp_out).sum(0)
+    if acts.attn_bias is not None and acts.attn_bias[0] is not None:
+        summed = summed + acts.attn_bias.sum(0)
+    np.testing.assert_allclose(summed, acts.resid_post[-1], atol=1e-4)
+    assert rec.allowed.tolist() == np.tril(np.ones((len(tokenized.ids),) * 2, dtype=bool)).tolist()
+
+
+def test_grouped_key_value_heads_are_shown_per_query_head(folders):
+    loaded, tokenized = opened(folders, "llama")  # 4 query heads, 2 key/value heads
+    assert loaded.metadata["config"]["n_kv_head"] == 2
+    assert "2 key/value heads shared by 4 query heads" in loaded.metadata["config"]["attention"]
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True)
+    keys = rec.queries_keys[0].k  # (4, T, hs): query heads 0, 1 read key head 0; heads 2, 3 key head 1
+    assert keys.shape[0] == 4
+    np.testing.assert_array_equal(keys[0], keys[1])
+    np.testing.assert_array_equal(keys[2], keys[3])
+    assert not np.allclose(keys[0], keys[2])
+    gemma, tokenized = opened(folders, "gemma")  # one key/value head for all four query heads
+    keys = trace(gemma.model, tokenized.ids, tokenized.tokens, queries_keys=True).queries_keys[1].k
+    assert all(np.array_equal(keys[0], keys[h]) for h in range(4))
+
+
+def rebuilt(rec, layer: int) -> np.ndarray:
+    """softmax(q k^T * scale) over the allowed keys, from the recorded queries and keys (float64)."""
+    record = rec.queries_keys[layer]
+    scores = np.einsum("htd,hsd->hts", record.q.astype(np.float64), record.k.astype(np.float64)) * record.scale
+    scores = np.where(rec.allowed, scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_query_key_reproduces_the_attention_with_the_familys_positions(folders, name):
+    loaded, tokenized = opened(folders, name)
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True)
+    for layer in range(2):
+        assert np.abs(rebuilt(rec, layer) - rec.attention[layer]).max() <= TOL
+
+
+def rope(x: torch.Tensor, theta: float, rotary_dims: int) -> torch.Tensor:
+    """Plain RoPE as the GPT-NeoX / LLaMA code lays it out: the first `rotary_dims` dimensions, split in two
+    halves (x1, x2) rotated by angle t * theta^(-2i/rotary_dims); the rest passes. x (n, T, hs)."""
+    T = x.size(1)
+    inv = theta ** (-torch.arange(0, rotary_dims, 2, dtype=torch.float64) / rotary_dims)  # (rd/2,)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]  # (T, rd/2)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    rot, rest = x[..., :rotary_dims].double(), x[..., rotary_dims:].double()
+    x1, x2 = rot[..., : rotary_dims // 2], rot[..., rotary_dims // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
+
+
+@pytest.mark.parametrize("name", ROTARY)
+def test_recorded_queries_are_the_projections_rotated_by_an_independent_rope(folders, name):
+    loaded, tokenized = opened(folders, name)
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True)
+    model, out = reference(folders[name], tokenized.ids)
+    config = model.config
+    layer = model.base_model.layers[1]
+    attention = layer.attention if name == "gpt_neox" else layer.self_attn
+    hs = config.hidden_size // config.num_attention_heads if name != "gemma" else config.head_dim
+    x = out.hidden_states[1][0]  # the stream entering layer 1 (T, C)
+    with torch.no_grad():
+        normed = layer.input_layernorm(x)
+        if name == "gpt_neox":  # one projection, per head q | k | v
+            q = attention.query_key_value(normed).view(len(x), -1, 3 * hs)[..., :hs].transpose(0, 1)
+        else:
+            q = attention.q_proj(normed).view(len(x), -1, hs).transpose(0, 1)  # (nh, T, hs)
+    factor = config.rope_parameters.get("partial_rotary_factor", 1.0)
+    rotary_dims = int(hs * factor)
+    if name in ("gpt_neox", "phi"):
+        assert rotary_dims == hs // 2  # partial rotary really is exercised
+    expected = rope(q, config.rope_parameters["rope_theta"], rotary_dims)
+    np.testing.assert_allclose(rec.queries_keys[1].q, expected.numpy(), atol=1e-5)
+    assert not np.allclose(rec.queries_keys[1].q, q.numpy(), atol=1e-3)  # rotated: not the bare projection
+
+
+def own_norm(name: str, norm, x: torch.Tensor) -> torch.Tensor:
+    """The final norm written here: LayerNorm, RMSNorm, or Gemma's RMSNorm with gain (1 + w)."""
+    x = x.double()
+    if name in ("gpt_neox", "phi", "opt"):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], norm.weight.double(), norm.bias.double(), norm.eps)
+    gain = 1 + norm.weight.double() if name == "gemma" else norm.weight.double()
+    eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gain
+
+
+FINAL_NORMS = {"gpt_neox": "final_layer_norm", "phi": "final_layernorm", "opt": "decoder.final_layer_norm"}
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_logit_lens_and_attribution_read_through_the_familys_own_final_norm(folders, name):
+    loaded, tokenized = opened(folders, name)
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, activations=True)
+    answer = int(rec.logits[0, -1].argmax())
+    lens = wf.logit_lens(loaded.model, loaded.tokenizer, rec, answer)
+    model, out = reference(folders[name], tokenized.ids)
+    # the last row is the model's own output
+    np.testing.assert_allclose(lens.probs_last[-1], torch.softmax(out.logits[0, -1].double(), -1).numpy(), atol=1e-6)
+    norm = model.base_model
+    for part in FINAL_NORMS.get(name, "norm").split("."):
+        norm = getattr(norm, part)
+    W = model.lm_head.weight.detach().double()
+    b = model.lm_head.bias.detach().double() if model.lm_head.bias is not None else 0.0
+    for row in range(len(out.hidden_states) - 1):  # every row before the last, from transformers' own streams
+        with torch.no_grad():
+            probs = torch.softmax(own_norm(name, norm, out.hidden_states[row][0]) @ W.T + b, -1)
+        np.testing.assert_allclose(lens.answer_prob[row], probs[:, answer].numpy(), atol=1e-5)
+    attribution = wf.direct_attribution(loaded.model, rec, answer)
+    assert attribution.total == pytest.approx(float(out.logits[0, -1, answer]), abs=1e-4)  # completeness
+    assert attribution.logit == pytest.approx(float(out.logits[0, -1, answer]), abs=1e-5)
+    if name == "phi":
+        assert "output head bias" in attribution.names
+    # the embeddings' share from transformers' stream, through the frozen norm written here
+    x = rec.activations.resid_post[-1][-1]
+    stream = torch.from_numpy(x).double()
+    centred = name in ("gpt_neox", "phi", "opt")
+    divisor = torch.sqrt((stream.var(unbiased=False) if centred else (stream * stream).mean()) + (
+        norm.eps if centred else getattr(norm, "variance_epsilon", getattr(norm, "eps", None))))
+    gain = norm.weight.detach().double() + (1 if name == "gemma" else 0)
+    embedded = out.hidden_states[0][0, -1].double()
+    embedded = embedded - embedded.mean() if centred else embedded
+    assert attribution.by_layer()["embeddings"] == pytest.approx(float((embedded * gain / divisor) @ W[answer]),
+                                                                 abs=1e-5)
+
+
+def _reference_trace(model, ids, names, answer, noise_rows, clean_pass):
+    """ROME on the transformers model itself, with forward hooks written here: the noise on the name's token
+    embeddings, one clean state restored at (kind, layer, position)."""
+    base = model.base_model
+    layers = base.layers
+    modules = {"residual": list(layers), "attention": [getattr(la, "self_attn", None) or la.attention
+                                                       for la in layers], "MLP": [la.mlp for la in layers]}
+    embed = base.embed_tokens if hasattr(base, "embed_tokens") else base.embed_in
+
+    def run(sample, restore=None):
+        hooks = [embed.register_forward_hook(lambda _m, _i, out: out + noise_rows[sample])]
+        if restore is not None:
+            kind, layer, t = restore
+
+            def patch(_m, _i, out):
+                value = (out[0] if isinstance(out, tuple) else out).clone()
+                value[0, t] = clean_pass[kind][layer][t]
+                return (value,) + tuple(out[1:]) if isinstance(out, tuple) else value
+
+            hooks.append(modules[kind][layer].register_forward_hook(patch))
+        with torch.no_grad():
+            p = torch.softmax(model(torch.tensor([ids])).logits[0, -1].double(), -1)[answer].item()
+        for h in hooks:
+            h.remove()
+        return p
+
+    S, L, T = noise_rows.shape[0], len(layers), len(ids)
+    corrupted = np.mean([run(s) for s in range(S)])
+    grids = {kind: np.array([[np.mean([run(s, (kind, layer, t)) for s in range(S)]) for t in range(T)]
+                             for layer in range(L)]) for kind in modules}
+    return corrupted, grids
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt_neox"])
+def test_causal_tracing_patches_each_decoder_layers_attention_and_mlp_as_hooks_written_here_do(folders, name):
+    loaded, tokenized = opened(folders, name)
+    ids = tokenized.ids
+    with torch.no_grad():
+        answer = int(loaded.model(torch.tensor([ids]))[0][0, -1].argmax())
+    names = [2, 3]
+    q = wf.Question(question=TEXT, ids=ids, tokens=tokenized.tokens, raw=tokenized.tokens, name="world the",
+                    name_positions=names, answer_id=answer, answer_piece=loaded.tokenizer.decode([answer]),
+                    truth=None, own_answer=True)
+    samples, seed, noise = 2, 5, 3.0
+    product = wf.causal_trace(loaded.model, loaded.tokenizer, q, corruption="noise", samples=samples, seed=seed,
+                              noise=noise)
+    model, out = reference(folders[name], ids)
+    embed = model.get_input_embeddings()
+    with torch.no_grad():
+        std = embed(torch.tensor([ids[p] for p in names])).float().std()
+    draws = torch.randn(samples, len(names), model.config.hidden_size, generator=torch.Generator().manual_seed(seed))
+    noise_rows = torch.zeros(samples, 1, len(ids), model.config.hidden_size)
+    noise_rows[:, 0, names] = draws * noise * std
+    clean_pass = {"residual": [h[0] for h in out.hidden_states[1:-1]] + [None], "attention": [], "MLP": []}
+    handles = [module.register_forward_hook(lambda _m, _i, o, kind=kind: clean_pass[kind].append(
+        (o[0] if isinstance(o, tuple) else o)[0])) for kind, attr in (("attention", None), ("MLP", "mlp"))
+        for layer in model.base_model.layers
+        for module in [getattr(layer, attr) if attr else (getattr(layer, "self_attn", None) or layer.attention)]]
+    last = []
+    handles.append(model.base_model.layers[-1].register_forward_hook(lambda _m, _i, o: last.append(o[0])))
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+    for h in handles:
+        h.remove()
+    clean_pass["residual"][-1] = last[0]
+    corrupted, grids = _reference_trace(model, ids, names, answer, noise_rows, clean_pass)
+    assert product.clean == pytest.approx(torch.softmax(out.logits[0, -1].double(), -1)[answer].item(), abs=1e-6)
+    assert product.corrupted == pytest.approx(corrupted, abs=1e-6)
+    for kind in wf.KINDS:
+        np.testing.assert_allclose(product.scores[kind], grids[kind], atol=1e-5)
+
+
+def test_input_attribution_on_a_hugging_face_decoder_equals_autograd_through_inputs_embeds(folders):
+    loaded, tokenized = opened(folders, "qwen2")
+    ids = tokenized.ids
+    with torch.no_grad():
+        answer = int(loaded.model(torch.tensor([ids]))[0][0, -1].argmax())
+    q = wf.Question(question=TEXT, ids=ids, tokens=tokenized.tokens, raw=tokenized.tokens, name="",
+                    name_positions=[], answer_id=answer, answer_piece="", truth=None, own_answer=True)
+    steps = 8
+    salience = wf.input_attribution(loaded.model, q, steps=steps)
+    assert all(p.grad is None for p in loaded.model.parameters())  # nothing accumulated into the shared model
+    model, _ = reference(folders["qwen2"], ids)
+    with torch.no_grad():
+        x = model.get_input_embeddings()(torch.tensor([ids]))  # (1, T, C)
+
+    def grad_at(alpha: float) -> torch.Tensor:
+        scaled = (alpha * x).requires_grad_(True)
+        log_p = torch.log_softmax(model(inputs_embeds=scaled).logits[0, -1].double(), -1)[answer]
+        (g,) = torch.autograd.grad(log_p, scaled)
+        return g[0].double()
+
+    x0 = x[0].double()
+    np.testing.assert_allclose(salience.gradient_x_input, (grad_at(1.0) * x0).sum(-1).numpy(), atol=1e-5)
+    midpoints = torch.stack([grad_at((k + 0.5) / steps) for k in range(steps)]).mean(0)
+    np.testing.assert_allclose(salience.integrated_gradients, (midpoints * x0).sum(-1).numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", ["gemma2", "mamba", "t5"])
+def test_a_family_the_lab_cannot_read_is_named_in_one_sentence(folders, tmp_path, model_type):
+    import shutil
+
+    folder = tmp_path / "unread"
+    shutil.copytree(folders["llama"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["model_type"] = model_type
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError) as refused:
+        load(folder)
+    message = str(refused.value)
+    assert f"'{model_type}' model, which the lab cannot read yet" in message
+    assert "LLaMA" in message and "GPT-NeoX" in message and "\n" not in message and message.endswith(".")
+
+
+def test_a_post_norm_opt_refuses_the_lens_in_one_sentence(tmp_path):
+    require_hf_extra()
+    from bench.hf_folders import decoder_folder
+
+    loaded = load(decoder_folder(tmp_path / "opt-350m-like", "opt", do_layer_norm_before=False))
+    tokenized = loaded.tokenizer.tokenize(TEXT)
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, activations=True, queries_keys=True)
+    assert np.abs(rebuilt(rec, 0) - rec.attention[0]).max() <= TOL  # attention and query-key still work
+    with pytest.raises(wf.WhereFromError, match="post-norm"):
+        wf.logit_lens(loaded.model, loaded.tokenizer, rec, 0)
+    assert not wf.patchable(loaded.model)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt_neox"])
+def test_the_attention_page_draws_every_view_and_the_where_from_of_a_rotary_family(folders, monkeypatch, name):
+    from tests.test_attention_page import array, assert_no_exception, charts, open_page
+
+    at = open_page(monkeypatch, folders["llama"].parent, model=name, text=TEXT)
+    loaded, tokenized = opened(folders, name)
+    _, out = reference(folders[name], tokenized.ids)
+    at.selectbox(key="attn_layer").select(1)
+    at.selectbox(key="attn_head").select(3).run()
+    (fig,) = charts(at)
+    z = array(fig["data"][0]["z"])
+    shown = ~np.isnan(z)
+    assert np.abs(z[shown] - out.attentions[1][0, 3].numpy()[shown]).max() <= TOL
+    for view in ("model", "token", "qk", "combine"):
+        at.radio(key="attn_view").set_value(view).run()
+        assert_no_exception(at)
+        assert charts(at), view
+    at.radio(key="attn_view").set_value("qk").run()
+    captions = " ".join(c.value for c in at.caption)
+    if name == "llama":
+        assert "rotated each pair of dimensions" in captions and "4 query heads share 2 key/value head(s)" in captions
+    else:
+        assert "the first 4 of each head's 8 dimensions (the other 4 carry no position)" in captions
+    at.toggle(key="wf_next_open").set_value(True).run()
+    assert_no_exception(at)
+    markdown = " ".join(m.value for m in at.markdown)
+    norm = "RMSNorm" if name == "llama" else "LayerNorm"
+    assert f"read through the final {norm}" in markdown
+    logit = float(out.logits[0, -1].max())
+    assert f"against {logit:.4f}" in " ".join(c.value for c in at.caption).replace("\\", "")  # markdown-escaped
+
+
+def test_a_sliding_window_never_cuts_in_the_lab_reads_no_further_than_it(folders):
+    loaded = load(folders["mistral"])  # 64 positions, a 48-token window
+    assert loaded.model.max_length == 48 and loaded.metadata["config"]["block_size"] == 48
+    from core.lens.trace import TraceError
+
+    with pytest.raises(TraceError, match="at most 48 tokens"):
+        trace(loaded.model, list(range(5, 60)))
+
+
+def test_bloom_alibi_is_the_score_bias_and_rebuilds_the_attention(folders):
+    """BLOOM (ALiBi): transformers' attention, and the recorded bias equals ALiBi written here: head h of n (a power
+    of two) has slope 2^(-8 (h + 1) / n), and BLOOM adds slope x key position to the scaled product."""
+    loaded, tokenized = opened(folders, "bloom")
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True, activations=True)
+    _, out = reference(folders["bloom"], tokenized.ids)
+    T = len(tokenized.ids)
+    assert np.abs(rec.attention - torch.stack(out.attentions)[:, 0].numpy()).max() <= TOL
+    slopes = 2.0 ** (-8.0 * np.arange(1, 5) / 4)  # (4,)
+    expected = np.broadcast_to(slopes[:, None, None] * np.arange(T)[None, None, :], (4, T, T))
+    for layer in range(2):
+        np.testing.assert_allclose(rec.queries_keys[layer].bias, expected, atol=1e-6)
+        record = rec.queries_keys[layer]
+        scores = np.einsum("htd,hsd->hts", record.q.astype(np.float64), record.k.astype(np.float64)) * record.scale
+        scores = np.where(rec.allowed, scores + record.bias, -np.inf)
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        assert np.abs(weights / weights.sum(-1, keepdims=True) - rec.attention[layer]).max() <= TOL
+    assert "ALiBi" in loaded.model.config.position_note
+    with pytest.raises(wf.WhereFromError, match="adds its residual inside its attention module"):
+        wf.logit_lens(loaded.model, loaded.tokenizer, rec, 0)
+    assert not wf.patchable(loaded.model)
