@@ -1,0 +1,103 @@
+"""An evaluation file, read as the trainer reads it (`core.data.datasets`, `core.train.cli evaluate`), or one
+sentence saying why it cannot be: `LABEL<TAB>TEXT` for classifiers, plain UTF-8 text for language models (one
+document per line, or the whole file as one), the CS224N `Where was NAME born?<TAB>PLACE` TSV for birthplace
+models. The bytes come from wherever the caller found them (bundled data, an upload, an allowed folder); the
+size is checked before anything is decoded, and nothing here writes anywhere."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.data.datasets import DataError, parse_tsv_pairs
+
+MB = 1024 * 1024
+MAX_EVAL_MB = 20  # a course test file is well under 1 MB; 20 MB of text is ~100k examples
+MAX_EXAMPLES = 50_000  # classifier lines / birthplace questions scored at once
+DOCUMENT_UNITS = ("line", "file")  # a language model's documents: one per line, or the whole file
+
+
+class EvalFileError(DataError):
+    """An evaluation file that cannot be used; str() is one sentence."""
+
+
+@dataclass(frozen=True)
+class EvalText:
+    name: str  # the file's name, for messages and captions
+    text: str
+    digest: str  # sha256 of the bytes: results are cached per (checkpoint version, digest)
+
+
+def file_digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def decode_eval(raw: bytes, name: str) -> EvalText:
+    """The text of an evaluation file: refused (one sentence) when empty, too big, binary or not UTF-8."""
+    name = Path(name).name or "the file"
+    if len(raw) > MAX_EVAL_MB * MB:
+        raise EvalFileError(f"{name} is {len(raw) / MB:.0f} MB; evaluation files up to {MAX_EVAL_MB} MB are read.")
+    if not raw.strip():
+        raise EvalFileError(f"{name} is empty.")
+    if b"\0" in raw:
+        raise EvalFileError(f"{name} contains NUL bytes: it is a binary file, not text.")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise EvalFileError(f"{name} is not UTF-8 text (byte {exc.start} cannot be decoded).") from None
+    return EvalText(name=name, text=text, digest=file_digest(raw))
+
+
+def read_eval_path(path: str | Path) -> EvalText:
+    """A file on disk (the command line, the bundled data, an allowed folder), size checked before reading."""
+    path = Path(path)
+    if not path.is_file():
+        raise EvalFileError(f"{path} does not exist or is not a file.")
+    size = path.stat().st_size
+    if size > MAX_EVAL_MB * MB:
+        raise EvalFileError(f"{path.name} is {size / MB:.0f} MB; evaluation files up to {MAX_EVAL_MB} MB are read.")
+    return decode_eval(path.read_bytes(), path.name)
+
+
+def classifier_pairs(source: EvalText, labels: list[str]) -> list[tuple[str, str]]:
+    """(label, text) per line, as `ClassificationDataset` reads them; every label must be one the checkpoint
+    knows. A line without a tab, or a file whose columns look swapped, is refused with its line number."""
+    try:
+        pairs = parse_tsv_pairs(source.text, source.name)
+    except DataError as exc:
+        raise EvalFileError(str(exc).replace("'TEXT<TAB>ANSWER'", "'LABEL<TAB>TEXT' (a classifier's file)")) from None
+    if len(pairs) > MAX_EXAMPLES:
+        raise EvalFileError(f"{source.name} has {len(pairs):,} lines; up to {MAX_EXAMPLES:,} are scored at once.")
+    known = set(labels)
+    unknown = [(n, label) for n, (label, _) in enumerate(pairs, start=1) if label not in known]
+    if unknown:
+        if all(text in known for _, text in pairs):
+            raise EvalFileError(f"{source.name} has the text first and the label second; a classifier's file is "
+                                "'LABEL<TAB>TEXT' per line.")
+        line, label = unknown[0]
+        distinct = sorted({label for _, label in unknown})
+        shown = ", ".join(repr(x[:40]) for x in distinct[:3]) + (" …" if len(distinct) > 3 else "")
+        raise EvalFileError(f"{source.name} has {len(distinct)} label(s) this checkpoint does not know ({shown}, "
+                            f"first on line {line}); it knows {', '.join(labels[:12])}"
+                            f"{' …' if len(labels) > 12 else ''}.")
+    return pairs
+
+
+def lm_documents(source: EvalText, unit: str = "line") -> list[str]:
+    """The documents of a language model's text: its non-blank lines, or the whole file as one."""
+    if unit not in DOCUMENT_UNITS:
+        raise ValueError(f"unit must be one of {DOCUMENT_UNITS}, not {unit!r}.")
+    if unit == "file":
+        return [source.text]
+    return [line for line in source.text.split("\n") if line.strip()]
+
+
+def birthplace_pairs(source: EvalText) -> list[tuple[str, str]]:
+    """`Where was NAME born?<TAB>PLACE` pairs (the probe's own reader: reserved characters, empty answers)."""
+    from core.lens.probe.questions import read_question_file
+
+    read = read_question_file(source.text.encode("utf-8"), source.name)
+    if read.problem:
+        raise EvalFileError(read.problem)
+    return list(read.pairs)
