@@ -194,6 +194,9 @@ OUTCOME_NAMES = ("right", "wrong")
 
 @dataclass
 class ClassifierComparison:
+    """Two models on one file, example by example (classifiers, or birthplace models: any result with a frame of
+    text, gold, predicted, right and the prediction's probability, and a model name)."""
+
     first: ClassifierErrors
     second: ClassifierErrors
 
@@ -208,9 +211,10 @@ class ClassifierComparison:
         """The examples the two models predict differently, with both predictions and their probabilities."""
         a, b = self.first.frame, self.second.frame
         differ = a["predicted"] != b["predicted"]
+        sure = "p(predicted)" if "p(predicted)" in a else "confidence"  # a birthplace model's answer probability
         return pd.DataFrame({"text": a["text"], "gold": a["gold"],
-                             self.first.model: a["predicted"], f"p ({self.first.model})": a["p(predicted)"],
-                             self.second.model: b["predicted"], f"p ({self.second.model})": b["p(predicted)"],
+                             self.first.model: a["predicted"], f"p ({self.first.model})": a[sure],
+                             self.second.model: b["predicted"], f"p ({self.second.model})": b[sure],
                              "right": np.select([a["right"], b["right"]], [self.first.model, self.second.model],
                                                 "neither")})[differ]
 

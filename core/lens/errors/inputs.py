@@ -101,3 +101,56 @@ def birthplace_pairs(source: EvalText) -> list[tuple[str, str]]:
     if read.problem:
         raise EvalFileError(read.problem)
     return list(read.pairs)
+
+
+# --- the bundled test files ---------------------------------------------------------------------------------
+
+BUNDLED_NAMES = {"classify": "names_test.tsv", "birthplace": "birth_dev.tsv", "lm": "wiki.txt"}
+
+
+@dataclass(frozen=True)
+class BundledFile:
+    label: str  # what the picker shows, e.g. "knowledge/names_test.tsv"
+    path: Path
+    held_out: float = 0.0  # > 0: only the whole lines of the last fraction of the file (the trainer's 'val')
+
+
+def held_out_part(source: EvalText, fraction: float) -> EvalText:
+    """The whole lines of the last `fraction` of a text by characters (the trainer holds out the last
+    `val_fraction` of an LM's text the same way, core.train.recipes._split_text; a line cut in two is left out)."""
+    cut = int(len(source.text) * (1 - fraction))
+    start = source.text.find("\n", max(cut - 1, 0)) + 1 if cut > 0 and source.text[cut - 1] != "\n" else cut
+    text = source.text[start:]
+    if not text.strip():
+        raise EvalFileError(f"The last {fraction:.0%} of {source.name} has no whole line.")
+    return EvalText(name=f"{source.name} (last {fraction:.0%})", text=text, digest=file_digest(text.encode()))
+
+
+def bundled_files(data_root: Path, task: str, metadata: dict | None = None) -> list[BundledFile]:
+    """The project's test files for a task (data/*/names_test.tsv, birth_dev.tsv, wiki.txt), the ones the
+    checkpoint was trained with first; a language model's training text is offered as its held-out part (its
+    recorded `val_fraction`) before the whole file."""
+    wanted = BUNDLED_NAMES.get(task)
+    if wanted is None or not data_root.is_dir():
+        return []
+    metadata = metadata or {}
+    used = {Path(str(d.get("path", ""))).parent.name for d in metadata.get("data") or [] if isinstance(d, dict)}
+    folders = sorted((p for p in data_root.iterdir() if (p / wanted).is_file()),
+                     key=lambda p: (p.name not in used, p.name))
+    try:
+        fraction = float(metadata.get("val_fraction") or 0.0)
+    except (TypeError, ValueError):
+        fraction = 0.0
+    out = []
+    for folder in folders:
+        label = f"{folder.name}/{wanted}"
+        if task == "lm" and folder.name in used and 0 < fraction < 1:
+            out.append(BundledFile(f"{label}, the last {fraction:.0%} (held out in training)", folder / wanted,
+                                   fraction))
+        out.append(BundledFile(label, folder / wanted))
+    return out
+
+
+def read_bundled(choice: BundledFile) -> EvalText:
+    source = read_eval_path(choice.path)
+    return held_out_part(source, choice.held_out) if choice.held_out else source

@@ -159,6 +159,15 @@ class LanguageModelErrors:
         return pd.DataFrame(rows, columns=["file", "position", "before", "piece", "after", "loss", "rank",
                                            "top guess"])
 
+    def context(self, file: str, position: int) -> tuple[list[int], list[str]]:
+        """The ids and labels the model read when it predicted the piece at `position` of `file` (its window up to
+        the piece before; the piece itself is ids[position])."""
+        row = self.tokens[(self.tokens["file"] == file) & (self.tokens["position"] == position)]
+        if row.empty:
+            raise LanguageModelError(f"Position {position} of {file} is not a scored piece.")
+        start = position - 1 - int(row["block position"].iloc[0])
+        return self.ids[file][start:position], self.pieces[file][start:position]
+
     def caption(self) -> str:
         n = int(self.tokens["loss"].notna().sum())
         shares = self.bucket_shares()
