@@ -183,7 +183,7 @@ def _confusion(result) -> None:
     """The matrix; a click on a cell (when it changed) sets the table's gold and predicted filters to it."""
     labels = result.labels
     fig = viz.confusion_matrix(result.confusion().values, labels,
-                               title="Gold (rows) against predicted (columns): click a cell to list its examples")
+                               title="Gold by predicted: click a cell")
     event = show_figure(fig, f"{result.model}-confusion", key="err_confusion", on_select=True)
     points = list(event.selection.points) if event is not None and event.selection else []
     clicked = [int(p["point_index"]) for p in points if "point_index" in p]
@@ -204,7 +204,7 @@ def _filtered(result) -> pd.DataFrame:
     gold = columns[0].multiselect("Gold", labels, key="err_gold", placeholder="any")
     predicted = columns[1].multiselect("Predicted", labels, key="err_pred", placeholder="any")
     outcome = columns[2].radio("Outcome", ERRORS_OUTCOMES, key="err_outcome", horizontal=True)
-    columns = st.columns([3, 2, 1])
+    columns = st.columns([3, 2, 2])
     search = columns[0].text_input("Search the text", key="err_search", max_chars=page_state.MAX_ERRORS_TEXT)
     sorts = [s for s in ERRORS_SORTS if s in frame.columns]
     if st.session_state.get("err_sort") not in sorts:
@@ -219,9 +219,9 @@ def _pick_example(view: pd.DataFrame, frame: pd.DataFrame) -> int | None:
     """A row clicked in the table (when the click changed), else the kept example, else the view's first wrong."""
     probability = "p(predicted)" if "p(predicted)" in view else "confidence"
     shown = view[[c for c in ("text", "gold", "predicted", "right", probability, "loss") if c in view]]
+    config = {probability: {**PROBABILITY, "label": "p"}, "loss": PROBABILITY}
     event = st.dataframe(shown, on_select="rerun", selection_mode="single-row", key="err_table", height=280,
-                         column_config=fitted_columns(shown, MAIN_WIDTH + 120, {probability: PROBABILITY,
-                                                                                "loss": PROBABILITY}, index=True))
+                         column_config=fitted_columns(shown, MAIN_WIDTH - 40, config, index=True))  # 40: the ticks
     rows = list(event.selection.rows) if event is not None else []
     if rows and rows != st.session_state.get("err_table_clicked"):
         st.session_state[EXAMPLE] = int(view.index[rows[0]])
@@ -310,14 +310,14 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
             except (classify.ClassifierError, wf.WhereFromError) as exc:
                 st.warning(plain(exc))
                 break
-            methods[f"{role}: {label}"] = salience
+            methods[role] = salience
         if methods:
             first = next(iter(methods.values()))
             show_figure(where_viz.salience_chips(first.tokens, {m: s.integrated_gradients for m, s in methods.items()},
                                                  title="Integrated gradients of each class's log-probability"),
                         f"{name}-example-attribution", key="err_attribution")
             st.caption(plain("; ".join(
-                f"{m}: the pieces add up to {s.integrated_gradients.sum():+.3f}, log p changes by "
+                f"{m} ({s.answer_piece}): the pieces add up to {s.integrated_gradients.sum():+.3f}, log p changes by "
                 f"{s.log_prob - s.baseline_log_prob:+.3f} from the zero-embedding baseline"
                 for m, s in methods.items()) + "."))
     with probs:
@@ -396,7 +396,7 @@ def slices_view(loaded, name: str, source: inputs.EvalText, result) -> None:
                 f"{name}-slices-length", key="err_slices_length")
     columns = st.columns([3, 1])
     pattern = columns[0].text_input("A slice of your own: a word, or a regular expression", key="err_pattern",
-                                    placeholder="e.g. van, or - for names with a hyphen",
+                                    placeholder="a word (Silva), or with Regular expression: - (a hyphen)",
                                     max_chars=slices.MAX_PATTERN_CHARS)
     regex = columns[1].checkbox("Regular expression", key="err_regex")
     if pattern.strip():
@@ -466,7 +466,7 @@ def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     shown = table.rename(index=lambda v: f"{name} {v}", columns=lambda v: f"{other_name} {v}")
     st.dataframe(shown, column_config=fitted_columns(shown, MAIN_WIDTH, index=True))
     differ = comparison.disagreements()
-    st.caption(f"The {len(differ)} examples they predict differently (the column 'right' says who is right).")
+    st.caption(f"The {len(differ)} examples they predict differently (the last column says who is right).")
     st.dataframe(differ, column_config=fitted_columns(differ, MAIN_WIDTH + 120, {
         c: PROBABILITY for c in differ.columns if c.startswith("p (")}), height=300)
     _csv(differ.reset_index(names="example"), "The disagreements (CSV)",
@@ -482,13 +482,14 @@ def documents_view(loaded, name: str, source: inputs.EvalText, result: lm.Langua
     if 1 < len(docs) <= 12:
         show_figure(viz.document_bars([f"#{d}" for d in docs["document"]], {name: docs["perplexity"]},
                                       title="Perplexity per document"), f"{name}-documents", key="err_doc_bars")
-    ordered = docs.sort_values("loss", ascending=False, kind="stable")
+    single = docs["file"].nunique() == 1  # one file: its name is in the caption above, not in every row
+    ordered = docs.sort_values("loss", ascending=False, kind="stable").drop(columns=["file"] if single else [])
     st.caption(f"{len(docs)} documents, hardest first (the highest mean loss per piece).")
     st.dataframe(ordered, hide_index=True, height=260, column_config=fitted_columns(ordered, MAIN_WIDTH + 120, {
         "loss": PROBABILITY, "perplexity": st.column_config.NumberColumn(format="%.4g")}))
     _csv(docs, "Every document (CSV)", f"{_safe_name(name)}-documents.csv", "err_csv_docs")
     st.subheader("The most surprising pieces")
-    worst = result.surprising(20)
+    worst = result.surprising(20).drop(columns=["file"] if single else [])
     st.dataframe(worst, hide_index=True, column_config=fitted_columns(worst, MAIN_WIDTH + 120, {
         "loss": PROBABILITY}))
     _csv(result.tokens, "Every piece (CSV)", f"{_safe_name(name)}-pieces.csv", "err_csv_tokens")
@@ -573,9 +574,10 @@ def lm_compare(name: str, first: lm.LanguageModelErrors, second: lm.LanguageMode
     for column, model, ascending in ((left, first.model, True), (right, second.model, False)):
         best = tokens.sort_values("difference", ascending=ascending, kind="stable").head(10)
         column.caption(plain(f"Where {model} is better by the most"))
-        shown = best[["piece", "position", "difference"]]
+        difference = f"loss {first.model} - {second.model}"
+        shown = best[["piece", "position", "difference"]].rename(columns={"difference": difference})
         column.dataframe(shown, hide_index=True, column_config=fitted_columns(shown, EXPANDER_WIDTH // 2 + 20, {
-            "difference": PROBABILITY}))
+            difference: PROBABILITY}))
     _csv(tokens, "Both models, piece by piece (CSV)", f"{_safe_name(first.model)}-vs-{_safe_name(second.model)}.csv",
          "err_csv_lm_compare")
 

@@ -95,7 +95,7 @@ def gltr_pieces(pieces: Sequence[str], buckets: Sequence[str], losses: Sequence[
 @finished
 def loss_by_position(table, models: Sequence[str], title: str | None = None) -> go.Figure:
     """Mean loss per position in the block, one line per model (`LanguageModelComparison.by_position`)."""
-    colors = run_colors(models)
+    colors = dict(zip(models, (RIGHT_COLOR, WRONG_COLOR))) if len(models) <= 2 else run_colors(models)
     fig = go.Figure()
     for model in models:
         fig.add_trace(go.Scatter(x=table["block position"], y=table[model], mode="lines", name=html.escape(model),

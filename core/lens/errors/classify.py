@@ -215,7 +215,7 @@ class ClassifierComparison:
         return pd.DataFrame({"text": a["text"], "gold": a["gold"],
                              self.first.model: a["predicted"], f"p ({self.first.model})": a[sure],
                              self.second.model: b["predicted"], f"p ({self.second.model})": b[sure],
-                             "right": np.select([a["right"], b["right"]], [self.first.model, self.second.model],
+                             "who is right": np.select([a["right"], b["right"]], [self.first.model, self.second.model],
                                                 "neither")})[differ]
 
     def caption(self) -> str:
