@@ -309,7 +309,26 @@ def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpo
             return shown
         add("positional: extrapolation, progress shown", progress, "progress")
         add("positional: extrapolation again (cached)", lambda i: tab.timed(button.click))
+    if "errors" in pages and "names-pretrained" in checkpoints:
+        errors_rows(tab, url, add)
     return rows
+
+
+def errors_rows(tab: Tab, url: str, add: Callable) -> None:
+    """The Errors page on names-pretrained: sort, filter, select an example (a row of the table), a confusion cell."""
+    tab.goto(f"{url}/errors?model=names-pretrained")
+    add("errors: sort by loss <-> line", alternate(tab, tab.choose("Sort by", "loss"), tab.choose("Sort by", "line")))
+    add("errors: filter wrong <-> all", alternate(tab, tab.radio("wrong"), tab.radio("all")))
+
+    def row(k: int) -> Callable[[], None]:
+        def act() -> None:  # the table is a canvas: its row k's selection box, below the header row
+            box = tab.page.locator('[data-testid="stDataFrame"]').first.bounding_box()
+            tab.page.mouse.click(box["x"] + 12, box["y"] + 35 * (k + 1) + 17)
+        return act
+    add("errors: select an example (table row)", alternate(tab, row(0), row(1)))
+    cells = tab.page.locator(".js-plotly-plot").first.locator(".scatterlayer .trace .points path")
+    add("errors: confusion cell (filters the table)",
+        alternate(tab, lambda: cells.nth(0).click(force=True), lambda: cells.nth(13).click(force=True)))
 
 
 def long_rows(tab: Tab, url: str, repeats: int, models: list[str]) -> list[Row]:

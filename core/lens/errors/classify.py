@@ -98,7 +98,8 @@ def _check(model) -> None:
 def padded_ids(tokenizer: Tokenizer, texts: Sequence[str], block_size: int) -> tuple[torch.Tensor, list[int]]:
     """(B, block_size) ids as ClassificationDataset makes them (cut, then PAD=0 after), and each text's length in
     pieces before the cut."""
-    encoded = [tokenizer.encode(t) for t in texts]
+    batch = getattr(tokenizer, "encode_batch", None)  # byte-level BPE: one call for the batch (the same ids)
+    encoded = batch(list(texts)) if batch is not None else [tokenizer.encode(t) for t in texts]
     rows = [ids[:block_size] + [0] * (block_size - len(ids[:block_size])) for ids in encoded]
     return torch.tensor(rows, dtype=torch.long), [len(ids) for ids in encoded]
 
