@@ -337,7 +337,8 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
         show_figure(viz.class_probability_bars(result.labels, series, gold=row["gold"],
                                                title="The probability of each label"),
                     f"{name}-example-probabilities", key="err_probabilities")
-    with st.expander("Its attention"):
+    # drawn when asked for: a heatmap redrawn on every row click made selecting an example slow in the browser
+    if st.toggle("Its attention (inline, and a link to the Attention page)", key="err_attention"):
         _attention(loaded, name, row["text"], "err_example")
 
 

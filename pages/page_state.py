@@ -467,6 +467,7 @@ class ErrorsState(_Replace):
     pattern: str = url_field("", url="err_pattern", widget="err_pattern", parse=free_text(MAX_ERRORS_TEXT))
     regex: bool = url_field(False, url="err_regex", widget="err_regex", parse=flag)
     compare: str | None = url_field(url="err_vs", widget="err_vs", parse=short_name(MAX_MODEL_NAME))
+    attention: bool = url_field(False, url="err_attn", widget="err_attention", parse=flag)  # the example's
     layer: int = url_field(0, url="err_layer", widget="err_layer", parse=INDEX)
     head: int = url_field(0, url="err_head", widget="err_head", parse=INDEX)
     unit: str = url_field("line", url="err_unit", widget="err_unit", parse=one_of(ERRORS_UNITS))
