@@ -32,7 +32,7 @@ from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure
 from pages.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRORS_UNITS, AttentionState, ErrorsState
-from pages.shared_caches import all_checkpoints, attention_run, load_checkpoint, model_version
+from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 FORMATS = {"classify": "LABEL<TAB>TEXT per line", "lm": "plain UTF-8 text (a document per line, or the whole file)",
@@ -179,11 +179,12 @@ def _labels_of(result) -> list[str]:
     return sorted(set(result.frame["gold"]) | set(result.frame["predicted"]))
 
 
-def _confusion(result) -> None:
+def _confusion(loaded, digest: str, result) -> None:
     """The matrix; a click on a cell (when it changed) sets the table's gold and predicted filters to it."""
     labels = result.labels
-    fig = viz.confusion_matrix(result.confusion().values, labels,
-                               title="Gold by predicted: click a cell")
+    title = "Gold by predicted: click a cell"
+    fig = figure((model_version(loaded), digest, "confusion"),  # built once per result, shared
+                 lambda: viz.confusion_matrix(result.confusion().values, labels, title=title), len(labels) ** 2)
     event = show_figure(fig, f"{result.model}-confusion", key="err_confusion", on_select=True)
     points = list(event.selection.points) if event is not None and event.selection else []
     clicked = [int(p["point_index"]) for p in points if "point_index" in p]
@@ -237,7 +238,7 @@ def _pick_example(view: pd.DataFrame, frame: pd.DataFrame) -> int | None:
 def examples_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     frame = result.frame
     if isinstance(result, classify.ClassifierErrors):
-        _confusion(result)
+        _confusion(loaded, source.digest, result)
     else:
         with st.expander("The most common mistakes (gold, predicted, times)"):
             top = result.mistakes().head(20)
@@ -313,9 +314,11 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
             methods[role] = salience
         if methods:
             first = next(iter(methods.values()))
-            show_figure(where_viz.salience_chips(first.tokens, {m: s.integrated_gradients for m, s in methods.items()},
-                                                 title="Integrated gradients of each class's log-probability"),
-                        f"{name}-example-attribution", key="err_attribution")
+            chips = figure((version, row["text"], tuple(methods), row["predicted"], row["gold"], "chips"),
+                           lambda: where_viz.salience_chips(
+                               first.tokens, {m: s.integrated_gradients for m, s in methods.items()},
+                               title="Integrated gradients of each class's log-probability"), len(first.tokens))
+            show_figure(chips, f"{name}-example-attribution", key="err_attribution")
             st.caption(plain("; ".join(
                 f"{m} ({s.answer_piece}): the pieces add up to {s.integrated_gradients.sum():+.3f}, log p changes by "
                 f"{s.log_prob - s.baseline_log_prob:+.3f} from the zero-embedding baseline"
@@ -334,9 +337,10 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
                              f"{row['p(gold)']:.3f} -> {again[row['gold']]:.3f}."))
         elif not edited.strip():
             st.info("Type a text to re-predict.")
-        show_figure(viz.class_probability_bars(result.labels, series, gold=row["gold"],
-                                               title="The probability of each label"),
-                    f"{name}-example-probabilities", key="err_probabilities")
+        bars = figure((version, row["text"], row["gold"], edited if "edited" in series else None, "probabilities"),
+                      lambda: viz.class_probability_bars(result.labels, series, gold=row["gold"],
+                                                         title="The probability of each label"), len(result.labels))
+        show_figure(bars, f"{name}-example-probabilities", key="err_probabilities")
     # drawn when asked for: a heatmap redrawn on every row click made selecting an example slow in the browser
     if st.toggle("Its attention (inline, and a link to the Attention page)", key="err_attention"):
         _attention(loaded, name, row["text"], "err_example")

@@ -324,3 +324,22 @@ def test_pa2_speakers_are_one_row_per_file(lm_learned, capsys):
     assert errors_main([str(CKPT / "lm-learned.safetensors"), "--eval", *files, "--documents", "file"]) == 0
     ours = [line for line in capsys.readouterr().out.splitlines() if line.startswith("test_LM_")]
     assert ours == trainer and len(ours) == 2
+
+
+def test_the_readmes_error_commands_parse_and_the_classifier_one_runs_as_written(tmp_path, monkeypatch, capsys):
+    import shlex
+
+    from core.lens.errors.cli import build_parser
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line.strip() for line in readme.splitlines() if line.strip().startswith("python -m core.lens.errors ")]
+    assert len(commands) >= 2
+    for command in commands:
+        build_parser().parse_args(shlex.split(command)[3:])  # every documented flag exists
+    classifier = next(c for c in commands if "names-pretrained" in c)
+    monkeypatch.chdir(tmp_path)
+    for folder in ("checkpoints", "data"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    assert errors_main(shlex.split(classifier)[3:]) == 0
+    assert "names-scratch gets" in capsys.readouterr().out
+    assert len(pd.read_csv(tmp_path / "names-errors.csv")) == 200
