@@ -36,7 +36,9 @@ if loaded.task not in TASK_VIEWS or loaded.metadata.get("format") == "huggingfac
     st.info(plain(f"{info.name} is a {loaded.task} model; this page analyses this lab's classifiers, language "
                   "models and birthplace models."))
     st.stop()
+last = page_state.last_state(ErrorsState)
 saved, notes = page_state.restore(ErrorsState)
+views.seed_clicks(saved, last)
 for note in notes:
     st.info(note)
 source = views.choose_file(loaded)

@@ -52,6 +52,17 @@ EXAMPLE, PINS, DOCUMENT, TOKEN = "errors_example", "errors_pins", "errors_docume
 
 # --- state --------------------------------------------------------------------------------------------------
 
+def seed_clicks(saved: ErrorsState, last: ErrorsState | None) -> None:
+    """The clicked example, pins, document and piece as the page opens: a link's (a first visit, or a link that
+    brings other values than this session's last state), else this session's own."""
+    for key, value in ((EXAMPLE, saved.example), (PINS, saved.pins), (DOCUMENT, saved.document),
+                       (TOKEN, saved.token)):
+        if last is None or saved != last:
+            st.session_state[key] = value
+        else:
+            st.session_state.setdefault(key, value)
+
+
 def save_state(saved: ErrorsState) -> None:
     """The widgets' values and the clicked example, pins, document and piece, into the URL."""
     for key, value in ((EXAMPLE, saved.example), (PINS, saved.pins), (DOCUMENT, saved.document),
@@ -60,11 +71,6 @@ def save_state(saved: ErrorsState) -> None:
     page_state.bind(ErrorsState, page_state.last_state(ErrorsState) or saved,
                     example=st.session_state[EXAMPLE], pins=tuple(st.session_state[PINS]),
                     document=st.session_state[DOCUMENT], token=st.session_state[TOKEN])
-
-
-def _restored(key: str, saved_value):
-    """A click-set value: this session's, else the link's."""
-    return st.session_state.setdefault(key, saved_value)
 
 
 def _keep_options(key: str, options: list) -> None:
@@ -506,13 +512,15 @@ def tokens_view(loaded, name: str, source: inputs.EvalText, result: lm.LanguageM
     st.write(plain("The rank the model gave each true piece: " + ", ".join(
         f"{bucket} {share:.0%}" for bucket, share in shares.items()) + " of the pieces (GLTR's colours)."))
     hardest = int(docs.loc[docs["loss"].idxmax(), "document"]) if docs["loss"].notna().any() else 0
-    chosen = _restored(DOCUMENT, hardest)
+    chosen = st.session_state.get(DOCUMENT)
     if chosen is None or not 0 <= int(chosen) < len(docs):
-        chosen = hardest
-    number = st.number_input(f"Document (0 to {len(docs) - 1}; opened on the hardest, #{hardest})", 0,
-                             len(docs) - 1, int(chosen), key="err_document_box")
-    if number != st.session_state.get(DOCUMENT):
-        st.session_state[DOCUMENT], st.session_state[TOKEN] = int(number), None
+        chosen = st.session_state[DOCUMENT] = hardest
+    st.session_state["err_document_box"] = int(chosen)  # the box shows the document the page holds
+
+    def moved() -> None:
+        st.session_state[DOCUMENT], st.session_state[TOKEN] = int(st.session_state["err_document_box"]), None
+    number = st.number_input(f"Document (0 to {len(docs) - 1}; the hardest is #{hardest})", 0, len(docs) - 1,
+                             key="err_document_box", on_change=moved)
     doc = docs.iloc[int(number)]
     pieces = result.tokens[(result.tokens["file"] == doc["file"]) & (result.tokens["document"] == doc["document"])]
     drawn = pieces.head(MAX_CHIPS)
@@ -558,10 +566,12 @@ def piece_view(loaded, name: str, result: lm.LanguageModelErrors, file: str, pos
         return
     st.write(plain(lens.sentence()))
     keep = slice(max(0, len(ids) - LENS_POSITIONS), len(ids))
-    show_figure(where_viz.logit_lens_heatmap(lens.answer_prob[:, keep], [r[keep] for r in lens.top_pieces],
-                                             rec.tokens[keep], lens.layers, lens.answer_piece,
-                                             title="Logit lens: the piece's probability after each layer"),
-                f"{name}-piece-lens", key="err_piece_lens")
+    fig = where_viz.logit_lens_heatmap(lens.answer_prob[:, keep], [r[keep] for r in lens.top_pieces],
+                                       rec.tokens[keep], lens.layers, lens.answer_piece,
+                                       title="Logit lens: the piece's probability after each layer")
+    # the figure's own height suits a question of ~20 pieces; a piece early in its block has a few of context
+    fig.update_layout(height=max(320, 170 + 30 * len(rec.tokens[keep])))
+    show_figure(fig, f"{name}-piece-lens", key="err_piece_lens")
 
 
 def lm_compare(name: str, first: lm.LanguageModelErrors, second: lm.LanguageModelErrors) -> None:

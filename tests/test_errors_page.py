@@ -93,3 +93,22 @@ def test_server_folders_only_where_the_operator_allowed_them(monkeypatch, tmp_pa
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 1 and "binary file" in warnings[0]
     assert (allowed / "junk.tsv").read_bytes() == b"\x00\x01binary"
+
+
+def test_a_piece_in_a_link_opens_its_attention_and_logit_lens(monkeypatch):
+    from core.lens.errors import lm
+
+    loaded = ckpt.load(ROOT / "checkpoints" / "lm-learned.safetensors")
+    files = inputs.bundled_files(ROOT / "data", "lm", loaded.metadata)
+    source = inputs.read_bundled(files[0])
+    result = lm.score_lm(loaded.model, loaded.tokenizer, [(source.name, source.text)], "lm-learned")
+    doc = 3
+    piece = result.tokens[result.tokens["document"] == doc].iloc[5]
+    at = open_errors(monkeypatch, {"model": "lm-learned", "err_view": "tokens", "err_doc": str(doc),
+                                   "err_token": str(int(piece["position"]))})
+    assert at.number_input(key="err_document_box").value == doc
+    shown = unescaped(m.value for m in at.markdown) + unescaped(c.value for c in at.caption)
+    assert f"rank {int(piece['rank'])} ({piece['bucket']})" in shown
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 3  # the pieces, the attention at that position, the logit lens
+    assert at.query_params["err_token"] == str(int(piece["position"]))
