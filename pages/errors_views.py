@@ -125,6 +125,15 @@ def choose_file(loaded) -> inputs.EvalText | None:
             if not files:
                 st.info("That folder has no .tsv or .txt file.")
                 return None
+            if loaded.task == "lm":  # several files: one row each on Documents with 'the whole file' (PA2's speakers)
+                _keep_options("err_paths", files)
+                if not st.session_state.get("err_paths"):
+                    st.session_state["err_paths"] = files[:1]
+                chosen = st.multiselect("Files", files, key="err_paths")
+                if not chosen:
+                    st.info("Choose at least one file.")
+                    return None
+                return inputs.join_files([inputs.read_eval_path(folder / f) for f in chosen])
             if st.session_state.get("err_path") not in files:
                 st.session_state["err_path"] = files[0]
             return inputs.read_eval_path(folder / st.selectbox("File", files, key="err_path"))
@@ -143,7 +152,7 @@ def _classifier(version: tuple, digest: str, name: str, _loaded, _source) -> cla
 
 @st.cache_data(show_spinner="Scoring every piece…", max_entries=8)
 def _language_model(version: tuple, digest: str, unit: str, name: str, _loaded, _source) -> lm.LanguageModelErrors:
-    return lm.score_lm(_loaded.model, _loaded.tokenizer, [(_source.name, _source.text)], name, unit)
+    return lm.score_lm(_loaded.model, _loaded.tokenizer, _source.files(), name, unit)
 
 
 @st.cache_data(show_spinner="Answering every question (greedy decoding)…", max_entries=16)
@@ -491,8 +500,11 @@ def documents_view(loaded, name: str, source: inputs.EvalText, result: lm.Langua
     for merged in result.one_document_per_file:
         st.info(plain(f"{merged} is one document: this tokenizer splits its lines differently from the whole text."))
     if 1 < len(docs) <= 12:
-        show_figure(viz.document_bars([f"#{d}" for d in docs["document"]], {name: docs["perplexity"]},
-                                      title="Perplexity per document"), f"{name}-documents", key="err_doc_bars")
+        whole = st.session_state.get("err_unit") == "file"  # one document per file: name the files (PA2's speakers)
+        labels = list(docs["file"]) if whole else [f"{f} #{d}" for f, d in zip(docs["file"], docs["document"])]
+        show_figure(viz.document_bars(labels, {name: docs["perplexity"]},
+                                      title="Perplexity per file" if whole else "Perplexity per document"),
+                    f"{name}-documents", key="err_doc_bars")
     single = docs["file"].nunique() == 1  # one file: its name is in the caption above, not in every row
     ordered = docs.sort_values("loss", ascending=False, kind="stable").drop(columns=["file"] if single else [])
     st.caption(f"{len(docs)} documents, hardest first (the highest mean loss per piece).")
@@ -511,7 +523,7 @@ def tokens_view(loaded, name: str, source: inputs.EvalText, result: lm.LanguageM
     shares = result.bucket_shares()
     st.write(plain("The rank the model gave each true piece: " + ", ".join(
         f"{bucket} {share:.0%}" for bucket, share in shares.items()) + " of the pieces (GLTR's colours)."))
-    hardest = int(docs.loc[docs["loss"].idxmax(), "document"]) if docs["loss"].notna().any() else 0
+    hardest = int(docs["loss"].idxmax()) if docs["loss"].notna().any() else 0  # a row of the table (files in turn)
     chosen = st.session_state.get(DOCUMENT)
     if chosen is None or not 0 <= int(chosen) < len(docs):
         chosen = st.session_state[DOCUMENT] = hardest
@@ -524,7 +536,8 @@ def tokens_view(loaded, name: str, source: inputs.EvalText, result: lm.LanguageM
     doc = docs.iloc[int(number)]
     pieces = result.tokens[(result.tokens["file"] == doc["file"]) & (result.tokens["document"] == doc["document"])]
     drawn = pieces.head(MAX_CHIPS)
-    st.caption(plain(f"Document {int(number)}: {int(doc['tokens scored'])} pieces scored, perplexity "
+    where = f"{doc['file']} #{int(doc['document'])}" if docs["file"].nunique() > 1 else f"Document {int(number)}"
+    st.caption(plain(f"{where}: {int(doc['tokens scored'])} pieces scored, perplexity "
                      f"{doc['perplexity']:.4g}" + (f"; its first {MAX_CHIPS} pieces drawn" if len(pieces) > MAX_CHIPS
                                                    else "") + ". Click a piece to open it."))
     token = st.session_state.get(TOKEN)

@@ -454,6 +454,7 @@ class ErrorsState(_Replace):
     file: str | None = url_field(url="err_file", widget="err_file", parse=short_name(MAX_MODEL_NAME))
     folder: str = url_field("", url="err_folder", widget="err_folder", parse=free_text(1024))
     path: str | None = url_field(url="err_path", widget="err_path", parse=short_name(MAX_MODEL_NAME))
+    paths: tuple[str, ...] = url_field((), url="err_paths", widget="err_paths", parse=names, show=show_names)  # LMs
     view: str = url_field("examples", url="err_view", widget="err_view", parse=one_of(ERRORS_VIEWS))
     gold: tuple[str, ...] = url_field((), url="err_gold", widget="err_gold", parse=names, show=show_names)
     predicted: tuple[str, ...] = url_field((), url="err_pred", widget="err_pred", parse=names, show=show_names)

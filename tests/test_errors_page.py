@@ -12,6 +12,7 @@ from core.io import checkpoint as ckpt
 from core.io.folders import ALLOWED_DIRS_ENV, NOT_ALLOWED
 from core.lens.errors import classify, inputs
 from tests.conftest import ROOT
+from tests.test_curves_page import array  # plotly's packed arrays
 
 APP = str(ROOT / "app.py")
 NAMES_TEST = ROOT / "data" / "knowledge" / "names_test.tsv"
@@ -112,3 +113,22 @@ def test_a_piece_in_a_link_opens_its_attention_and_logit_lens(monkeypatch):
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert len(charts) == 3  # the pieces, the attention at that position, the logit lens
     assert at.query_params["err_token"] == str(int(piece["position"]))
+
+
+PA2 = ROOT.parent / "shared" / "pa2"
+
+
+@pytest.mark.skipif(not (PA2 / "test_LM_obama.txt").is_file(), reason="the PA2 speeches are not in ../shared/pa2/")
+def test_pa2_speakers_from_an_allowed_folder_are_one_row_each(monkeypatch):
+    from core.lens.lm_eval import score_file
+
+    monkeypatch.setenv(ALLOWED_DIRS_ENV, str(PA2))
+    speakers = ["test_LM_hbush.txt", "test_LM_obama.txt", "test_LM_wbush.txt"]
+    at = open_errors(monkeypatch, {"model": "lm-learned", "err_source": "folder", "err_folder": str(PA2),
+                                   "err_paths": ",".join(speakers), "err_unit": "file", "err_view": "documents"})
+    assert not at.warning, [w.value for w in at.warning]
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert list(spec["data"][0]["x"]) == speakers
+    loaded = ckpt.load(ROOT / "checkpoints" / "lm-learned.safetensors")
+    expected = [score_file(loaded.model, loaded.tokenizer, PA2 / s).perplexity for s in speakers]
+    assert list(array(spec["data"][0]["y"])) == pytest.approx(expected, rel=1e-6)  # the trainer's perplexity per speaker

@@ -27,6 +27,21 @@ class EvalText:
     name: str  # the file's name, for messages and captions
     text: str
     digest: str  # sha256 of the bytes: results are cached per (checkpoint version, digest)
+    parts: tuple[tuple[str, str], ...] = ()  # several files read together (a language model's): (name, text)
+
+    def files(self) -> list[tuple[str, str]]:
+        """(name, text) of each file: this one, or the files it joins (`join_files`)."""
+        return list(self.parts) if self.parts else [(self.name, self.text)]
+
+
+def join_files(sources: list[EvalText]) -> EvalText:
+    """Several files as one evaluation (a language model scores each; PA2's three test files are the course's
+    table by speaker); its digest is that of the files' digests in order."""
+    if len(sources) == 1:
+        return sources[0]
+    digest = hashlib.sha256("".join(s.digest for s in sources).encode()).hexdigest()
+    return EvalText(name=", ".join(s.name for s in sources), text="", digest=digest,
+                    parts=tuple((s.name, s.text) for s in sources))
 
 
 def file_digest(raw: bytes) -> str:
