@@ -131,4 +131,4 @@ def test_pa2_speakers_from_an_allowed_folder_are_one_row_each(monkeypatch):
     assert list(spec["data"][0]["x"]) == speakers
     loaded = ckpt.load(ROOT / "checkpoints" / "lm-learned.safetensors")
     expected = [score_file(loaded.model, loaded.tokenizer, PA2 / s).perplexity for s in speakers]
-    assert list(array(spec["data"][0]["y"])) == pytest.approx(expected, rel=1e-6)  # the trainer's perplexity per speaker
+    assert list(array(spec["data"][0]["y"])) == pytest.approx(expected, rel=1e-6)  # the trainer's, per speaker
