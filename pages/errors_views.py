@@ -234,7 +234,8 @@ def _filtered(result) -> pd.DataFrame:
 def _pick_example(view: pd.DataFrame, frame: pd.DataFrame) -> int | None:
     """A row clicked in the table (when the click changed), else the kept example, else the view's first wrong."""
     probability = "p(predicted)" if "p(predicted)" in view else "confidence"
-    shown = view[[c for c in ("text", "gold", "predicted", "right", probability, "loss") if c in view]]
+    first = "name" if "name" in view else "text"  # a birthplace question is 'Where was NAME born?': the name says it
+    shown = view[[c for c in (first, "gold", "predicted", "right", probability, "loss") if c in view]]
     config = {probability: {**PROBABILITY, "label": "p"}, "loss": PROBABILITY}
     event = st.dataframe(shown, on_select="rerun", selection_mode="single-row", key="err_table", height=280,
                          column_config=fitted_columns(shown, MAIN_WIDTH - 40, config, index=True))  # 40: the ticks
@@ -369,8 +370,8 @@ def birthplace_example(name: str, result: birthplace.BirthplaceErrors, number: i
                      f"(probability {row['confidence']:.3f})."))
     params = page_state.page_url(page_state.ProbeState(tab="ask", name=row["name"]), model=name)
     try:
-        st.page_link("pages/probe.py", label="Open this name on the Birthplace probe (candidates, attention, "
-                     "where the answer comes from)", icon=":material/travel_explore:", query_params=params)
+        st.page_link("pages/probe.py", label="Open it on the Birthplace probe", icon=":material/travel_explore:",
+                     query_params=params, help="candidates, attention, where the answer comes from")
     except StreamlitAPIException:
         st.text("Birthplace probe: " + page_state.link_text("probe", params))
     if st.button("Pin this question (two are shown side by side)", key="err_pin"):
