@@ -568,6 +568,8 @@ def piece_view(loaded, name: str, result: lm.LanguageModelErrors, file: str, pos
     except TraceError as exc:
         st.warning(plain(exc))
         return
+    if not 0 <= int(st.session_state.get("err_piece_layer", 0)) < loaded.config.n_layer:
+        st.session_state["err_piece_layer"] = 0  # a link's layer this model does not have
     layer = st.selectbox("Layer", list(range(loaded.config.n_layer)), key="err_piece_layer")
     weights = rec.attention[layer][:, -1, :]  # (n_head, T): the last context position, which predicts the piece
     show_figure(attention_viz.token_attention_figure(weights, rec.tokens, len(ids) - 1, rec.allowed[-1],

@@ -474,3 +474,4 @@ class ErrorsState(_Replace):
     unit: str = url_field("line", url="err_unit", widget="err_unit", parse=one_of(ERRORS_UNITS))
     document: int | None = url_field(url="err_doc", parse=whole_number())
     token: int | None = url_field(url="err_token", parse=whole_number())
+    piece_layer: int = url_field(0, url="err_piece_layer", widget="err_piece_layer", parse=INDEX)
