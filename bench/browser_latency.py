@@ -54,7 +54,7 @@ PAGE_TITLES = {page.url_path: page.title for page in APP_PAGES}  # "" is Home
 STEPS_MODEL = "lm-learned"  # the bundled checkpoint with training-step snapshots (the slider rows)
 PROGRESS_SELECTOR = '[data-testid="stProgress"], [data-testid="stSpinner"]'
 INPUT_CLOCK_JS = """window.__lastInput = 0;
-for (const kind of ['mousedown', 'keydown']) {
+for (const kind of ['pointerdown', 'mousedown', 'keydown']) {  // a table's canvas takes pointerdown only
     document.addEventListener(kind, () => { window.__lastInput = performance.now(); }, true);
 }"""
 # When the progress element first appears, on the browser's clock (as the click's time): Playwright's own
@@ -310,7 +310,29 @@ def interaction_rows(tab: Tab, url: str, repeats: int, pages: list[str], checkpo
             return shown
         add("positional: extrapolation, progress shown", progress, "progress")
         add("positional: extrapolation again (cached)", lambda i: tab.timed(button.click))
+    if "errors" in pages and "names-pretrained" in checkpoints:
+        errors_rows(tab, url, add)
     return rows
+
+
+def errors_rows(tab: Tab, url: str, add: Callable) -> None:
+    """The Errors page on names-pretrained: sort, filter, select an example (a row of the table), a confusion cell."""
+    tab.goto(f"{url}/errors?model=names-pretrained")
+    add("errors: sort by loss <-> line", alternate(tab, tab.typed_choice("Sort by", "loss"),
+                                                   tab.typed_choice("Sort by", "line")))
+    add("errors: filter wrong <-> all", alternate(tab, tab.radio("wrong"), tab.radio("all")))
+
+    def row(k: int) -> Callable[[], None]:
+        def act() -> None:  # the table is a canvas: its row k's selection box, below the header row
+            table = tab.page.locator('[data-testid="stDataFrame"]').first
+            table.scroll_into_view_if_needed()
+            box = table.bounding_box()
+            tab.page.mouse.click(box["x"] + 12, box["y"] + 35 * (k + 1) + 17)
+        return act
+    add("errors: select an example (table row)", alternate(tab, row(0), row(1)))
+    cells = tab.page.locator(".js-plotly-plot").first.locator(".scatterlayer .trace .points path")
+    add("errors: confusion cell (filters the table)",
+        alternate(tab, lambda: cells.nth(0).click(force=True), lambda: cells.nth(13).click(force=True)))
 
 
 def long_rows(tab: Tab, url: str, repeats: int, models: list[str]) -> list[Row]:

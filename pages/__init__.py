@@ -28,6 +28,7 @@ APP_PAGES: tuple[AppPage, ...] = (
     AppPage("pages/positional.py", "Positional encodings", ":material/linear_scale:"),
     AppPage("pages/curves.py", "Training curves", ":material/show_chart:"),
     AppPage("pages/probe.py", "Birthplace probe", ":material/travel_explore:"),
+    AppPage("pages/errors.py", "Errors", ":material/rule:"),
     AppPage("pages/playground.py", "Attention playground", ":material/calculate:"),
     AppPage("pages/anatomy.py", "Model anatomy", ":material/account_tree:"),
     AppPage("pages/open_model.py", "Open your model", ":material/upload_file:"),

@@ -431,3 +431,47 @@ class WhereFromState(_Replace):
                                 parse=one_of(WHERE_FROM_CORRUPTIONS))
     samples: int = url_field(10, url="wf_samples", widget="{prefix}_samples", parse=number_in(range(1, 21)))
     seed: int = url_field(0, url="wf_seed", widget="{prefix}_seed", parse=number_in(range(10000)))
+
+
+# --- the Errors page ---------------------------------------------------------------------------------------
+
+ERRORS_SOURCES = {"bundled": "bundled test file", "upload": "upload a file", "folder": "a file in a server folder"}
+ERRORS_VIEWS = {"examples": "Examples", "slices": "Slices", "calibration": "Calibration", "compare": "Two models",
+                "documents": "Documents", "tokens": "Tokens"}
+ERRORS_OUTCOMES = ("all", "right", "wrong")
+ERRORS_SORTS = ("line", "loss", "p(gold)", "p(predicted)", "pieces", "text", "confidence")
+ERRORS_UNITS = ("line", "file")
+MAX_ERRORS_TEXT = 500
+
+
+@dataclass(frozen=True)
+class ErrorsState(_Replace):
+    """The evaluation file (bundled name, or a file in an allowed server folder; an upload is not in links), the
+    view, the table's filters and sort, the selected and pinned examples, the slice pattern, the model compared,
+    and for language models the document, the piece clicked and what a document is."""
+
+    source: str = url_field("bundled", url="err_source", widget="err_source", parse=one_of(ERRORS_SOURCES))
+    file: str | None = url_field(url="err_file", widget="err_file", parse=short_name(MAX_MODEL_NAME))
+    folder: str = url_field("", url="err_folder", widget="err_folder", parse=free_text(1024))
+    path: str | None = url_field(url="err_path", widget="err_path", parse=short_name(MAX_MODEL_NAME))
+    paths: tuple[str, ...] = url_field((), url="err_paths", widget="err_paths", parse=names, show=show_names)  # LMs
+    view: str = url_field("examples", url="err_view", widget="err_view", parse=one_of(ERRORS_VIEWS))
+    gold: tuple[str, ...] = url_field((), url="err_gold", widget="err_gold", parse=names, show=show_names)
+    predicted: tuple[str, ...] = url_field((), url="err_pred", widget="err_pred", parse=names, show=show_names)
+    outcome: str = url_field("all", url="err_outcome", widget="err_outcome", parse=one_of(ERRORS_OUTCOMES))
+    search: str = url_field("", url="err_search", widget="err_search", parse=free_text(MAX_ERRORS_TEXT))
+    sort: str = url_field("line", url="err_sort", widget="err_sort", parse=one_of(ERRORS_SORTS))
+    descending: bool = url_field(False, url="err_desc", widget="err_desc", parse=flag)
+    example: int | None = url_field(url="err_example", parse=whole_number())
+    pins: tuple[str, ...] = url_field((), url="err_pins", parse=names, show=show_names)  # example numbers
+    edit: str | None = url_field(url="err_edit", widget="err_edit", parse=free_text(MAX_ERRORS_TEXT))
+    pattern: str = url_field("", url="err_pattern", widget="err_pattern", parse=free_text(MAX_ERRORS_TEXT))
+    regex: bool = url_field(False, url="err_regex", widget="err_regex", parse=flag)
+    compare: str | None = url_field(url="err_vs", widget="err_vs", parse=short_name(MAX_MODEL_NAME))
+    attention: bool = url_field(False, url="err_attn", widget="err_attention", parse=flag)  # the example's
+    layer: int = url_field(0, url="err_layer", widget="err_layer", parse=INDEX)
+    head: int = url_field(0, url="err_head", widget="err_head", parse=INDEX)
+    unit: str = url_field("line", url="err_unit", widget="err_unit", parse=one_of(ERRORS_UNITS))
+    document: int | None = url_field(url="err_doc", parse=whole_number())
+    token: int | None = url_field(url="err_token", parse=whole_number())
+    piece_layer: int = url_field(0, url="err_piece_layer", widget="err_piece_layer", parse=INDEX)

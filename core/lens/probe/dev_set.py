@@ -13,12 +13,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from core.lens.probe.answers import answer_probabilities
+from core.lens.errors.birthplace import score_birthplaces
+from core.lens.errors.slices import expected_calibration_error, reliability_table
 from core.lens.probe.corpus import CATEGORIES, CorpusIndex, categorise
-from core.lens.probe.evaluation import BirthplaceResult, country_prior_answers, evaluate_birthplaces
+from core.lens.probe.evaluation import BirthplaceResult, country_prior_answers
 from core.lens.probe.questions import name_from_question
 from core.lens.trace import Progress
 from core.model.tokenizer import Tokenizer
@@ -77,11 +77,10 @@ def analyse_predictions(pairs: Sequence[tuple[str, str]], predictions: Sequence[
 def analyse_dev(model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
                 index: CorpusIndex, labels: Sequence[str], baseline_place: str,
                 progress: Progress | None = None) -> DevAnalysis:
-    """Assignment-exact predictions (batched, cached) + confidence + evidence category per question."""
-    result = evaluate_birthplaces(model, tokenizer, pairs, baseline_place=baseline_place, progress=progress)
-    questions = [q for q, _ in pairs]
-    confidences = answer_probabilities(model, tokenizer, questions, result.predictions)
-    return analyse_result(questions, result, confidences, index, labels)
+    """Assignment-exact predictions (batched, cached) + confidence (the error-analysis core's birthplace
+    evaluation, core.lens.errors.birthplace) + evidence category per question."""
+    scored = score_birthplaces(model, tokenizer, pairs, baseline_place, progress)
+    return analyse_result([q for q, _ in pairs], scored.result, scored.confidences, index, labels)
 
 
 def pretraining_label(name: str, metadata: Mapping[str, object]) -> str:
@@ -143,33 +142,6 @@ def filter_analysis(frame: pd.DataFrame, outcome: str = "all", categories: Itera
     if place:
         keep &= (frame["truth"] == place) | (frame["prediction"] == place)
     return frame[keep]
-
-
-def reliability_table(confidence: Sequence[float], correct: Sequence[bool], n_bins: int = 10) -> pd.DataFrame:
-    """Accuracy per equal-width confidence bin, with counts (empty bins: accuracy NaN)."""
-    conf = np.asarray(confidence, dtype=float)
-    right = np.asarray(correct, dtype=bool)
-    known = np.isfinite(conf)
-    conf, right = conf[known], right[known]
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, n_bins - 1)
-    rows = []
-    for b in range(n_bins):
-        members = which == b
-        count = int(members.sum())
-        rows.append({"bin": b, "low": edges[b], "high": edges[b + 1], "count": count,
-                     "accuracy": float(right[members].mean()) if count else float("nan"),
-                     "mean_confidence": float(conf[members].mean()) if count else float("nan")})
-    return pd.DataFrame(rows)
-
-
-def expected_calibration_error(table: pd.DataFrame) -> float:
-    """Count-weighted mean |accuracy - confidence| over the bins of `reliability_table`."""
-    used = table[table["count"] > 0]
-    total = used["count"].sum()
-    if not total:
-        return float("nan")
-    return float((used["count"] * (used["accuracy"] - used["mean_confidence"]).abs()).sum() / total)
 
 
 def category_summary(frame: pd.DataFrame) -> pd.DataFrame:

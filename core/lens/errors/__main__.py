@@ -1,0 +1,3 @@
+from core.lens.errors.cli import main
+
+raise SystemExit(main())
