@@ -76,3 +76,29 @@ class EditedModel:
     @property
     def records(self) -> list[dict]:
         return [d.record for d in self.edits]
+
+
+EDITS_KEY = "edits"  # the metadata entry of an edited checkpoint: every edit, oldest first
+
+
+STANDARD_KEYS = ("format", "config", "tokenizer", "task", "labels", "history", "metrics", "data", "command", "seed",
+                 "versions", "created")
+
+
+def save_edited(path, edited: EditedModel, tokenizer, source_metadata: dict, source_name: str = "") -> None:
+    """A new checkpoint of the edited weights (core.io.checkpoint.save, atomic) whose metadata keeps the source's
+    (task, labels, data, history and the rest) and records every edit (`edits`: the source's own edits, if any,
+    then this session's, oldest first) and the file it was edited from (`edited_from`)."""
+    import json
+
+    from core.io.checkpoint import save
+
+    earlier = source_metadata.get(EDITS_KEY) or []
+    if isinstance(earlier, str):
+        earlier = json.loads(earlier)
+    passed = {k: v for k, v in source_metadata.items() if k not in (*STANDARD_KEYS, EDITS_KEY, "edited_from")}
+    save(path, edited.model, tokenizer, source_metadata.get("task") or "birthplace",
+         labels=source_metadata.get("labels") or None, history=source_metadata.get("history") or None,
+         metrics=source_metadata.get("metrics") or None, data=source_metadata.get("data") or None,
+         command=f"edited from {source_name}" if source_name else "edited", seed=source_metadata.get("seed"),
+         extra={**passed, EDITS_KEY: [*earlier, *edited.records], "edited_from": source_name})
