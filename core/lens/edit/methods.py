@@ -116,6 +116,15 @@ def check_site(model, site: Site) -> None:
     if not 0 <= site.layer < len(model.blocks):
         raise EditError(f"This model has MLPs in layers 0 to {len(model.blocks) - 1}; there is no layer "
                         f"{site.layer}.")
+    if unreachable(site, len(model.blocks)):
+        raise EditError(f"The last layer's MLP at {POSITIONS[site.position]} writes nothing the answer reads "
+                        "(only later layers carry an earlier position to the last), so an edit there cannot "
+                        "change the answer; choose the last position or an earlier layer.")
+
+
+def unreachable(site: Site, n_layer: int) -> bool:
+    """The last layer at a position before the last cannot reach the answer (where_from's impossible cells)."""
+    return site.layer == n_layer - 1 and site.position != "last"
 
 
 def prepare(model, tokenizer, request: EditRequest, site: Site,

@@ -247,6 +247,43 @@ def score(original, edited, tokenizer, data: ProbeData, request: EditRequest, re
     probabilities = {f"{which} {when}": _probability(model, tokenizer, question, place)
                      for which, place in (("new place", request.new_place), ("original place", original_place))
                      for when, model in (("before", original), ("after", edited))}
+    # the greedy answer's own probability, P(answer + ⁇ | question + ⁇), before and after
+    probabilities["answer before"] = _probability(original, tokenizer, question, before[question])
+    probabilities["answer after"] = _probability(edited, tokenizer, question, after[question])
     return Scorecard(request=EditRequest(name, request.new_place), original_place=original_place, known=known,
                      answer_before=before[question], answer_after=after[question], probabilities=probabilities,
                      forms=forms, groups=groups, rest=rest)
+
+
+def comparison_rows(cards: dict[str, Scorecard]) -> list[dict]:
+    """One row per method (label -> its card on the same edit): the answer after, and every rate."""
+    rows = []
+    for label, card in cards.items():
+        row = {"method": label, "answer after": card.answer_after,
+               "P(answer) after": card.probabilities["answer after"], "efficacy": float(card.efficacy),
+               "generalisation": card.generalisation}
+        for group in card.groups.values():
+            row[f"unchanged: {group.label}"] = group.rate
+        kept, known = card.rest_kept
+        row["rest of the person kept"] = kept / known if known else float("nan")
+        rows.append(row)
+    return rows
+
+
+def comparison_sentence(cards: dict[str, Scorecard]) -> str:
+    """Which method kept the neighbours (the other dev people's answers) best, and whether it also made the edit."""
+    if not cards:
+        return ""
+    rates = {label: card.groups[GROUPS[0]].rate for label, card in cards.items()}
+    best = max(rates.values())
+    keepers = [label for label, rate in rates.items() if rate == best]
+    card = cards[keepers[0]]
+    who = " and ".join(keepers)
+    verb = "keep" if len(keepers) > 1 else "keeps"
+    made = ("and it makes the edit" if card.efficacy else "but it does not make the edit (the question still "
+            f"answers {card.answer_after or 'nothing'})") if len(keepers) == 1 else ""
+    changed = card.groups[GROUPS[0]].total - card.groups[GROUPS[0]].unchanged
+    others = [f"{label} {rate:.1%}" for label, rate in rates.items() if label not in keepers]
+    tail = f"; {', '.join(others)}" if others else ""
+    return (f"{who} {verb} the neighbours best: {best:.1%} of the other dev answers unchanged ({changed} changed)"
+            f"{', ' + made if made else ''}{tail}.")
