@@ -118,7 +118,7 @@ def edit_tab(p: Probe) -> None:
         traced = None
         st.info(plain(f"No traced default: {exc}"))
     n_layer = len(loaded.model.blocks)
-    picks, layer_box, position_box = st.columns([3, 1, 2])
+    picks, layer_box, position_box = st.columns([4, 1, 2])
     methods = picks.multiselect("Methods (side by side)", list(METHODS), default=["rank-one", "finetune"],
                                 format_func=lambda m: METHODS[m].label, key="edit_methods")
     default = traced.site if traced else Site(n_layer - 1, "last")
@@ -188,8 +188,7 @@ def show_result(loaded, result) -> None:
     labelled = {METHODS[m].label: card for m, (_d, card) in outcomes.items()}
     frame = pd.DataFrame(cards.comparison_rows(labelled))
     st.markdown("**" + plain(cards.comparison_sentence(labelled)) + "**")
-    rates = [c for c in frame.columns if c not in ("method", "answer after")]
-    st.dataframe(frame, hide_index=True, column_config=fitted_columns(frame, config={c: PERCENT for c in rates}))
+    st.dataframe(frame, hide_index=True, column_config=fitted_columns(frame))
     st.caption(plain(first.generalisation_sentence()))
     for method, (delta, card) in outcomes.items():
         with st.expander(plain(f"{METHODS[method].label}: the scorecard, the answers that changed")):

@@ -327,3 +327,58 @@ def test_the_command_prints_the_scores_and_refuses_bad_input_in_one_sentence(tmp
         assert cli.main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and expected in err and "\n" not in err
+
+
+# --- the methods side by side, the traced site, the sweep --------------------------------------------------------
+
+
+def test_the_comparison_sentence_names_the_method_that_kept_the_neighbours(bundled, stats, data, reference):
+    from core.lens.edit.scorecard import comparison_rows, comparison_sentence
+
+    model, tokenizer = bundled.model, bundled.tokenizer
+    request = EditRequest(PERSON, "Berlin")
+    found = {}
+    for method, site in (("rank-one", Site(1)), ("finetune", Site(0))):
+        session = EditedModel.copy_of(model)
+        session.apply(edit(model, tokenizer, method, request, site, stats))
+        found[method] = score(model, session.model, tokenizer, data, request, reference)
+    rates = {m: c.groups[GROUPS[0]].rate for m, c in found.items()}
+    best = max(rates, key=rates.get)
+    sentence = comparison_sentence(found)
+    assert sentence.startswith(f"{best} keeps the neighbours best: {rates[best]:.1%}")
+    worst = min(rates, key=rates.get)
+    assert f"{worst} {rates[worst]:.1%}" in sentence
+    rows = comparison_rows(found)
+    unchanged = next(r for r in rows if r["measure"] == f"unchanged: {GROUPS[0]}")
+    group = found[best].groups[GROUPS[0]]
+    assert unchanged[best] == f"{rates[best]:.1%} ({group.unchanged}/{group.total})"
+
+
+def test_the_traced_site_is_the_mlp_cell_the_causal_trace_restores_most(bundled):
+    from core.lens.edit.sites import CLEAR_SHARE, traced_site
+    from core.lens.where_from.analyses import causal_trace, read_question
+
+    model, tokenizer = bundled.model, bundled.tokenizer
+    question = f"Where was {PERSON} born?"
+    found = traced_site(model, tokenizer, question, "Paris")
+    grid = causal_trace(model, tokenizer, read_question(model, tokenizer, question, "Paris")).recovered("MLP")
+    assert found.share == pytest.approx(grid[1, -1]) and found.share >= CLEAR_SHARE
+    assert found.site == Site(1, "last") and "63%" in found.sentence()
+    # a question whose trace restores almost nothing anywhere points nowhere, and says so
+    weak = traced_site(model, tokenizer, "Where was Salomé Quintanilla Guijarro born?", "Salamanca")
+    assert not weak.clear and weak.site == Site(1, "last") and "too little to point at a site" in weak.sentence()
+
+
+def test_the_sweep_scores_every_reachable_site_and_its_sentence_reads_its_arrays(bundled, stats, data, reference):
+    import numpy as np
+
+    from core.lens.edit.sites import sweep, sweep_requests
+
+    requests = sweep_requests(data, reference.answers, 2, seed=0)
+    found = sweep(bundled.model, bundled.tokenizer, data, stats, requests, samples=2)
+    assert found.efficacy.shape == (2, 2) and found.impossible.tolist() == [[False, False], [False, True]]
+    assert np.isnan(found.efficacy[1, 1]) and np.isfinite(found.efficacy[~found.impossible]).all()
+    best = found.best_edit_site()
+    i, j = best.layer, found.positions.index(best.position)
+    assert f"efficacy {found.efficacy[i, j]:.0%}" in found.sentence()
+    assert ("also where the causal trace" in found.sentence()) == (best == found.traced_site())

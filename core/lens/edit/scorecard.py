@@ -255,18 +255,24 @@ def score(original, edited, tokenizer, data: ProbeData, request: EditRequest, re
                      forms=forms, groups=groups, rest=rest)
 
 
+def _shown(count: int, total: int) -> str:
+    return f"{count / total:.1%} ({count}/{total})" if total else "none to score"
+
+
 def comparison_rows(cards: dict[str, Scorecard]) -> list[dict]:
-    """One row per method (label -> its card on the same edit): the answer after, and every rate."""
-    rows = []
-    for label, card in cards.items():
-        row = {"method": label, "answer after": card.answer_after,
-               "P(answer) after": card.probabilities["answer after"], "efficacy": float(card.efficacy),
-               "generalisation": card.generalisation}
-        for group in card.groups.values():
-            row[f"unchanged: {group.label}"] = group.rate
-        kept, known = card.rest_kept
-        row["rest of the person kept"] = kept / known if known else float("nan")
-        rows.append(row)
+    """One row per measure, one column per method (label -> its card on the same edit): 'rate (count/total)'."""
+    labels = list(cards)
+    first = next(iter(cards.values()))
+    rows = [{"measure": "answer after", **{m: c.answer_after or "(nothing)" for m, c in cards.items()}},
+            {"measure": "P(answer) after", **{m: f"{c.probabilities['answer after']:.1%}" for m, c in cards.items()}},
+            {"measure": "efficacy", **{m: _shown(int(c.efficacy), 1) for m, c in cards.items()}},
+            {"measure": "generalisation", **{m: _shown(sum(f.after_ok for f in c.counted_forms),
+                                                       len(c.counted_forms)) for m, c in cards.items()}}]
+    for i, group in enumerate(first.groups.values()):
+        rows.append({"measure": f"unchanged: {group.label}",
+                     **{m: _shown(list(cards[m].groups.values())[i].unchanged,
+                                  list(cards[m].groups.values())[i].total) for m in labels}})
+    rows.append({"measure": "rest of the person kept", **{m: _shown(*c.rest_kept) for m, c in cards.items()}})
     return rows
 
 

@@ -52,13 +52,25 @@ def traced_shares(model, tokenizer, question: str, truth: str | None, samples: i
     return out
 
 
+CLEAR_SHARE = 0.10  # below this the trace restores too little anywhere to point at a site
+
+
 @dataclass
 class TracedSite:
-    site: Site
-    share: float  # of the corruption's effect, restored by that MLP output alone
+    site: Site  # the default site: the traced one, or the last layer at the last position when none is clear
+    share: float  # of the corruption's effect, restored by the best editable MLP output alone
     shares: np.ndarray  # (n_layer, len(POSITIONS))
+    traced: Site  # where the trace restores the most, clear or not
+
+    @property
+    def clear(self) -> bool:
+        return self.share >= CLEAR_SHARE
 
     def sentence(self) -> str:
+        if not self.clear:
+            return (f"The causal trace of this question restores at most {self.share:.0%} of the answer's probability "
+                    f"at any MLP output one can edit ({self.traced.label}), too little to point at a site, so the "
+                    f"default is {self.site.label}.")
         return (f"The default site, {self.site.label}, is where the causal trace of this question restores the "
                 f"most among the MLP outputs one can edit: {self.share:.0%} of the answer's probability the "
                 "corrupted name took away.")
@@ -74,7 +86,10 @@ def traced_site(model, tokenizer, question: str, truth: str | None) -> TracedSit
     if not np.isfinite(shares).any():
         raise EditError("The causal trace found no position to restore, so there is no traced site.")
     layer, j = np.unravel_index(int(np.nanargmax(shares)), shares.shape)
-    return TracedSite(Site(int(layer), list(POSITIONS)[j]), float(shares[layer, j]), shares)
+    traced = Site(int(layer), list(POSITIONS)[j])
+    share = float(shares[layer, j])
+    default = traced if share >= CLEAR_SHARE else Site(shares.shape[0] - 1, "last")
+    return TracedSite(default, share, shares, traced)
 
 
 @dataclass
