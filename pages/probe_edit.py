@@ -223,8 +223,9 @@ def session_part(p: Probe, loaded) -> None:
     if kept is None or not kept.edits:
         st.caption("No edit is kept in this session: the model is as its file has it.")
         return
-    st.markdown(plain(f"**This session's {p.focus}** carries {len(kept.edits)} edit(s); the file and every other "
-                      "session's model are unchanged."))
+    st.markdown(f"**This session's {plain(p.focus)}** " + plain(
+        f"carries {len(kept.edits)} kept edit{'s' if len(kept.edits) != 1 else ''}; the file and every other "
+        "session's model are unchanged."))
     frame = pd.DataFrame([{k: r[k] for k in ("method", "name", "new_place", "layer", "position", "steps")}
                           for r in kept.records])
     st.dataframe(frame, hide_index=True)
@@ -268,5 +269,5 @@ def sweep_part(p: Probe, loaded) -> None:
     fig = edit_viz.site_sweep_panels({"efficacy": found.efficacy, "other dev answers unchanged": found.specificity,
                                       "causal trace: MLP restores": found.traced},
                                      [SHORT_POSITIONS[k] for k in found.positions], found.impossible,
-                                     title=f"{p.focus}: where the edit works, where the trace points")
+                                     title="Where the edit works, where the trace points")
     show_figure(fig, f"{p.focus}-edit-sweep", key="edit_sweep_chart")

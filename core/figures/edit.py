@@ -41,11 +41,12 @@ def site_sweep_panels(panels: dict[str, np.ndarray], positions: Sequence[str], i
             z=np.where(impossible, 1.0, np.nan), x=x, y=list(range(n_layer)), showscale=False,
             colorscale=[[0, UNREACHABLE_COLOR], [1, UNREACHABLE_COLOR]], xaxis=f"x{suffix}", yaxis=f"y{suffix}",
             hovertemplate=f"MLP %{{y}}, %{{x}}: {UNREACHABLE_TEXT}<extra></extra>"))
+        grid[f"xaxis{suffix}"].update(tickangle=0)  # two short classes: never turned (and no margin kept for it)
         grid[f"yaxis{suffix}"].update(autorange="reversed", title="layer" if n == 1 else None,
                                       **index_axis([str(i) for i in range(n_layer)]))
     fig = go.Figure(traces, layout=grid)
     fig.update_layout(coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=1.0,
                                      colorbar=dict(tickformat=".0%", thickness=12)))
-    fig = base_layout(fig, html.escape(title) if title else None, 200 + 60 * n_layer)
+    fig = base_layout(fig, html.escape(title) if title else None, 220 + 70 * n_layer)
     fig.update_layout(margin=dict(t=fig.layout.margin.t + 24))
     return fig

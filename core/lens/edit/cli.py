@@ -16,10 +16,22 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.data.datasets import DataError
 from core.lens.edit.key_statistics import key_statistics
-from core.lens.edit.methods import METHODS, POSITIONS, EditError, EditOptions, EditRequest, Site, edit, edit_together
+from core.lens.edit.methods import (
+    METHODS,
+    POSITIONS,
+    EditError,
+    EditOptions,
+    EditRequest,
+    Site,
+    check_editable,
+    edit,
+    edit_together,
+)
 from core.lens.edit.scorecard import GROUPS, Reference, Scorecard, score
 from core.lens.edit.weights import EditedModel
+from core.lens.probe.corpus import CORPUS_FILE, WORLD_CITIES, load_probe_data, world_dir
 from core.lens.probe.questions import name_from_question
 
 MAX_EDITS = 1000
@@ -40,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="last: the question's last position; subject: the name's last piece (default last)")
     parser.add_argument("--together", action="store_true", help="with --edits: all facts in one MEMIT update")
     parser.add_argument("--steps", type=int, default=EditOptions.steps, help="Adam steps for the new value")
+    parser.add_argument("--target-prob", type=float, default=EditOptions.target_prob,
+                        help="stop the value's steps once every piece of the new answer has this probability")
     parser.add_argument("--kl", type=float, default=EditOptions.kl_weight, help="weight of the KL term")
     parser.add_argument("--ft-eps", type=float, default=EditOptions.ft_eps, help="finetune: the L-infinity bound")
     parser.add_argument("--ft-steps", type=int, default=EditOptions.ft_steps, help="finetune: Adam steps")
@@ -116,7 +130,6 @@ def random_edits(data, reference: Reference, n: int, seed: int) -> list[EditRequ
 
 def main(argv: list[str] | None = None) -> int:
     from core.io.checkpoint import CheckpointError, load
-    from core.lens.probe.corpus import CORPUS_FILE, load_probe_data, world_dir
 
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -127,14 +140,12 @@ def main(argv: list[str] | None = None) -> int:
                             "Transformer's MLP weights, so give an Attention Lab .safetensors checkpoint.")
         loaded = load(args.checkpoint)
         model, tokenizer = loaded.model, loaded.tokenizer
-        from core.lens.edit.methods import check_editable
         check_editable(model)
         site = Site(len(model.blocks) - 1 if args.layer is None else args.layer, args.position)
         data = load_probe_data(world_dir([d.get("path", "") for d in loaded.metadata.get("data") or []]))
-        known = set(data.labels) | {p for _, p in data.dev_pairs}
-        from core.lens.probe.corpus import WORLD_CITIES
-        known |= set(WORLD_CITIES)
-        options = EditOptions(steps=args.steps, kl_weight=args.kl, ft_eps=args.ft_eps, ft_steps=args.ft_steps)
+        known = set(data.labels) | {p for _, p in data.dev_pairs} | set(WORLD_CITIES)
+        options = EditOptions(steps=args.steps, target_prob=args.target_prob, kl_weight=args.kl, ft_eps=args.ft_eps,
+                              ft_steps=args.ft_steps)
         stats = None
         if any(METHODS[m].needs_statistics for m in args.method) or args.together:
             stats = key_statistics(args.checkpoint, model, tokenizer,
@@ -173,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {request.name} -> {request.new_place}: answers {card.answer_after!r}; other dev "
                           f"unchanged {card.groups[GROUPS[0]].rate:.1%}", file=sys.stderr)
             print("\n".join(tally.lines(METHODS[method].label)))
-    except (EditError, CheckpointError, OSError) as exc:
+    except (EditError, CheckpointError, DataError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
