@@ -252,7 +252,9 @@ def edited_bytes(loaded, kept: EditedModel) -> bytes:
 
 def sweep_part(p: Probe, loaded) -> None:
     st.write(plain(f"Edits {SWEEP_EDITS} dev people the model answers correctly (each to another dev birthplace) "
-                   "with the rank-one edit at every site, one at a time, and traces the same questions."))
+                   "with the rank-one edit at every site, one at a time, on the model as its file has it (not this "
+                   "session's kept edits), and traces the same questions (noise on the name, "
+                   f"{sites.SWEEP_SAMPLES} draws each)."))
     seed = st.number_input("Seed", 0, 9999, 0, key="edit_sweep_seed")
     if not st.button("Run the sweep", key="edit_sweep_run") and not st.session_state.get("edit_sweep_shown"):
         return
