@@ -108,7 +108,7 @@ def test_the_rank_one_change_has_rank_one_and_maps_the_key_to_the_new_value(bund
     delta = edit(model, tokenizer, "rank-one", EditRequest(PERSON, "Berlin"), Site(layer, "last"), stats)
     name = f"blocks.{layer}.mlp.2.weight"
     change = delta.change(name).double()
-    assert list(delta.after) == [name]
+    assert list(delta.after) == [name] and delta.record["updates"] == 1
     singular = torch.linalg.svdvals(change)
     assert singular[1] < 1e-5 * singular[0]  # rank one (float32 rounding aside)
     key = reference_key(model, tokenizer, f"Where was {PERSON} born?", layer)
@@ -226,12 +226,23 @@ def test_namesakes_share_a_name_part_of_three_or_more_characters(data):
 
 def test_a_place_of_several_pieces_is_written_whole(bundled, stats):
     model, tokenizer = bundled.model, bundled.tokenizer
-    place = "Newcastle upon Tyne"
-    assert place in WORLD_CITIES and len(tokenizer.encode(place)) >= 5
+    # 'New Orleans' for a dev person after whose 'New' the model goes on with ' York' by itself: the later pieces
+    # must be written too (the last layer at the last position reaches the first piece only)
+    person, place = "Apolonia Zadworny", "New Orleans"
+    assert len(tokenizer.encode(place)) == 3 and place in WORLD_CITIES
+    for method, site in (("rank-one", Site(1, "last")), ("rank-one", Site(0, "subject")), ("finetune", Site(1))):
+        delta = edit(model, tokenizer, method, EditRequest(person, place), site, stats)
+        session = EditedModel.copy_of(model)
+        session.apply(delta)
+        assert predict_birthplaces(session.model, tokenizer, [f"Where was {person} born?"]) == [place], (method, site)
+        if method == "rank-one" and site.layer == 1:
+            assert delta.record["updates"] == 2  # a second rank-one update wrote 'Orleans' where it is predicted
+    question = f"Where was {PERSON} born?"
+    long_place = "Newcastle upon Tyne"  # five pieces, the model's own continuation after 'Newcastle'
     for method in ("rank-one", "memit"):
         session = EditedModel.copy_of(model)
-        session.apply(edit(model, tokenizer, method, EditRequest(PERSON, place), Site(1, "last"), stats))
-        assert predict_birthplaces(session.model, tokenizer, [f"Where was {PERSON} born?"]) == [place]
+        session.apply(edit(model, tokenizer, method, EditRequest(PERSON, long_place), Site(1, "last"), stats))
+        assert predict_birthplaces(session.model, tokenizer, [question]) == [long_place]
 
 
 def test_memit_edits_several_facts_in_one_update(bundled, stats):

@@ -253,25 +253,36 @@ def _keys(model, layer: int, ids: torch.Tensor, positions: torch.Tensor, params:
     return keys[torch.arange(keys.size(0)), positions].detach()
 
 
-def _optimise_vectors(model, items: Sequence[Prepared], point: str, layer: int, options: EditOptions
-                      ) -> tuple[torch.Tensor, int, float]:
-    """Vectors (B, C) added to `point` of `layer` at each item's position that make each question answer its
-    new place (Adam; stops once every piece has options.target_prob). Returns (vectors, steps, final NLL)."""
+def _optimise_vectors(model, items: Sequence[Prepared], point: str, layer: int, options: EditOptions,
+                      at: torch.Tensor | None = None, params: dict | None = None,
+                      pieces: tuple[int, int | None] = (0, None)) -> tuple[torch.Tensor, int, float]:
+    """Vectors (B, C) added to `point` of `layer` at each item's position (or `at`) that make each question answer
+    its new place (Adam; stops once every scored piece has options.target_prob). `params`: weights standing in for
+    the model's (earlier updates); `pieces`: the slice of each answer's pieces scored. Returns (vectors, steps,
+    final NLL)."""
     device = model_device(model)
     ids, targets, positions, _ = _batch(items, device)
+    if at is not None:
+        positions = at.to(device)
+    first, end = pieces
+    for i, item in enumerate(items):  # pieces outside the slice are not scored
+        start = len(item.prompt_ids) - 1
+        stop = start + (len(item.target_ids) if end is None else min(end, len(item.target_ids)))
+        targets[i, :start + first] = -100
+        targets[i, stop:] = -100
     width = model.config.n_embd
     delta = torch.zeros(len(items), width, device=device, requires_grad=True)
     optimiser = torch.optim.Adam([delta], lr=options.lr)
     base = None
     if options.kl_weight > 0:
         with torch.no_grad():
-            base = F.log_softmax(_logits(model, ids).float(), -1)
+            base = F.log_softmax(_logits(model, ids, params=params).float(), -1)
     for p in model.parameters():
         p.requires_grad_(False)
     steps, nll_value = 0, float("nan")
     try:
         for steps in range(1, options.steps + 1):
-            logits = _logits(model, ids, _AddAt(point, layer, positions, delta))
+            logits = _logits(model, ids, _AddAt(point, layer, positions, delta), params)
             nll, lowest = _answer_loss(logits, targets)
             nll_value = float(nll.detach())
             if bool((lowest >= options.target_prob).all()):
@@ -304,20 +315,43 @@ def rank_one_update(weight: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
 def rank_one(model, tokenizer, request: EditRequest, site: Site, stats: KeyStatistics,
              options: EditOptions | None = None, known_places: Sequence[str] | None = None) -> WeightDelta:
+    """ROME's rank-one update at the site. A place of several pieces is written whole: when a later piece is not
+    yet the answer's (the last layer at the last position reaches only the first piece: nothing after reads it),
+    one more rank-one update writes it at the position that predicts it (the record counts the updates)."""
     options = options or EditOptions()
     start = time.perf_counter()
     item = prepare(model, tokenizer, request, site, known_places)
     device = model_device(model)
-    ids, _, positions, _ = _batch([item], device)
-    key = _keys(model, site.layer, ids, positions)[0].double().cpu()  # (d_ff,)
-    delta, steps, nll = _optimise_vectors(model, [item], "mlp_out", site.layer, options)
+    ids, _, _, _ = _batch([item], device)
     proj = mlp_projection(model, site.layer)
-    weight = proj.weight.detach().double().cpu()
-    value = weight @ key + delta[0].double().cpu()
-    new = rank_one_update(weight, key, value, stats.inverse_times(site.layer, key, options.ridge))
     name = f"blocks.{site.layer}.mlp.2.weight"
-    return delta_from(model, {name: new.to(proj.weight.dtype)},
-                      _record("rank-one", item, site, options, steps, nll, start))
+    weight = proj.weight.detach().double().cpu()
+    reaches_later = site.layer < len(model.blocks) - 1  # an earlier layer's output is read at later positions
+    first = len(item.prompt_ids) - 1  # the position that predicts the first piece
+    steps_total, nll, updates = 0, float("nan"), 0
+    for piece in range(len(item.target_ids)):
+        params = {name: weight.to(proj.weight.dtype).to(device)} if updates else None
+        if piece:
+            with torch.no_grad():
+                probs = torch.softmax(_logits(model, ids, params=params)[0, first + piece:first + len(item.target_ids)]
+                                      .float(), -1)
+            wanted = probs[torch.arange(probs.size(0)), torch.tensor(item.target_ids[piece:])]
+            if bool((wanted >= options.target_prob).all()):
+                break
+            if wanted[0] >= options.target_prob:
+                continue
+        position = item.position if piece == 0 else first + piece
+        at = torch.tensor([position])
+        key = _keys(model, site.layer, ids, at.to(device), params)[0].double().cpu()  # (d_ff,)
+        scored = (piece, None if reaches_later or position != first + piece else piece + 1)
+        delta, steps, nll = _optimise_vectors(model, [item], "mlp_out", site.layer, options, at, params, scored)
+        value = weight @ key + delta[0].double().cpu()
+        weight = rank_one_update(weight, key, value, stats.inverse_times(site.layer, key, options.ridge))
+        steps_total += steps
+        updates += 1
+    record = _record("rank-one", item, site, options, steps_total, nll, start)
+    record["updates"] = updates
+    return delta_from(model, {name: weight.to(proj.weight.dtype)}, record)
 
 
 def finetune(model, tokenizer, request: EditRequest, site: Site, stats: KeyStatistics | None = None,
