@@ -97,6 +97,7 @@ BENCHMARKS = [
     Benchmark("knowledge_throughput", "bench.knowledge_throughput", [], ["--steps", "3"], from_result_line),
     Benchmark("where_from", "bench.where_from", [], ["--repeats", "1", "--limit", "10"], from_result_line),
     Benchmark("errors", "bench.errors", [], ["--repeats", "1"], from_result_line),
+    Benchmark("edit", "bench.edit", [], ["--edits", "3", "--sweep-edits", "2"], from_result_line),
 ]
 # Through `make serve`'s proxy, one replica per core, as a class would be served (issue 29).
 LOAD = Benchmark("load", "bench.load",

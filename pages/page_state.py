@@ -351,7 +351,7 @@ class AttentionState(_Replace):
 
 # --- the birthplace probe ----------------------------------------------------------------------------------
 
-PROBE_TABS = {"ask": "Ask", "fabricate": "Fabricate", "dev": "Dev set"}  # URL value -> tab label
+PROBE_TABS = {"ask": "Ask", "fabricate": "Fabricate", "dev": "Dev set", "edit": "Edit"}  # URL value -> tab label
 
 
 @dataclass(frozen=True)

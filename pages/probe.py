@@ -5,7 +5,7 @@ the model for the details (beside the name on Ask: the answers start above the f
 `core.lens.probe` call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence,
 attention at the answer; drawn by pages/probe_views.py), Fabricate (names nobody wrote about: the fallback
 strategy), Dev set (assignment-exact accuracy, evidence categories, reliability, one example at a time;
-pages/probe_views.py).
+pages/probe_views.py), Edit (change one birthplace and score what else moved; pages/probe_edit.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
 are in the URL (pages.page_state.ProbeState). User text is shown only with st.text / st.code / dataframes /
 escaped plotly.
@@ -27,6 +27,7 @@ from pages import page_state, where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.page_state import PROBE_TABS, ProbeState
+from pages.probe_edit import edit_tab
 from pages.probe_views import PERCENT, Probe, cached_answers, dev_tab, pick_focus, show_example, warn_unknown
 from pages.shared_caches import all_checkpoints, load_checkpoint, model_version
 from pages.training_steps import show_answers_by_step
@@ -162,7 +163,7 @@ st.session_state["probe_focus"] = current if current in models else next(
     (n for n in (saved.focus, info.name if info else None, *PROBE_MODELS) if n in models), next(iter(models)))
 tabs = st.tabs(TABS, key="probe_tab", on_change="rerun")
 chosen = Probe(models, st.session_state["probe_focus"], data, stamp)
-for tab, show in zip(tabs, (ask_tab, fabricate_tab, dev_tab)):
+for tab, show in zip(tabs, (ask_tab, fabricate_tab, dev_tab, edit_tab)):
     if tab.open:
         with tab:
             show(chosen)  # each tab draws the focus picker (pick_focus) where it fits its first row

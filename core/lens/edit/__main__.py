@@ -1,0 +1,3 @@
+from core.lens.edit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""The Birthplace probe's Edit tab through AppTest: run two methods side by side, keep an edit, undo it; the
+shared cached model and every file stay as they were; the sweep; a model that cannot be edited."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from core.figures.edit import site_sweep_panels
+from core.lens.edit.key_statistics import CACHE_DIR
+from core.lens.probe import corpus
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+BUNDLED = ROOT / "checkpoints" / "birth-vanilla-pretrained.safetensors"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    out = tmp_path / "ckpts"
+    out.mkdir()
+    shutil.copy(BUNDLED, out / BUNDLED.name)
+    return out
+
+
+def open_edit_tab(monkeypatch, checkpoints: Path) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(checkpoints))
+    monkeypatch.delenv(corpus.WORLD_ENV, raising=False)
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    at.switch_page("pages/probe.py")
+    at.session_state["probe_tab"] = "Edit"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def hashes(paths) -> dict[Path, str]:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def test_run_keep_undo_and_nothing_on_disk_changes(monkeypatch, folder):
+    watched = [folder / BUNDLED.name, *sorted((ROOT / "data" / "knowledge").glob("*"))]
+    before = hashes(watched)
+    at = open_edit_tab(monkeypatch, folder)
+    assert any("causal trace of this question restores" in c.value for c in at.caption)
+    at.selectbox(key="edit_place").set_value("Berlin")
+    at.button(key="edit_run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    said = [m.value.replace("\\", "") for m in at.markdown]
+    assert any(s.startswith("Before: 'Where was") for s in said)
+    assert sum(s.startswith("After ") for s in said) == 2  # rank-one and finetuning, side by side
+    assert any("the neighbours best" in s for s in said)
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["measure", "rank-one (ROME)", "finetuning (FT-L)"]
+    assert list(table["measure"])[:3] == ["answer after", "P(answer) after", "efficacy"]
+    # keep the rank-one edit: this session's copy changes, the shared model does not
+    at.button(key="edit_keep_rank-one").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    sessions = at.session_state["edit_sessions"]
+    (kept,) = sessions.values()
+    assert len(kept.edits) == 1
+    from core.io.checkpoint import load
+
+    fresh = load(folder / BUNDLED.name).model.state_dict()
+    edited = kept.model.state_dict()
+    assert not all(torch.equal(fresh[k], edited[k]) for k in fresh)
+    at.button(key="edit_undo").click().run()
+    assert not at.exception
+    assert not kept.edits and all(torch.equal(fresh[k], kept.model.state_dict()[k]) for k in fresh)
+    assert hashes(watched) == before
+    assert sorted(p.name for p in folder.iterdir()) == sorted([BUNDLED.name, CACHE_DIR])
+
+
+def test_a_typed_name_that_is_a_bad_question_is_one_sentence(monkeypatch, folder):
+    at = open_edit_tab(monkeypatch, folder)
+    at.text_input(key="edit_typed").set_value("x" * 400).run()
+    assert not at.exception
+    assert at.warning and "\n" not in at.warning[0].value
+
+
+def test_the_sweep_figure_reads_its_panels():
+    efficacy = np.array([[1.0, 0.9], [1.0, np.nan]])
+    impossible = np.array([[False, False], [False, True]])
+    fig = site_sweep_panels({"efficacy": efficacy, "unchanged": efficacy * 0.9, "traced": efficacy / 2},
+                            ["last position", "name's last piece"], impossible)
+    assert len(fig.data) == 6
+    assert np.isnan(fig.data[0].z[1][1]) and fig.data[0].z[0][1] == 0.9
+    assert fig.data[1].z[1][1] == 1.0 and np.isnan(fig.data[1].z[0][0])
+    assert fig.data[2].z[1][0] == pytest.approx(0.9) and fig.data[4].z[0][0] == 0.5
+    assert fig.data[0].text[0][1] == "90%"
