@@ -5,11 +5,12 @@
 Writes the bundled `--source` checkpoint's exact weights as nanoGPT's train.py would save them (a `ckpt.pt` under
 nanoGPT's names, c_attn = q|k|v, `_orig_mod.` prefixes, lm_head tied, and its characters as a `meta.pkl`),
 converts that with `core.io.nanogpt` as a user would, and serves both models from one app. The two compute the
-same numbers; what differs is the path they came by (and the nanoGPT one's vocabulary type). For each model in
-turn it times the attention page's interactions (new sentence, layer, head, view, query·key view) and the
-positional page's sentence rows, beside the hello-world baseline of bench.browser_latency, in two passes of
-opposite order (ours then nanoGPT, nanoGPT then ours), and prints each row's median over both passes for both
-models and the ratio nanoGPT / ours (1.0: no cost for having come from nanoGPT).
+same numbers; what differs is the path they came by (and the nanoGPT one's vocabulary type). For both models
+it times the attention page's interactions (new sentence, layer, head, view, query·key view) and the
+positional page's sentence rows, beside the hello-world baseline of bench.browser_latency. Each model has its own
+browser window and each row's tries alternate between them (ours, nanoGPT, ours, ...), so a busy moment of this
+shared box falls on both; it prints each row's median for both models and the ratio nanoGPT / ours (1.0: no cost
+for having come from nanoGPT).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import pickle
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -30,7 +32,6 @@ from bench.browser_latency import (
     alternate,
     baseline,
     launch,
-    repeat,
     start,
 )
 from serve.streamlit_process import free_port
@@ -87,24 +88,46 @@ def build_twin(source: str, folder: Path) -> str:
     return name
 
 
-def model_rows(tab: Tab, url: str, repeats: int, model: str) -> list[Row]:
-    """bench.browser_latency's attention and positional sentence rows, on one model."""
-    rows: list[Row] = []
+def page_rows(tab: Tab, model: str) -> dict[str, list[tuple[str, Callable[[int], float]]]]:
+    """bench.browser_latency's attention and positional sentence rows on one model: page URL -> (row, measure)."""
+    return {
+        f"/attention?model={model}": [
+            ("attention: new sentence", lambda i: tab.timed(tab.commit("Sentence", SENTENCES[i + 1], area=True))),
+            ("attention: layer", alternate(tab, tab.choose("Layer", "1"), tab.choose("Layer", "0"))),
+            ("attention: head", alternate(tab, tab.choose("Head", "1"), tab.choose("Head", "0"))),
+            ("attention: view (single <-> model view)",
+             alternate(tab, tab.radio("Model view"), tab.radio("Single head"))),
+            ("attention: view (single <-> query·key)",
+             alternate(tab, tab.radio("Query·key"), tab.radio("Single head"))),
+        ],
+        f"/positional?model={model}&pos_section=sentence": [
+            ("positional: new sentence",
+             lambda i: tab.timed(tab.commit("Sentence", SENTENCES[i + 1], area=False))),
+            ("positional: layer", alternate(tab, tab.choose("Layer", "1"), tab.choose("Layer", "0"))),
+        ],
+    }
 
-    def add(what: str, measure) -> None:
-        rows.append(Row(what, "interaction", repeat(repeats, measure)))
-        print(f"  {model} {what}: {rows[-1].median:.2f} s", flush=True)
 
-    tab.goto(f"{url}/attention?model={model}")
-    add("attention: new sentence", lambda i: tab.timed(tab.commit("Sentence", SENTENCES[i + 1], area=True)))
-    add("attention: layer", alternate(tab, tab.choose("Layer", "1"), tab.choose("Layer", "0")))
-    add("attention: head", alternate(tab, tab.choose("Head", "1"), tab.choose("Head", "0")))
-    add("attention: view (single <-> model view)", alternate(tab, tab.radio("Model view"), tab.radio("Single head")))
-    add("attention: view (single <-> query·key)", alternate(tab, tab.radio("Query·key"), tab.radio("Single head")))
-    tab.goto(f"{url}/positional?model={model}&pos_section=sentence")
-    add("positional: new sentence", lambda i: tab.timed(tab.commit("Sentence", SENTENCES[i + 1], area=False)))
-    add("positional: layer", alternate(tab, tab.choose("Layer", "1"), tab.choose("Layer", "0")))
-    return rows
+def interleaved_rows(tabs: tuple[Tab, Tab], url: str, repeats: int, models: tuple[str, str]
+                     ) -> tuple[list[Row], list[Row]]:
+    """Each row's tries taken in turns, one model then the other, each in its own browser window (so a busy
+    moment of the box lands on both): -> (rows of the first model, rows of the second)."""
+    out: tuple[list[Row], list[Row]] = ([], [])
+    pages = [page_rows(tab, model) for tab, model in zip(tabs, models, strict=True)]
+    for paths in zip(*(p.items() for p in pages), strict=True):
+        for tab, (path, _) in zip(tabs, paths, strict=True):
+            tab.goto(url + path)
+        for (what, first), (_, second) in zip(paths[0][1], paths[1][1], strict=True):
+            times: tuple[list[float], list[float]] = ([], [])
+            for i in range(-1, repeats):  # -1: one unmeasured try each (caches, first draw)
+                for side, measure in enumerate((first, second)):
+                    taken = measure(i)
+                    if i >= 0:
+                        times[side].append(taken)
+            for side in (0, 1):
+                out[side].append(Row(what, "interaction", times[side]))
+            print(f"  {what}: {out[0][-1].median:.2f} s / {out[1][-1].median:.2f} s", flush=True)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,18 +153,14 @@ def main(argv: list[str] | None = None) -> int:
                 browser = launch(p)
                 tab = Tab(browser.new_context(viewport=VIEWPORT))
                 _, text_base = baseline(tab, f"http://127.0.0.1:{hello_port}", args.repeats)
-                app = f"http://127.0.0.1:{app_port}"
-                # two passes in opposite orders, so neither model always meets the warmer (or busier) box first
-                passes = [(model_rows(tab, app, args.repeats, args.source), model_rows(tab, app, args.repeats, twin))]
-                later_twin = model_rows(tab, app, args.repeats, twin)
-                passes.append((model_rows(tab, app, args.repeats, args.source), later_twin))
-                ours, theirs = ([Row(r.what, r.kind, [t for rows in side for t in rows[i].times])
-                                 for i, r in enumerate(side[0])] for side in zip(*passes, strict=True))
+                tabs = (tab, Tab(browser.new_context(viewport=VIEWPORT)))  # one window per model
+                ours, theirs = interleaved_rows(tabs, f"http://127.0.0.1:{app_port}", args.repeats,
+                                                (args.source, twin))
                 browser.close()
         finally:
             for server in servers:
                 server.stop()
-    print(f"\nhello-world text commit (baseline): {text_base.median:.3f} s; repeats {args.repeats} x 2 passes")
+    print(f"\nhello-world text commit (baseline): {text_base.median:.3f} s; repeats {args.repeats}, interleaved")
     print(f"{'row':<44} {args.source:>10} {twin:>18} {'nanoGPT/ours':>13}")
     ratios = []
     for a, b in zip(ours, theirs, strict=True):
