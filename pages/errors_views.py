@@ -333,7 +333,8 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
             chips = figure((version, row["text"], tuple(methods), row["predicted"], row["gold"], "chips"),
                            lambda: where_viz.salience_chips(
                                first.tokens, {m: s.integrated_gradients for m, s in methods.items()},
-                               title="Integrated gradients of each class's log-probability"), len(first.tokens))
+                               title="Integrated gradients of each class's log-probability",
+                               pieces="the text's pieces, in order"), len(first.tokens))
             show_figure(chips, f"{name}-example-attribution", key="err_attribution")
             st.caption(plain("; ".join(
                 f"{m} ({s.answer_piece}): the pieces add up to {s.integrated_gradients.sum():+.3f}, log p changes by "
