@@ -30,7 +30,7 @@ from core.lens.errors import birthplace, classify, inputs, lm, slices
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
 from pages import page_state
-from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure
+from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
 from pages.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRORS_UNITS, AttentionState, ErrorsState
 from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
 
@@ -333,7 +333,8 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
             chips = figure((version, row["text"], tuple(methods), row["predicted"], row["gold"], "chips"),
                            lambda: where_viz.salience_chips(
                                first.tokens, {m: s.integrated_gradients for m, s in methods.items()},
-                               title="Integrated gradients of each class's log-probability"), len(first.tokens))
+                               title="Integrated gradients of each class's log-probability",
+                               pieces="the text's pieces, in order"), len(first.tokens))
             show_figure(chips, f"{name}-example-attribution", key="err_attribution")
             st.caption(plain("; ".join(
                 f"{m} ({s.answer_piece}): the pieces add up to {s.integrated_gradients.sum():+.3f}, log p changes by "
@@ -449,9 +450,12 @@ def calibration_view(loaded, name: str, source: inputs.EvalText, result) -> None
     st.write(plain(f"Expected calibration error: {ece:.3f} (the mean gap between confidence and accuracy, "
                    f"weighted by the examples in each bin); mean confidence {confidence.mean():.3f} against "
                    f"accuracy {frame['right'].mean():.3f}."))
-    show_figure(reliability_figure({name: table}, title="Reliability: accuracy by confidence"),
+    measure = ("confidence (probability of the predicted label)" if "p(predicted)" in frame
+               else "confidence (probability of the greedy answer)")
+    show_figure(reliability_figure({name: table}, title="Reliability: accuracy by confidence", confidence=measure),
                 f"{name}-reliability", key="err_reliability")
-    st.dataframe(table, hide_index=True, column_config=fitted_columns(table, MAIN_WIDTH, {
+    shown = shown_table(table)  # empty bins: blank, not "None"
+    st.dataframe(shown, hide_index=True, column_config=fitted_columns(shown, MAIN_WIDTH, {
         "accuracy": PERCENT, "mean_confidence": PROBABILITY, "low": PROBABILITY, "high": PROBABILITY}))
 
 

@@ -343,3 +343,18 @@ def test_the_readmes_error_commands_parse_and_the_classifier_one_runs_as_written
     assert errors_main(shlex.split(classifier)[3:]) == 0
     assert "names-scratch gets" in capsys.readouterr().out
     assert len(pd.read_csv(tmp_path / "names-errors.csv")) == 200
+
+
+def test_the_confusion_figure_draws_the_table_and_its_clicks_name_the_cell(names_result):
+    from core.figures.errors import confusion_matrix
+
+    confusion = names_result.confusion()
+    fig = confusion_matrix(confusion.values, names_result.labels)
+    heat, cells = fig.data
+    n = len(names_result.labels)
+    assert (np.asarray(heat.z) ** 2).sum() == pytest.approx(200)  # signed square roots of the counts
+    assert (np.diag(np.asarray(heat.z)) >= 0).all() and (np.asarray(heat.z)[~np.eye(n, dtype=bool)] <= 0).all()
+    for i in (0, 5, n * n - 1):  # the point a click returns names its cell
+        gold, predicted, count = cells.customdata[i]
+        assert (gold, predicted) == (names_result.labels[i // n], names_result.labels[i % n])
+        assert count == confusion.at[gold, predicted]

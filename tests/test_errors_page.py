@@ -45,7 +45,8 @@ def test_the_page_opens_on_the_classifier_with_the_cores_caption(monkeypatch, na
     at = open_errors(monkeypatch, {"model": "names-pretrained"})
     assert names_result.caption() in unescaped(m.value for m in at.markdown)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    texts = [int(t) for t in spec["data"][0]["text"] if t]
+    cells = next(t for t in spec["data"] if t["type"] == "scatter")
+    texts = [int(t) for t in cells["text"] if t]
     assert sum(texts) == 200  # the confusion matrix drawn sums to the examples
 
 
@@ -132,3 +133,23 @@ def test_pa2_speakers_from_an_allowed_folder_are_one_row_each(monkeypatch):
     loaded = ckpt.load(ROOT / "checkpoints" / "lm-learned.safetensors")
     expected = [score_file(loaded.model, loaded.tokenizer, PA2 / s).perplexity for s in speakers]
     assert list(array(spec["data"][0]["y"])) == pytest.approx(expected, rel=1e-6)  # the trainer's, per speaker
+
+
+def test_the_errors_state_round_trips_and_shares_no_url_key():
+    from dataclasses import fields
+
+    from pages import page_state as ps
+
+    keys = [f.metadata["url"] for f in fields(ps.ErrorsState)]
+    assert len(keys) == len(set(keys)) == len(fields(ps.ErrorsState))
+    others = [f.metadata["url"] for cls in (ps.AttentionState, ps.ProbeState, ps.CurvesState, ps.PositionalState,
+                                            ps.WhereFromState) for f in fields(cls)]
+    assert not set(keys) & set(others) and "model" not in keys
+    state = ps.ErrorsState(source="folder", folder="/data/pa2", paths=("a, b.txt", "c%.txt"), view="slices",
+                           gold=("United States", "Côte d'Ivoire"), outcome="wrong", search="<b>x</b>", sort="loss",
+                           descending=True, example=7, pins=("2", "73"), edit="=HYPERLINK()", pattern="(van|von)",
+                           regex=True, compare="names-scratch", attention=True, layer=1, head=3, unit="file",
+                           document=4, token=1795, piece_layer=1)
+    assert ps.from_url(ps.ErrorsState, ps.to_url(state)) == (state, [])
+    hostile = ps.from_url(ps.ErrorsState, {key: "\x00<script>" for key in keys})[0]
+    assert hostile.view == "examples" and hostile.example is None and hostile.sort == "line"

@@ -20,29 +20,33 @@ RIGHT_COLOR, WRONG_COLOR = "#2E6DB4", "#EF553B"
 
 @finished
 def confusion_matrix(counts, labels: Sequence[str], title: str | None = None) -> go.Figure:
-    """counts (gold rows, predicted columns) as one square marker per cell (a scatter, so a click selects a cell:
-    its customdata is [gold, predicted, count]); the diagonal blue, mistakes red, the marker's opacity by count,
-    its text the count (empty cells blank). Gold labels down, predicted across."""
+    """counts (gold rows, predicted columns): a heatmap whose cells fill the grid at any width (the diagonal blue,
+    mistakes red, darker with more examples: z is +sqrt(count) on the diagonal, -sqrt(count) off it), under one
+    square marker per cell in a scatter, nearly transparent, that carries the count as text and makes a click
+    select the cell (its customdata is [gold, predicted, count]; point i is gold i // n, predicted i % n). Gold
+    labels down, predicted across; empty cells have no text."""
     counts = np.asarray(counts, dtype=int)
     n = len(labels)
     shown = [html.escape(str(label)) for label in labels]
+    # square roots: a single mistake stays visible beside a diagonal cell of 20
+    signed = np.sqrt(counts) * np.where(np.eye(n, dtype=bool), 1, -1) if n else counts
+    top = np.sqrt(max(int(counts.max()) if counts.size else 1, 1))
     gold, predicted = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")  # (n, n)
     gold, predicted, value = gold.ravel(), predicted.ravel(), counts.ravel()
-    top = max(int(value.max()) if value.size else 1, 1)
-    colors = [RIGHT_COLOR if g == p else WRONG_COLOR for g, p in zip(gold, predicted)]
-    opacity = [0.08 if v == 0 else 0.25 + 0.75 * v / top for v in value]
-    size = max(14, min(40, int(520 / max(n, 1))))
-    fig = go.Figure(go.Scatter(
+    fig = go.Figure(go.Heatmap(z=signed, x=shown, y=shown, zmin=-top, zmax=top, xgap=2, ygap=2, showscale=False,
+                               colorscale=[[0.0, WRONG_COLOR], [0.5, "#FFFFFF"], [1.0, RIGHT_COLOR]],
+                               hoverinfo="skip"))
+    fig.add_trace(go.Scatter(
         x=[shown[p] for p in predicted], y=[shown[g] for g in gold], mode="markers+text",
-        marker=dict(symbol="square", size=size, color=colors, opacity=opacity, line=dict(width=0)),
-        text=[str(v) if v else "" for v in value], textfont=dict(size=11),
+        marker=dict(symbol="square", size=max(14, min(40, int(520 / max(n, 1)))), color="#FFF", opacity=0.01),
+        text=[str(v) if v else "" for v in value], textfont=dict(size=12),
         customdata=[[labels[g], labels[p], int(v)] for g, p, v in zip(gold, predicted, value)],
         hovertemplate="gold %{y}<br>predicted %{x}<br>%{customdata[2]} examples<extra></extra>"))
     fig.update_xaxes(title="predicted", type="category", categoryorder="array", categoryarray=shown,
                      tickangle=-45, showgrid=False)
     fig.update_yaxes(title="gold", type="category", categoryorder="array", categoryarray=shown,
                      autorange="reversed", showgrid=False)
-    return base_layout(fig, html.escape(title) if title else None, 160 + max(n, 3) * (size + 6))
+    return base_layout(fig, html.escape(title) if title else None, 200 + max(n, 3) * 30)
 
 
 @finished

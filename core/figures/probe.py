@@ -150,7 +150,8 @@ def locale_place_heatmap(counts, title: str | None = None) -> go.Figure:
 
 
 @finished
-def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.Figure:
+def reliability_figure(tables: dict[str, Any], title: str | None = None,
+                       confidence: str = "confidence (probability of the greedy answer)") -> go.Figure:
     """Accuracy per confidence bin, one bar group per model (bar text = questions in the bin), over a
     dotted diagonal (perfect calibration). `tables`: model -> `core.lens.probe.dev_set.reliability_table` frame."""
     import html
@@ -168,7 +169,7 @@ def reliability_figure(tables: dict[str, Any], title: str | None = None) -> go.F
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
                              line=dict(color="grey", dash="dot", width=1), hoverinfo="skip"))
     base_layout(fig, html.escape(title) if title else None, 420)
-    fig.update_xaxes(title="confidence (probability of the greedy answer)", range=[0, 1])
+    fig.update_xaxes(title=confidence, range=[0, 1])
     fig.update_yaxes(title="accuracy", range=[0, 1.1], tickformat=".0%")
     fig.update_layout(barmode="group", legend=LEGEND_RIGHT)
     return fig

@@ -129,8 +129,8 @@ def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray,
 
 
 @finished
-def salience_chips(tokens: Sequence[str], rows: Mapping[str, Sequence[float]], title: str | None = None
-                   ) -> go.Figure:
+def salience_chips(tokens: Sequence[str], rows: Mapping[str, Sequence[float]], title: str | None = None,
+                   pieces: str = "the question's pieces, in order") -> go.Figure:
     """LIT's salience chips: one column per method (gradient x input, integrated gradients), one chip per input
     piece down the column in reading order, coloured by its signed attribution (each method scaled to its own
     largest magnitude, so a signed and an unsigned method read side by side); the chip's text is the piece.
@@ -149,7 +149,7 @@ def salience_chips(tokens: Sequence[str], rows: Mapping[str, Sequence[float]], t
         colorbar=dict(title=dict(text="scaled", side="right"), thickness=12)))
     fig.update_xaxes(side="top", **index_axis(methods))
     fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False,
-                     title="the question's pieces, in order")
+                     title=pieces)
     base_layout(fig, html.escape(title) if title else None, 140 + 22 * max(len(tokens), 4))
     fig.update_layout(margin_t=fig.layout.margin.t + 24)  # a line for the method names between title and chips
     return fig

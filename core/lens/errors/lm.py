@@ -102,7 +102,7 @@ def score_tokens(model, ids: Sequence[int], batch_size: int = 32, progress: Prog
             where[span] = np.arange(width)
         done += len(batch)
         if progress is not None:
-            progress(done, len(batches) and len(starts))
+            progress(done, len(batches))
     return TokenScores(ids=ids, loss=loss, rank=rank, top=top, block_position=where)
 
 
