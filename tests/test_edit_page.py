@@ -71,6 +71,13 @@ def test_run_keep_undo_and_nothing_on_disk_changes(monkeypatch, folder):
     fresh = load(folder / BUNDLED.name).model.state_dict()
     edited = kept.model.state_dict()
     assert not all(torch.equal(fresh[k], edited[k]) for k in fresh)
+    # the model every session shares (the page's own cache entry) is another object, bitwise the file's
+    from pages.shared_caches import load_cached
+
+    path = folder / BUNDLED.name
+    shared = load_cached(str(path), path.stat().st_mtime)
+    assert shared.model is not kept.model
+    assert all(torch.equal(fresh[k], v) for k, v in shared.model.state_dict().items())
     at.button(key="edit_undo").click().run()
     assert not at.exception
     assert not kept.edits and all(torch.equal(fresh[k], kept.model.state_dict()[k]) for k in fresh)
