@@ -535,3 +535,15 @@ def test_a_verdict_says_retrieved_borrowed_or_made_up_from_the_documents():
     ranking = answers.CandidateRanking("q", ["Leeds"], np.array([-0.1]))
     frame = answers.answers_frame({"m": answers.ProbeAnswer("q", "Leeds", 0.9, ranking)}, verdicts={"m": "borrowed"})
     assert list(frame.columns[:3]) == ["model", "greedy answer", "verdict"] and frame.at[0, "verdict"] == "borrowed"
+
+
+def test_a_long_names_attention_strip_labels_at_most_a_strips_worth_ending_at_the_mask():
+    # issue 41: for a long name every one of 38 keys was labelled and the browser's turned labels overlapped
+    tokens = list("Where was Maximilian von Hohenzollern born?") + [MASK_CHAR]
+    weights = np.full((2, len(tokens)), 1.0 / len(tokens))
+    fig = viz.answer_attention_heatmap(weights, tokens, ["layer 0", "layer 1"])
+    ticks = list(fig.layout.xaxis.tickvals)
+    assert len(ticks) <= viz.STRIP_LABELS and ticks[-1] == len(tokens) - 1 and fig.layout.xaxis.ticktext[-1] == "MASK"
+    step = ticks[1] - ticks[0]
+    assert all(b - a == step for a, b in zip(ticks, ticks[1:])) and step > 1
+    assert f"one in {step} labelled" in fig.layout.xaxis.title.text and fig.layout.xaxis.tickangle == -90
