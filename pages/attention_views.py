@@ -80,7 +80,9 @@ def window_controls(tokens: list[str], around: int | None = None) -> list[int] |
     matches = av.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
     step.button("Next", on_click=_next, args=(tokens,), disabled=len(matches) < 2,
                 help="Move the window to the next token that matches the search.")
-    window = move.slider("Tokens shown (first, last position)", 0, n - 1, key=WINDOW_KEY)
+    window = move.slider("Tokens shown (first, last position)", 0, n - 1, key=WINDOW_KEY,
+                         help="Positions from 0. Weights to keys outside the window are not drawn, so a row's "
+                              "cells need not add up to 1 here.")
     found = ""
     if st.session_state.get(FIND_KEY, "").strip():
         listed = ", ".join(str(m) for m in matches[:8]) + (", …" if len(matches) > 8 else "")

@@ -272,7 +272,8 @@ def knowledge_grids(counts: dict[str, Any], title: str | None = None) -> go.Figu
     # room for the panel titles under the chart's title: 30 px let a three-line title run into two-line panel
     # titles at 1024x768 (issue 41)
     panel_lines = max((t.count("<br>") + 1 for t in titles), default=1)
-    fig.update_layout(margin=dict(t=fig.layout.margin.t + 20 * panel_lines + 8),
-                      height=290 + 20 * panel_lines - 22,  # the title at the top, not in the margin's middle
-                      title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=10)))
+    height = 290 + 20 * panel_lines - 22
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + 20 * panel_lines + 8), height=height,
+                      # the title at the top (inside the chart), not in the middle of the now taller margin
+                      title=dict(yref="container", y=1 - 24 / height, yanchor="top"))
     return fig
