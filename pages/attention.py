@@ -51,11 +51,11 @@ text = st.text_area("Sentence", key="attn_text", height=68,
 controls = st.columns([3, 1, 1, 2])
 view = controls[0].radio("View", list(VIEW_TITLES), key="attn_view", format_func=VIEW_TITLES.get,
                          horizontal=True)
+words_slot = controls[0].empty()  # the Words toggle, once the run says whether any word is several pieces
 with controls[1]:
     layer = index_select("Layer", "attn_layer", loaded.config.n_layer)
 with controls[2]:
     head = index_select("Head", "attn_head", loaded.config.n_head)
-    words_slot = st.empty()  # the Words toggle, once the run says whether any word is several pieces
 if loaded.model.max_length is None:
     controls[3].checkbox("Run past the block size", key="attn_past",
                          help=f"This model's positions have no hard limit; it was trained on "

@@ -21,6 +21,7 @@ from core.figures import query_key as qk_figs
 from core.lens import attention as av
 from core.lens import query_key as qk
 from core.model.positional import scheme_label
+from core.text import visible_token
 from pages.display import fitted_columns, show_figure
 from pages.model_picker import selected_info
 from pages.page_state import COMBINE_METHODS
@@ -34,6 +35,12 @@ WINDOW_KEY, FIND_KEY = "attn_window", "attn_find"
 def _width() -> int:
     first, last = st.session_state.get(WINDOW_KEY) or (0, av.WINDOW_TOKENS - 1)
     return last - first + 1
+
+
+def fitting(tokens: list[str]) -> int:
+    """The window's first width: as many tokens as get every key labelled at 1024x768 (core.figures.attention),
+    at most av.WINDOW_TOKENS."""
+    return min(av.WINDOW_TOKENS, figs.columns_that_fit([visible_token(t) for t in tokens[:4096]]))
 
 
 def move_to(position: int, n_tokens: int) -> None:
@@ -65,15 +72,17 @@ def window_controls(tokens: list[str], around: int | None = None) -> list[int] |
         return None
     window = st.session_state.get(WINDOW_KEY)
     if window is None and around is not None:
-        window = av.window_around(around, n)
-    st.session_state[WINDOW_KEY] = av.clamp_window(window, n)
+        window = av.window_around(around, n, fitting(tokens))
+    st.session_state[WINDOW_KEY] = av.clamp_window(window, n, fitting(tokens))
     find, step, move = st.columns([2, 1, 5], vertical_alignment="bottom")
     find.text_input("Find a token", key=FIND_KEY, on_change=_found, args=(tokens,), placeholder="e.g. born",
                     help="Moves the window to the first token containing this text (case ignored).")
     matches = av.find_tokens(tokens, st.session_state.get(FIND_KEY, ""))
     step.button("Next", on_click=_next, args=(tokens,), disabled=len(matches) < 2,
                 help="Move the window to the next token that matches the search.")
-    window = move.slider("Tokens shown (first, last position)", 0, n - 1, key=WINDOW_KEY)
+    window = move.slider("Tokens shown (first, last position)", 0, n - 1, key=WINDOW_KEY,
+                         help="Positions from 0. Weights to keys outside the window are not drawn, so a row's "
+                              "cells need not add up to 1 here.")
     found = ""
     if st.session_state.get(FIND_KEY, "").strip():
         listed = ", ".join(str(m) for m in matches[:8]) + (", …" if len(matches) > 8 else "")
@@ -305,7 +314,7 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
         def build(r=r, l=l, h=h, q=q, side=side):  # one colour bar (right) and one set of query labels (left)
             weights, allowed = av.cut_to_window(r.attention[l, h], r.allowed, q)
             return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top, colorbar=side == "right",
-                                          query_labels=side == "left" or not same)
+                                          query_labels=side == "left" or not same, room=figs.PAGE_PX // 2)
         with column:
             st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
             fig = figure((key, other_key, side, layer, head, q and tuple(q), same), build, len(q or r.tokens) ** 2)

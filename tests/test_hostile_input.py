@@ -247,6 +247,10 @@ def try_input(session: PageSession, box: TextBox, hostile: HostileInput) -> list
     at = session.at
     ERRORS.take()
     try:
+        box.find(at)
+    except KeyError:  # a box drawn only for some inputs (the attention page's "Find a token", for a window):
+        at.run()  # the previous box's default restored but not run yet; run it, and the box is back
+    try:
         box.enter(at, hostile.text)
         at.run()
     except UnicodeEncodeError:

@@ -559,3 +559,15 @@ def test_fit_name_cuts_a_name_to_what_every_model_reads_with_the_longest_candida
     assert not answers.rank_candidates(model, tokenizer, questions.question_for(long_name), places).places
     # a model too small for the question files' names does not cut every name
     assert fit_name(long_name, readers, places, usual=60).note is None
+
+
+def test_a_long_names_attention_strip_labels_at_most_a_strips_worth_ending_at_the_mask():
+    # issue 41: for a long name every one of 38 keys was labelled and the browser's turned labels overlapped
+    tokens = list("Where was Maximilian von Hohenzollern born?") + [MASK_CHAR]
+    weights = np.full((2, len(tokens)), 1.0 / len(tokens))
+    fig = viz.answer_attention_heatmap(weights, tokens, ["layer 0", "layer 1"])
+    ticks = list(fig.layout.xaxis.tickvals)
+    assert len(ticks) <= viz.STRIP_LABELS and ticks[-1] == len(tokens) - 1 and fig.layout.xaxis.ticktext[-1] == "MASK"
+    step = ticks[1] - ticks[0]
+    assert all(b - a == step for a, b in zip(ticks, ticks[1:])) and step > 1
+    assert f"one in {step} labelled" in fig.layout.xaxis.title.text and fig.layout.xaxis.tickangle == -90

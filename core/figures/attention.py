@@ -33,8 +33,17 @@ HOVER_TOKENS_MAX = 32  # up to this many tokens the hover also names positions (
 # 2/3 of a 60-token map's JSON, 110 KB, which a projector laptop parses on every rerun); past it,
 # the hover names the two tokens from the category axes
 ROW_PX = 18  # a 13 px label's box is 17 px high: every row labelled up to (900 - margins) / 18 tokens
-COLUMNS_LABELLED = 20  # up to this many keys each gets its label (core.lens.attention.WINDOW_TOKENS: a window's)
-KEY_FONT = {**TOKEN_FONT, "size": 12}  # turned upright, a 12 px label takes 16 px of a 17+ px column at 1024 px
+KEY_FONT = {**TOKEN_FONT, "size": 12}  # turned upright, a 12 px label's box is 16 px wide: 17 px a column
+PAGE_PX, COLORBAR_PX, COLUMN_PX = 565, 94, 17  # at 1024x768 (sidebar open): the page, a colour bar, a labelled key
+
+
+def columns_that_fit(labels: list[str], colorbar: bool = True, query_labels: bool = True, room: int = PAGE_PX) -> int:
+    """How many keys get every label at 1024x768 in `room` px, beside the query labels (~9 px a character, the
+    longest up to 20, measured in Chromium) and the colour bar: 20 beside 'students', 18 beside
+    'mathematician'. The attention page sizes its window of tokens by it."""
+    longest = min(20, max((len(label) for label in labels), default=1))
+    plot = room - (9 * longest + 40 if query_labels else 20) - (COLORBAR_PX if colorbar else 10)
+    return max(plot // COLUMN_PX, 1)
 
 
 def attention_height(n_tokens: int) -> int:
@@ -71,7 +80,7 @@ def _labels(tokens: list[str], positions) -> list[str]:
 def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, title: str | None = None,
                       diverging: bool = False, zmax: float | None = None,
                       height: int | None = None, colorbar: bool = True, query_labels: bool = True,
-                      hovers: list[str] | None = None) -> go.Figure:
+                      hovers: list[str] | None = None, room: int = PAGE_PX) -> go.Figure:
     """One (T, T) map: query tokens as rows, key tokens as columns.
 
     `tokens` are display labels for positions 0..; `positions` (default 0..T-1) says which positions
@@ -80,7 +89,8 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     False; the hover shows the exact weight. `zmax` fixes the colour scale (e.g. shared by two maps);
     two maps side by side can share one colour bar (`colorbar=False` on the left one) and one set of query
     labels (`query_labels=False` on the right one), so both plots get the width those took. `hovers` (one per
-    position, e.g. the pieces behind a joined word) name each row and column on hover.
+    position, e.g. the pieces behind a joined word) name each row and column on hover. `room`: the px the map has at
+    1024x768 (half for two maps side by side), which says whether every key can be labelled.
     """
     import html
 
@@ -115,8 +125,8 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     if rows_have_room(height, labels):  # every query labelled: plotly's own thinning dropped every other one
         yaxis.update(tickmode="linear", dtick=1)
     xaxis = category_axis(title=dict(text="key"))
-    if T <= COLUMNS_LABELLED:  # every key labelled, upright: the page windows longer inputs to this many tokens
-        xaxis.update(tickmode="linear", dtick=1, tickangle=-90, tickfont=KEY_FONT)
+    if T <= columns_that_fit(labels, colorbar, query_labels, room):  # every key labelled, upright (the page's window
+        xaxis.update(tickmode="linear", dtick=1, tickangle=-90, tickfont=KEY_FONT)  # fits); else plotly thins them
     layout = attention_layout(title, height, xaxis=xaxis, yaxis=yaxis)
     trace = go.Heatmap(z=z, x=categories, y=categories, text=text, hovertemplate=hover, hoverongaps=False,
                        colorbar=dict(thickness=12, title=dict(text=value), tickfont=TOKEN_FONT),

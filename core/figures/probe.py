@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -16,7 +17,6 @@ from core.figures.common import (
     index_axis,
     run_colors,
     subplot_grid,
-    token_axis,
 )
 from core.lens.probe.answers import AMONG_CANDIDATES
 from core.text import visible_token
@@ -60,6 +60,9 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
     return base_layout(fig, html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
 
 
+STRIP_LABELS = 22  # key labels the answer's attention strip names at most (~400 px of plot at 1024x768)
+
+
 @finished
 def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
                              title: str | None = None, unit: str = "character") -> go.Figure:
@@ -78,8 +81,13 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
         z=weights, x=list(range(weights.shape[1])), y=list(range(weights.shape[0])), colorscale=SEQUENTIAL,
         zmin=0.0, zmax=max(float(weights.max()) if weights.size else 1.0, 1e-9), text=text,
         hovertemplate="%{text}<br>weight %{z:.4f}<extra></extra>", colorbar=dict(thickness=12)))
-    fig.update_xaxes(title=f"prompt {unit} (key)",  # tickangle auto: the browser turns labels that collide
-                     **token_axis(labels, list(range(len(labels)))))
+    # every k-th key labelled, upright: at 1024x768 the strip's plot is ~400 px, 16 px a 12 px label turned upright;
+    # all of a long name's 38 labels, turned by the browser, ran into each other (issue 41)
+    step = max(1, math.ceil(len(labels) / STRIP_LABELS))
+    shown = [*range(len(labels) - 1, -1, -step)][::-1]  # from the last key (the MASK) back: it is always named
+    fig.update_xaxes(title=f"prompt {unit} (key)" + (f", one in {step} labelled" if step > 1 else ""),
+                     tickmode="array", tickvals=shown, ticktext=[labels[i] for i in shown], tickangle=-90,
+                     tickfont={**TOKEN_FONT, "size": 12}, showgrid=False, zeroline=False)
     fig.update_yaxes(autorange="reversed", **index_axis(row_labels))
     # At least four rows' height: with a 2-layer model's two rows the colour bar had 57 px for its ticks.
     return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 4))
@@ -268,7 +276,8 @@ def knowledge_grids(counts: dict[str, Any], title: str | None = None) -> go.Figu
     # room for the panel titles under the chart's title: 30 px let a three-line title run into two-line panel
     # titles at 1024x768 (issue 41)
     panel_lines = max((t.count("<br>") + 1 for t in titles), default=1)
-    fig.update_layout(margin=dict(t=fig.layout.margin.t + 20 * panel_lines + 8),
-                      height=290 + 20 * panel_lines - 22,  # the title at the top, not in the margin's middle
-                      title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=10)))
+    height = 290 + 20 * panel_lines - 22
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + 20 * panel_lines + 8), height=height,
+                      # the title at the top (inside the chart), not in the middle of the now taller margin
+                      title=dict(yref="container", y=1 - 24 / height, yanchor="top"))
     return fig

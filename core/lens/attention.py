@@ -626,8 +626,8 @@ def find_tokens(tokens: list[str], text: str) -> list[int]:
 
 def window_caption(window: tuple[int, int], n_tokens: int) -> str:
     first, last = window
-    return (f"Tokens {first} to {last} ({last - first + 1} of {n_tokens}, positions from 0); weights to keys "
-            "outside this window are not drawn, so a row's cells need not add up to 1 here.")
+    # one line at 1024 px (two pushed a long question's map below the fold); the slider's help says the rest
+    return f"Tokens {first} to {last} ({last - first + 1} of {n_tokens}); keys outside the window are not drawn."
 
 
 def cut_to_window(attention: np.ndarray, allowed: np.ndarray, positions: list[int] | None

@@ -79,23 +79,26 @@ def test_a_512_token_input_is_a_window_the_search_moves(projector, server):
     loaded = load(server.checkpoints / f"{unlimited[0]}.safetensors")
     tokens = av.run_attention(loaded.model, loaded.tokenizer, loaded.task, LONG_TEXT, run_past_block=True).tokens
     assert len(tokens) == 512  # the page reads at most 512 tokens
+    from pages.attention_views import fitting
+
+    width = fitting(tokens)  # the window's first width: as many keys as get every label at 1024x768
     url = f"{server.url}/attention?model={unlimited[0]}&past=1&text={quote(LONG_TEXT)}"
     for view in ("single", "model", "qk"):
         open_page(projector, f"{url}&view={view}")
         projector.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
-        start = "Tokens " if view == "qk" else "Tokens 0 to 31 "  # the query-key view centres on its key
-        assert projector.get_by_text(start).filter(has_text="(32 of 512").first.is_visible(), view
+        start = "Tokens " if view == "qk" else f"Tokens 0 to {width - 1} "  # query-key: centred on its key
+        assert projector.get_by_text(start).filter(has_text=f"({width} of 512").first.is_visible(), view
         measured = projector.evaluate(LABELS_JS, 0)  # the first panel's axes (the model view: its rows)
         if view != "model":
             check_labels(measured["x"], f"{view}: keys at 512 tokens")
         check_labels(measured["y"], f"{view}: {'dimensions' if view == 'qk' else 'queries'} at 512 tokens")
     needle = max(tokens[100:400], key=len)  # the longest token there: a word, or a letter for a character model
-    first, last = av.window_around(av.find_tokens(tokens, needle)[0], len(tokens))
+    first, last = av.window_around(av.find_tokens(tokens, needle)[0], len(tokens), width)
     box = projector.get_by_label("Find a token", exact=True)
     box.fill(needle)
     box.press("Enter")
     projector.get_by_text("match the search: positions").first.wait_for(timeout=WAIT_MS)
     wait_idle(projector)
-    assert projector.get_by_text(f"Tokens {first} to {last} (32 of 512").first.is_visible()
+    assert projector.get_by_text(f"Tokens {first} to {last} ({width} of 512").first.is_visible()
     assert_charts_keep_their_texts(projector, "query-key view at 512 tokens")
     screenshot(projector, "projector-query-key-512")

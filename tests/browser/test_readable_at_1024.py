@@ -121,3 +121,15 @@ def test_extrapolation_shows_progress_can_be_stopped_and_names_its_columns(proje
     assert time.monotonic() - started < 10, "Stop did not stop the run"
     wait_idle(projector)
     assert projector.locator('[data-testid="stProgress"]').count() == 0
+
+
+def test_the_probes_attention_strip_keeps_a_long_names_labels_apart(projector, server):
+    if not bundled(server):
+        pytest.skip("needs the bundled birthplace models")
+    open_page(projector, f"{server.url}/probe?name={quote('Maximilian Alexander Konstantin von Hohenzollern')}")
+    projector.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
+    titles = [c["title"]["text"] if c["title"] else "" for c in projector.evaluate(PLOTS_JS)]
+    strip = next(i for i, t in enumerate(titles) if "MASK looks" in t)
+    measured = projector.evaluate(LABELS_JS, strip)
+    check_labels(measured["x"], "strip keys")  # 38 keys turned by the browser ran into each other
+    assert measured["x"][-1]["text"] == "MASK"
