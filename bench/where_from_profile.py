@@ -3,8 +3,10 @@ AppTest, each measured rerun under cProfile (in the script's own thread), its ti
 
     python -m bench.where_from_profile [--names 4] [--top 0]
 
-Rows: "open 'Where from'" (closed, then opened: measured is the opening, as bench.browser_latency times it) and
-"name, with 'Where from' open (new traces)" (a name not asked yet, so every cache misses). The bundled
+Rows: "open 'Where from'" (closed, then opened: measured is the opening, as bench.browser_latency times it),
+"name, with 'Where from' open (new traces)" (a name not asked yet, so every cache misses) and "'Where from' seed"
+(a seed not traced yet: one new causal trace). Each change is rerun as a browser asks (`BrowserReruns`): only the
+fragment the changed widget is in, else the whole page. The bundled
 checkpoints and the knowledge world, as the app serves them. Shares are of the rerun's profiled time (the box is
 shared: compare shares and ratios in one run, not seconds across runs). `--top N` also prints the N functions of
 the project with the most cumulative time. Categories overlap where one calls another (the model work inside
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 
 from streamlit.runtime.scriptrunner import script_runner
-from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import AppTest, local_script_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["Lise Meitner", "Paul Dirac", "Max Born", "Otto Hahn", "Rosalind Franklin", "Dorothy Hodgkin",
@@ -33,12 +35,12 @@ CATEGORIES = [
     ("answers of the 3 models, candidates, attention at the answer (probe_views)",
      [("pages/probe_views.py", "show_example")]),
     ("answers by training step", [("pages/training_steps.py", "show_answers_by_step")]),
-    ("where-from view (all of it)", [("pages/where_from_view.py", "question_view")]),
-    ("  reading: record, lens, attribution, input attribution",
-     [("core/lens/where_from/analyses.py", "read_question"), ("core/lens/where_from/analyses.py", "record"),
-      ("core/lens/where_from/analyses.py", "logit_lens"), ("core/lens/where_from/analyses.py", "direct_attribution"),
-      ("core/lens/where_from/analyses.py", "input_attribution")]),
-    ("  causal trace (3 panels)", [("core/lens/where_from/analyses.py", "causal_trace")]),
+    ("where-from view (all of it)", [("pages/where_from_view.py", "question_view"),
+                                     ("pages/where_from_view.py", "_question_fragment")]),
+    ("  reading (computed): record, lens, attributions", [("pages/where_from_view.py", "cached_reading")]),
+    ("    of which input attribution (integrated gradients)", [("core/lens/where_from/analyses.py",
+                                                                "input_attribution")]),
+    ("  causal trace (computed: clean, corrupted, restored passes)", [("pages/where_from_view.py", "cached_trace")]),
     ("  figure building (core.figures.where_from)", [("core/figures/where_from.py", "logit_lens_heatmap"),
                                                      ("core/figures/where_from.py", "attribution_bars"),
                                                      ("core/figures/where_from.py", "causal_trace_panels"),
@@ -72,12 +74,46 @@ class ThreadProfile:
         script_runner.ScriptRunner._run_script = run_script
 
 
+class BrowserReruns:
+    """AppTest reruns the whole script on every change; a browser reruns only the fragment the changed widget is
+    in. This sends each change as the browser would: the fragment id the widget's element carried (none outside
+    a fragment, then the whole page), read from the messages of the run before."""
+
+    def __init__(self) -> None:
+        self.sent: list = []
+        self._parse = local_script_runner.parse_tree_from_messages
+        self._rerun_data = local_script_runner.RerunData
+        local_script_runner.parse_tree_from_messages = self._keep
+
+    def _keep(self, messages):
+        self.sent = list(messages)
+        return self._parse(messages)
+
+    def fragment_of(self, widget_key: str) -> str:
+        for msg in self.sent:
+            element = msg.delta.new_element if msg.HasField("delta") else None
+            kind = element.WhichOneof("type") if element is not None else None
+            if kind and widget_key in getattr(getattr(element, kind), "id", ""):
+                return msg.delta.fragment_id
+        return ""
+
+    def scoped_to(self, widget_key: str) -> None:
+        """The next run: only the fragment of this widget, if it is in one."""
+        fragment, real = self.fragment_of(widget_key), self._rerun_data
+        local_script_runner.RerunData = (lambda **fields: real(**fields, fragment_id_queue=[fragment])) \
+            if fragment else real
+
+
 def cumulative(stats: pstats.Stats, targets) -> float:
-    total = 0.0
+    """The targets' cumulative times added up, but for one function calling the next of a category (the view
+    and the fragment inside it): there the largest counts."""
+    times = {(suffix, name): 0.0 for suffix, name in targets}
     for (file, _, func), (_, _, _, cum, _) in stats.stats.items():
-        if any(file.endswith(suffix) and func == name for suffix, name in targets):
-            total += cum
-    return total
+        for suffix, name in targets:
+            if file.endswith(suffix) and func == name:
+                times[suffix, name] += cum
+    view = [times.pop(k) for k in list(times) if k[1] in ("question_view", "_question_fragment")]
+    return sum(times.values()) + max(view, default=0.0)
 
 
 def shares(profile: cProfile.Profile) -> tuple[float, dict[str, float], pstats.Stats]:
@@ -86,8 +122,10 @@ def shares(profile: cProfile.Profile) -> tuple[float, dict[str, float], pstats.S
     return run, {label: cumulative(stats, targets) for label, targets in CATEGORIES}, stats
 
 
-def measured(at: AppTest, probe: ThreadProfile, act) -> tuple[float, float, dict[str, float], pstats.Stats]:
+def measured(at: AppTest, probe: ThreadProfile, browser: BrowserReruns, widget_key: str, act
+             ) -> tuple[float, float, dict[str, float], pstats.Stats]:
     probe.profile = cProfile.Profile()
+    browser.scoped_to(widget_key)
     start = time.perf_counter()
     act().run()
     wall = time.perf_counter() - start
@@ -97,28 +135,42 @@ def measured(at: AppTest, probe: ThreadProfile, act) -> tuple[float, float, dict
     return wall, run, parts, stats
 
 
+def typed(at: AppTest, key: str, value: str) -> AppTest:
+    """A widget's new value through the session state: after a fragment's run the tree holds only that
+    fragment's elements, so the page's name box may not be in it."""
+    at.session_state[key] = value
+    return at
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", type=int, default=4, help="measured tries per row (new names: at most 12)")
     parser.add_argument("--top", type=int, default=0, help="also print the project's N slowest functions")
     parser.add_argument("--dump", type=Path, default=None,
-                        help="write each row's last profile here (pstats files NAME-open.prof, NAME-name.prof)")
+                        help="write each row's last profile to DUMP-0.prof, DUMP-1.prof, ... (pstats; rows in order)")
     args = parser.parse_args(argv)
     probe = ThreadProfile()
     probe.install()
+    browser = BrowserReruns()
     at = AppTest.from_file(str(ROOT / "pages" / "probe.py"), default_timeout=600)
     at.query_params["tab"] = "ask"
     at.query_params["name"] = "Alan Turing"
     at.run()  # models loaded, corpus read, first answers: not measured
     toggle = "wf_ask_open"
     at.toggle(key=toggle).set_value(True).run()  # warm: the first where-from
-    rows: dict[str, list] = {"open 'Where from'": [], "name, with 'Where from' open (new traces)": []}
+    rows: dict[str, list] = {"open 'Where from'": [], "name, with 'Where from' open (new traces)": [],
+                             "'Where from' seed (a new trace)": []}
     last_stats = {}
     for i in range(min(args.names, len(NAMES))):
+        browser.scoped_to(toggle)
         at.toggle(key=toggle).set_value(False).run()
-        rows["open 'Where from'"].append(measured(at, probe, lambda: at.toggle(key=toggle).set_value(True)))
-        row = "name, with 'Where from' open (new traces)"
-        rows[row].append(measured(at, probe, lambda i=i: at.text_input(key="probe_ask").set_value(NAMES[i])))
+        rows["open 'Where from'"].append(measured(at, probe, browser, toggle,
+                                                  lambda: at.toggle(key=toggle).set_value(True)))
+        rows["name, with 'Where from' open (new traces)"].append(measured(
+            at, probe, browser, "probe_ask", lambda i=i: typed(at, "probe_ask", NAMES[i])))
+        rows["'Where from' seed (a new trace)"].append(measured(
+            at, probe, browser, "wf_ask_seed", lambda: at.number_input(key="wf_ask_seed").set_value(
+                at.number_input(key="wf_ask_seed").value + 1)))
     for row, tries in rows.items():
         wall = statistics.median(t[0] for t in tries)
         run = statistics.median(t[1] for t in tries)
@@ -132,7 +184,7 @@ def main(argv=None) -> int:
         print(f"| the rest (page script, widgets, corpus, cache keys) | {max(0.0, 1 - top):.0%} |")
         last_stats[row] = tries[-1][3]
         if args.dump:
-            tries[-1][3].dump_stats(f"{args.dump}-{'open' if row.startswith('open') else 'name'}.prof")
+            tries[-1][3].dump_stats(f"{args.dump}-{list(rows).index(row)}.prof")
     if args.top:
         for row, stats in last_stats.items():
             print(f"\n## {row}: the project's {args.top} slowest functions (cumulative, last try)")

@@ -17,7 +17,8 @@ import pages.probe_views
 import pages.training_steps
 from core.figures import where_from as viz
 from core.lens import where_from as wf
-from tests.test_where_from_page import bundled_one, open_probe, small_world  # noqa: F401 (fixtures)
+from tests.conftest import ROOT
+from tests.test_where_from_page import KNOWLEDGE, MODEL, bundled_one, open_probe, small_world  # noqa: F401
 
 
 @dataclasses.dataclass
@@ -100,3 +101,20 @@ def test_where_from_options_rerun_the_view_alone(monkeypatch, bundled_one, small
                   lambda: at.toggle(key="wf_ask_open").set_value(True))
     assert len(at.get("plotly_chart")) == 4 and counted.figures == 5  # opened again: every figure as kept
     assert counted.page == 2 and counted.traces == 2
+
+
+def test_the_dev_average_offer_leaves_the_fragment_for_its_tab(monkeypatch, tmp_path, counted, sent):
+    """The offer of the dev-set average switches the probe's tab: clicked inside the fragment it must rerun the
+    whole page (a fragment's rerun alone would leave the Ask tab on screen)."""
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    for suffix in (".safetensors", ".where_from.json"):
+        (folder / f"{MODEL}{suffix}").symlink_to(ROOT / "checkpoints" / f"{MODEL}{suffix}")
+    at = open_probe(monkeypatch, folder, KNOWLEDGE, tab="ask", wf="1")  # the first dev person: a grid that
+    key = "wf_ask_teach__open_dev_average"  # teaches little, so the offer is made
+    fragment = fragment_of(sent, key)
+    assert fragment  # the offer is drawn inside the fragment
+    browser_rerun(monkeypatch, at, fragment, lambda: at.button(key=key).click())
+    assert at.session_state["probe_tab"] == "Dev set"
+    drawn = {t.key: t.value for t in at.toggle}
+    assert drawn.get("wf_dev_open") is True, drawn  # the Dev set tab drawn: the whole page ran
