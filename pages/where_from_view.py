@@ -249,7 +249,13 @@ def _question_fragment(loaded, name: str, question: str, truth: str | None, swap
 
 def dev_view(loaded, name: str, questions_path: str | Path, key: str = DEV_KEY) -> None:
     """The causal traces averaged over the dev people (stored x answered, wrong answers), kept beside the
-    checkpoint: read at once when kept, else computed on request with a progress bar."""
+    checkpoint: read at once when kept, else computed on request with a progress bar. A fragment: its options
+    (corruption, people) rerun this view alone, not the Dev set tab's analyses (issue 45)."""
+    _dev_fragment(loaded, name, str(questions_path), key)
+
+
+@st.fragment
+def _dev_fragment(loaded, name: str, questions_path: str, key: str) -> None:
     _state(key)
     if not st.toggle("Where from, averaged over the dev people", key=f"{key}_open", on_change=_save, args=(key,)):
         return

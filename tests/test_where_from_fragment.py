@@ -8,6 +8,7 @@ page reruns, and the counts below say so)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -118,3 +119,26 @@ def test_the_dev_average_offer_leaves_the_fragment_for_its_tab(monkeypatch, tmp_
     assert at.session_state["probe_tab"] == "Dev set"
     drawn = {t.key: t.value for t in at.toggle}
     assert drawn.get("wf_dev_open") is True, drawn  # the Dev set tab drawn: the whole page ran
+
+
+def test_the_dev_average_options_rerun_the_view_alone(monkeypatch, tmp_path, sent):
+    """On the Dev set tab, choosing other people for the averaged grids reruns that view, not the tab's
+    analyses of every dev question."""
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    for suffix in (".safetensors", ".where_from.json"):
+        (folder / f"{MODEL}{suffix}").symlink_to(ROOT / "checkpoints" / f"{MODEL}{suffix}")
+    analyses = []
+    analysis = pages.probe_views.cached_analysis
+    monkeypatch.setattr(pages.probe_views, "cached_analysis",
+                        lambda *args, **kwargs: analyses.append(1) or analysis(*args, **kwargs))
+    at = open_probe(monkeypatch, folder, KNOWLEDGE, tab="dev", wf="1")
+    assert len(analyses) == 1  # one model's analysis of the dev questions, on the whole run
+    groups = at.selectbox(key="wf_dev_group").options
+    assert len(groups) > 1, groups
+    other = groups[1]
+    browser_rerun(monkeypatch, at, fragment_of(sent, "wf_dev_group"),
+                  lambda: at.selectbox(key="wf_dev_group").set_value(other.split(" (")[0]))
+    assert len(analyses) == 1, "choosing the people reran the Dev set tab's analyses"
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert any(other.split(" (")[0] in t and "mean over people" in t for t in titles), titles
