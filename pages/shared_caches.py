@@ -4,7 +4,8 @@
   as one sentence on screen), one model card per file version; `model_version` is the key of a loaded
   model in the pages' own caches (its file and training step, and the file's modification time);
 - attention: one trace per (model content, step, text, options) and one browser-ready figure per (trace,
-  view, the view's choices).
+  view, the view's choices); the probe's "Where from" keeps its figures there too, per what they show
+  (pages/where_from_view.py).
 
 st.cache_resource, not st.cache_data: a hit hands every session the same object, where st.cache_data
 unpickles a copy on every hit of every run (bench/server_work.py measures the difference). Shared objects are

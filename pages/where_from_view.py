@@ -26,7 +26,7 @@ from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import show_figure
 from pages.page_state import PROBE_TABS, WHERE_FROM_CORRUPTIONS, WhereFromState
-from pages.shared_caches import model_version
+from pages.shared_caches import figure, model_version
 
 DEV_KEY = "wf_dev"  # the dev-set average's widget prefix (dev_view's key)
 DEV_TAB = PROBE_TABS["dev"]  # the probe tab it is drawn on
@@ -97,23 +97,32 @@ def cached_next_piece(path: str, modified: float, text: str, _loaded):
 # --------------------------------------------------------------------------- the parts
 
 
-def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PIECE) -> None:
+def _shown(figure_key: tuple | None, view: str, build, cells: int):
+    """The figure as sent, built once per (what it shows, view) and shared (pages.shared_caches.figure); built
+    afresh where no key says what it shows."""
+    return build() if figure_key is None else figure((*figure_key, view), build, cells)
+
+
+def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PIECE,
+               figure_key: tuple | None = None) -> None:
     st.markdown(f"**Logit lens**: the stream after each layer read through the final {lens.norm} and the output head")
     st.write(plain(lens.sentence()))  # the finding: body text, not a grey caption
-    fig = viz.logit_lens_heatmap(lens.answer_prob, lens.top_pieces, lens.tokens, lens.layers, lens.answer_piece,
-                                 title=f"{name}: {measured} by layer", measured=measured)
+    fig = _shown(figure_key, f"lens {measured}", lambda: viz.logit_lens_heatmap(
+        lens.answer_prob, lens.top_pieces, lens.tokens, lens.layers, lens.answer_piece,
+        title=f"{name}: {measured} by layer", measured=measured), lens.answer_prob.size)
     show_figure(fig, f"{name}-logit-lens", key=f"{key}_lens_chart")
     _csv(pd.DataFrame(lens.rows()), "Logit lens (CSV)", f"{name}-logit-lens.csv", f"{key}_lens_csv")
 
 
-def _attribution_part(attribution: wf.Attribution, name: str, key: str) -> None:
+def _attribution_part(attribution: wf.Attribution, name: str, key: str, figure_key: tuple | None = None) -> None:
     st.markdown("**Direct attribution**: the answer's logit split over the embeddings, each head and each MLP")
     st.write(plain(attribution.sentence()))
     st.caption(plain(f"The final {attribution.norm}'s scale is frozen at its value in this pass, as TransformerLens "
                      f"freezes it, so that the pieces add up to the logit: {attribution.total:.4f} against "
                      f"{attribution.logit:.4f}."))
-    fig = viz.attribution_bars(attribution.names, attribution.values, attribution.logit, attribution.answer_piece,
-                               title=f"{name}: what writes {attribution.answer_piece}")
+    fig = _shown(figure_key, "attribution", lambda: viz.attribution_bars(
+        attribution.names, attribution.values, attribution.logit, attribution.answer_piece,
+        title=f"{name}: what writes {attribution.answer_piece}"), len(attribution.values))
     show_figure(fig, f"{name}-attribution", key=f"{key}_attr_chart")
     _csv(pd.DataFrame(attribution.rows()), "Attribution (CSV)", f"{name}-attribution.csv", f"{key}_attr_csv")
 
@@ -140,8 +149,10 @@ def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], 
         st.markdown("**This question's grid teaches little.** " + plain(lesson))
         offer_teaching_views(key, ct.corruption, swappable=_swappable(loaded, q, swap_names))
     measure = "share recovered"
-    fig = viz.causal_trace_panels({k: ct.recovered(k) for k in wf.KINDS}, ct.impossible, q.tokens, q.name_positions,
-                                  measure=measure, title=f"{name}: restoring one state ({ct.metric})")
+    shown = (*model_version(loaded), q.question, q.truth, name, corruption, int(samples), int(seed), hash(swap_names))
+    fig = figure((*shown, "causal trace"), lambda: viz.causal_trace_panels(
+        {k: ct.recovered(k) for k in wf.KINDS}, ct.impossible, q.tokens, q.name_positions, measure=measure,
+        title=f"{name}: restoring one state ({ct.metric})"), len(wf.KINDS) * ct.impossible.size)
     show_figure(fig, f"{name}-causal-trace", key=f"{key}_trace_chart")
     swapped = f" Names swapped in: {', '.join(ct.swapped_names)}." if ct.swapped_names else ""
     st.caption(plain(f"{KIND_HELP} The name's pieces are bold. {ct.samples} sample(s), seed {ct.seed}"
@@ -184,15 +195,17 @@ def offer_teaching_views(key: str, corruption: str, swappable: bool) -> None:
         return
     st.write("What does teach: " + "; or ".join(f"{label.lower()} ({why})" for label, _, _, why in offers) + ".")
     for column, (label, action, args, _) in zip(st.columns(len(offers)), offers, strict=True):
-        column.button(label, key=f"{key}_teach_{action.__name__}", on_click=action, args=args)
+        if column.button(label, key=f"{key}_teach_{action.__name__}", on_click=action, args=args) \
+                and action is _open_dev_average:
+            st.rerun(scope="app")  # another tab: the whole page, not only the fragment this view may be in
 
 
-def _salience_part(salience: wf.InputAttribution, name: str, key: str) -> None:
+def _salience_part(salience: wf.InputAttribution, name: str, key: str, figure_key: tuple | None = None) -> None:
     st.markdown("**Input attribution**: which pieces of the question the answer's log-probability leans on")
-    fig = viz.salience_chips(salience.tokens, {"gradient x input": salience.gradient_x_input,
-                                               f"integrated gradients ({salience.steps} steps)":
-                                                   salience.integrated_gradients},
-                             title=f"{name}: salience for {salience.answer_piece}")
+    fig = _shown(figure_key, "salience", lambda: viz.salience_chips(
+        salience.tokens, {"gradient x input": salience.gradient_x_input,
+                          f"integrated gradients ({salience.steps} steps)": salience.integrated_gradients},
+        title=f"{name}: salience for {salience.answer_piece}"), 2 * len(salience.tokens))
     show_figure(fig, f"{name}-salience", key=f"{key}_salience_chart")
     st.caption(plain(f"Baseline: every token embedding zero (positions kept), the target piece "
                      f"{salience.answer_piece!r} held fixed; each column scaled to its largest magnitude (the "
@@ -206,7 +219,14 @@ def _salience_part(salience: wf.InputAttribution, name: str, key: str) -> None:
 
 
 def question_view(loaded, name: str, question: str, truth: str | None, swap_names=(), key: str = "wf_ask") -> None:
-    """The probe's "Where from" for one question and one model (a toggle; its options in the URL)."""
+    """The probe's "Where from" for one question and one model (a toggle; its options in the URL). A fragment:
+    opening it or changing its options reruns this view alone, not the probe page's answers (issue 45)."""
+    _question_fragment(loaded, name, question, truth, tuple(swap_names), key)
+
+
+@st.fragment
+def _question_fragment(loaded, name: str, question: str, truth: str | None, swap_names: tuple[str, ...],
+                       key: str) -> None:
     _state(key)
     if not st.toggle("Where from: logit lens, attribution, causal tracing", key=f"{key}_open", on_change=_save,
                      args=(key,)):
@@ -218,17 +238,24 @@ def question_view(loaded, name: str, question: str, truth: str | None, swap_name
         st.warning(plain(str(exc)))
         return
     (st.info if q.own_answer else st.caption)(plain(q.note))
+    shown = (*model_version(loaded), question, truth, name)  # what the reading's figures show
     # one under the other: side by side at 1024 px the lens's cells and the bars' labels had ~200 px and overlapped
-    _lens_part(lens, name, key)
-    _attribution_part(attribution, name, key)
-    _trace_part(loaded, name, q, tuple(swap_names), key)
+    _lens_part(lens, name, key, figure_key=shown)
+    _attribution_part(attribution, name, key, figure_key=shown)
+    _trace_part(loaded, name, q, swap_names, key)
     if salience is not None:
-        _salience_part(salience, name, key)
+        _salience_part(salience, name, key, figure_key=shown)
 
 
 def dev_view(loaded, name: str, questions_path: str | Path, key: str = DEV_KEY) -> None:
     """The causal traces averaged over the dev people (stored x answered, wrong answers), kept beside the
-    checkpoint: read at once when kept, else computed on request with a progress bar."""
+    checkpoint: read at once when kept, else computed on request with a progress bar. A fragment: its options
+    (corruption, people) rerun this view alone, not the Dev set tab's analyses (issue 45)."""
+    _dev_fragment(loaded, name, str(questions_path), key)
+
+
+@st.fragment
+def _dev_fragment(loaded, name: str, questions_path: str, key: str) -> None:
     _state(key)
     if not st.toggle("Where from, averaged over the dev people", key=f"{key}_open", on_change=_save, args=(key,)):
         return
