@@ -74,7 +74,7 @@ else:
 # A key keeps the open tab across the rerun that follows an upload (the success message above would
 # otherwise remount the tabs on their first one).
 mingpt_tab, nanogpt_tab, ours_tab, hf_tab, records_tab = st.tabs(
-    ["CS224N minGPT params", "nanoGPT", "Attention Lab checkpoint", "Hugging Face folder",
+    ["CS224N minGPT", "nanoGPT", "Attention Lab checkpoint", "Hugging Face",
      "Attention records"], key="open_model_tab", on_change="rerun")
 
 with mingpt_tab:

@@ -52,7 +52,8 @@ CONFIDENCE = st.column_config.NumberColumn(
     format="percent", help="Probability of the greedy answer (its characters and the closing ⁇).")
 # The Ask table's confidence, named for what it is: the chart beside it shows the share among the candidates
 WHOLE_ANSWER_COLUMN = st.column_config.NumberColumn(
-    answers.WHOLE_ANSWER, format="percent", help="The greedy answer's characters and its closing ⁇, multiplied; "
+    answers.WHOLE_ANSWER, format="percent",
+    help="The probability of the whole greedy answer: its pieces' and the closing ⁇'s, multiplied; "
     f"the chart shows the {answers.AMONG_CANDIDATES} (the same numbers divided by their sum over the candidate list), "
     f"the logit lens the {answers.FIRST_PIECE} alone.")
 VERDICT = st.column_config.TextColumn(

@@ -140,7 +140,7 @@ def test_each_number_for_one_answer_is_named_for_what_it_is(monkeypatch, bundled
                     wf_samples="1")
     table = at.dataframe[0]
     columns = json.loads(table.proto.columns)
-    assert columns["confidence"]["label"] == "probability of the whole answer", columns
+    assert columns["confidence"]["label"] == "P(whole answer)", columns
     specs = {json.loads(c.proto.spec)["layout"]["title"]["text"].replace("<br>", " "): json.loads(c.proto.spec)
              for c in at.get("plotly_chart")}
     bars = next(s for t, s in specs.items() if "candidates" in t)

@@ -176,7 +176,7 @@ def allowed(tmp_path) -> Path:
 
 def test_folder_boxes_say_what_a_file_is(monkeypatch, tiny_checkpoints, allowed):
     at = _open_model(monkeypatch, tiny_checkpoints, allowed)
-    at.session_state["open_model_tab"] = "Hugging Face folder"
+    at.session_state["open_model_tab"] = "Hugging Face"
     at.run()
     for kind, (name, _) in SAMPLES.items():
         path = str(allowed / f"{kind}-{name}")

@@ -23,7 +23,8 @@ from core.model.transformer import Transformer
 
 # Three numbers describe one answer; each view names the one it shows (issue 41: 36.90% in the table and 45.1% in
 # the chart read as two numbers for one thing).
-WHOLE_ANSWER = "probability of the whole answer"  # P(answer + ⁇ | question + ⁇): the table's confidence
+# the table's confidence, P(answer + ⁇ | question + ⁇); short, so the answers table keeps its names whole at 1024 px
+WHOLE_ANSWER = "P(whole answer)"
 AMONG_CANDIDATES = "share among the candidates"  # that probability normalised over the candidate list: the chart
 FIRST_PIECE = "probability of the first piece"  # the answer's first token only: the logit lens
 
