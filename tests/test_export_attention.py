@@ -8,7 +8,7 @@ import pytest
 from core.io.checkpoint import load
 from core.lens import attention as av
 from core.lens.export import main
-from tests.test_attention_page import array, assert_no_exception, charts, model_attention, open_page
+from tests.test_attention_page import array, assert_no_exception, charts, drawn, model_attention, open_page
 
 TEXT = "Ada was born in London."
 
@@ -35,10 +35,10 @@ def test_export_and_page_agree(tiny_checkpoints, tmp_path, monkeypatch):
     at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", text=TEXT, layer="1", head="2")
     assert_no_exception(at)
     (fig,) = charts(at)
-    z = array(fig["data"][0]["z"])
+    z, p = array(fig["data"][0]["z"]), drawn(fig)  # past av.WHOLE_UP_TO tokens the page draws a window
     shown = ~np.isnan(z)
-    np.testing.assert_array_equal(z[shown], data["attention"][1, 2][shown])
-    np.testing.assert_array_equal(shown, data["allowed"])
+    np.testing.assert_array_equal(z[shown], data["attention"][1, 2][np.ix_(p, p)][shown])
+    np.testing.assert_array_equal(shown, data["allowed"][np.ix_(p, p)])
 
 
 @pytest.mark.parametrize("args,message", [

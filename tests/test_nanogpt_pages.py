@@ -20,7 +20,7 @@ from core.io.nanogpt import convert_nanogpt_files
 from core.text import visible_token
 from pages.page_state import POSITIONAL_SECTION_TITLES
 from tests.conftest import ROOT
-from tests.test_attention_page import VIEWS, array, charts
+from tests.test_attention_page import VIEWS, array, charts, drawn
 from tests.test_nanogpt import CHARS, RunsCode, meta_pkl, nanogpt_ckpt, reference_forward
 
 
@@ -55,9 +55,9 @@ def test_every_attention_view_draws_the_converted_model(monkeypatch, converted):
     (fig,) = charts(at)
     idx = torch.tensor([[CHARS.index(c) for c in text]])
     logits, attention = reference_forward(ckpt["model"], idx)
-    z = array(fig["data"][0]["z"])
-    allowed = np.tril(np.ones((len(text), len(text)), dtype=bool))
-    np.testing.assert_allclose(z[allowed], attention[1, 0, 2].numpy()[allowed], atol=1e-5)
+    z, p = array(fig["data"][0]["z"]), drawn(fig)  # past av.WHOLE_UP_TO characters the page draws a window
+    allowed = np.tril(np.ones((len(text), len(text)), dtype=bool))[np.ix_(p, p)]
+    np.testing.assert_allclose(z[allowed], attention[1, 0, 2].numpy()[np.ix_(p, p)][allowed], atol=1e-5)
     next_table = [d.value for d in at.dataframe if "next #1" in d.value.columns][0]
     probs = torch.softmax(logits[0, -1], dim=-1)  # the reference's next character after the sentence
     expected = f"{visible_token(CHARS[int(probs.argmax())])}  {100 * float(probs.max()):.1f}%"

@@ -25,7 +25,7 @@ from pages import probe_views
 from pages.page_state import AttentionState, from_url, to_url
 from pages.shared_caches import model_version
 from tests.conftest import ROOT
-from tests.test_attention_page import array, charts
+from tests.test_attention_page import array, charts, drawn
 from tests.test_probe_page import small_world  # noqa: F401 - a fixture
 
 APP = str(ROOT / "app.py")
@@ -68,6 +68,12 @@ def heatmap(at: AppTest) -> np.ndarray:
     return np.nan_to_num(array(charts(at)[0]["data"][0]["z"]))  # masked cells are drawn as gaps
 
 
+def in_view(at: AppTest, full: np.ndarray) -> np.ndarray:
+    """The part of a whole attention map that the page's map draws (a window past av.WHOLE_UP_TO tokens)."""
+    p = drawn(charts(at)[0])
+    return full[np.ix_(p, p)]
+
+
 def attention_at(path: Path, step: int | None, text: str, layer: int = 0, head: int = 0) -> np.ndarray:
     loaded = ckpt.load(path)
     model = loaded.model if step is None else snap_files.model_at(loaded, snap_files.snapshots_of(loaded), step)
@@ -83,13 +89,13 @@ def test_the_slider_walks_the_same_view_through_the_kept_steps(monkeypatch, fold
     text = at.text_area(key="attn_text").value
     path = folder / "tiny-lm.safetensors"
     # the last position is the checkpoint itself (float32), not its float16 snapshot
-    np.testing.assert_allclose(heatmap(at), attention_at(path, None, text, 1, 2), atol=1e-6)
+    np.testing.assert_allclose(heatmap(at), in_view(at, attention_at(path, None, text, 1, 2)), atol=1e-6)
     assert "of 30 · loss 1.500" in [c.value for c in at.caption]
     assert slider.help.startswith("step 30 of 30: 1,920 tokens seen, training loss 1.500. The weights after each of")
     slider.set_value(3).run()
     assert not at.exception
-    np.testing.assert_allclose(heatmap(at), attention_at(path, 3, text, 1, 2), atol=1e-6)
-    assert not np.allclose(heatmap(at), attention_at(path, None, text, 1, 2), atol=1e-3)
+    np.testing.assert_allclose(heatmap(at), in_view(at, attention_at(path, 3, text, 1, 2)), atol=1e-6)
+    assert not np.allclose(heatmap(at), in_view(at, attention_at(path, None, text, 1, 2)), atol=1e-3)
     assert at.query_params["step"] == "3" and at.query_params["layer"] == "1" and at.query_params["head"] == "2"
     assert at.text_area(key="attn_text").value == text
 
@@ -109,7 +115,7 @@ def test_the_last_position_is_the_checkpoint_when_no_snapshot_has_its_step(monke
     slider = at.select_slider(key="attn_step")
     assert [int(o) for o in slider.options] == list(STEPS) and slider.value == 30
     assert "of 30 · the checkpoint" in [c.value for c in at.caption]
-    np.testing.assert_allclose(heatmap(at), attention_at(path, None, at.text_area(key="attn_text").value),
+    np.testing.assert_allclose(heatmap(at), in_view(at, attention_at(path, None, at.text_area(key="attn_text").value)),
                                atol=1e-6)
 
 

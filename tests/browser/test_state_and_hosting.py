@@ -97,7 +97,8 @@ def test_an_added_model_stays_selected_listed_and_on_its_tab(tab, hosted, tmp_pa
     open_page(tab, hosted.url + "/open_model")
     tab.get_by_role("tab", name="Attention Lab checkpoint").click()
     wait_idle(tab)
-    tab.locator('[data-testid="stFileUploader"] input[type="file"]').last.set_input_files(str(upload))
+    # the checkpoint tab's own uploader (by its key: other tabs' uploaders are in the page too)
+    tab.locator('.st-key-upload_checkpoint input[type="file"]').set_input_files(str(upload))
     tab.get_by_role("button", name="Add to the picker").wait_for()
     tab.wait_for_function("() => !document.evaluate(\"//button[normalize-space()='Add to the picker']\", document,"
                           " null, 9, null).singleNodeValue.disabled")
