@@ -31,11 +31,44 @@ class TokenizerError(ValueError):
     pass
 
 
-class CharTokenizer:
+class _CharacterCodec:
+    """One id per character of `self.chars` (`self.stoi` its index); a character outside it reads as
+    `self.unknown_id` and is named in `tokenize(...).unknown`. Shared by the CS224N and nanoGPT vocabularies."""
+
+    chars: list[str]
+    stoi: dict[str, int]
+    kind: str
+    unknown_id: int
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def tokenize(self, text: str) -> Tokenized:
+        ids = [self.stoi.get(c, self.unknown_id) for c in text]
+        unknown = list(dict.fromkeys(c for c in text if c not in self.stoi))
+        return Tokenized(ids=ids, tokens=list(text), unknown=unknown)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenize(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.chars[i] if 0 <= i < len(self.chars) else PAD_CHAR for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "chars": "".join(self.chars)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        return cls(list(data["chars"]))
+
+
+class CharTokenizer(_CharacterCodec):
     kind = "char"
     unit = "character"  # what one token is called on the pages
     pad_id = 0
     mask_id = 1
+    unknown_id = 0  # an unknown character reads as PAD
 
     def __init__(self, chars: list[str]) -> None:
         if chars[:2] != [PAD_CHAR, MASK_CHAR]:
@@ -61,27 +94,6 @@ class CharTokenizer:
         chars.insert(0, PAD_CHAR)
         return cls(chars)
 
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    def tokenize(self, text: str) -> Tokenized:
-        ids = [self.stoi.get(c, self.pad_id) for c in text]
-        unknown = list(dict.fromkeys(c for c in text if c not in self.stoi))
-        return Tokenized(ids=ids, tokens=list(text), unknown=unknown)
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenize(text).ids
-
-    def decode(self, ids: list[int]) -> str:
-        return "".join(self.chars[i] if 0 <= i < len(self.chars) else PAD_CHAR for i in ids)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "chars": "".join(self.chars)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CharTokenizer:
-        return cls(list(data["chars"]))
 
 
 class WordTokenizer:
@@ -246,7 +258,7 @@ class SubwordTokenizer:
         return cls(str(data["spec"]), [int(i) for i in data.get("seen", [])])
 
 
-class ListedCharTokenizer:
+class ListedCharTokenizer(_CharacterCodec):
     """Exactly the listed characters, ids in list order, no PAD or MASK: nanoGPT's character vocabulary
     (`meta.pkl`'s itos, or the sorted set of the training text's characters). A character outside it
     becomes the space (or, without one, id 0), named in `tokenize(...).unknown`; nanoGPT itself would stop."""
@@ -261,29 +273,8 @@ class ListedCharTokenizer:
             raise TokenizerError("A character vocabulary must be one or more distinct single characters.")
         self.chars = list(chars)
         self.stoi = {c: i for i, c in enumerate(self.chars)}
-        self.fallback_id = self.stoi.get(" ", 0)
+        self.unknown_id = self.stoi.get(" ", 0)
 
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    def tokenize(self, text: str) -> Tokenized:
-        ids = [self.stoi.get(c, self.fallback_id) for c in text]
-        unknown = list(dict.fromkeys(c for c in text if c not in self.stoi))
-        return Tokenized(ids=ids, tokens=list(text), unknown=unknown)
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenize(text).ids
-
-    def decode(self, ids: list[int]) -> str:
-        return "".join(self.chars[i] if 0 <= i < len(self.chars) else PAD_CHAR for i in ids)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "chars": "".join(self.chars)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ListedCharTokenizer:
-        return cls(list(data["chars"]))
 
 
 class PiecesTokenizer:
