@@ -76,3 +76,16 @@ def test_a_right_legend_has_room_for_short_names_as_plotly_draws_them():
     fig = fit_margins(go.Figure([go.Scatter(x=[0, 1], y=[0, 1], name=f"head {h}") for h in range(4)],
                                 layout=dict(legend=LEGEND_RIGHT)))
     assert fig.layout.margin.r >= 88 + 0.02 * 600  # 'head 0'..'head 3': 88 px measured, right of the plot
+
+
+def test_a_colour_bar_title_on_its_right_side_takes_one_line_not_its_length():
+    # plotly turns a colorbar title with side="right" upright beside the bar: the probe's logit lens named its
+    # measure there ("probability of the first piece: Manchester") and got a 429 px right margin, which left
+    # its heatmap ~60 px wide at 1024 px (issue 45's screenshots).
+    def right(title):
+        return fit_margins(go.Figure(go.Heatmap(z=[[0.0, 1.0]], colorbar=dict(title=title)))).layout.margin.r
+    long = "probability of the first piece: Manchester"
+    upright, across = right(dict(text=long, side="right")), right(dict(text=long, side="top"))
+    assert upright < 130 <= right(dict(text="x", side="right")) + 60
+    assert upright == right(dict(text="y", side="right"))  # its length does not count
+    assert across > text_width(long, 15)  # a title across the top of the bar still needs its length

@@ -18,6 +18,19 @@ def test_logit_lens_heatmap_shows_the_answer_probability_and_names_the_top_piece
     assert "<script>" not in fig.layout.title.text
 
 
+def test_logit_lens_rows_keep_their_height_whatever_the_title_and_colour_bar_take():
+    # 14 pieces under a three-line title and a long measure name: each row still gets 20 px (at 12 px a row plotly
+    # dropped every other piece's label), and the long name beside the colour bar does not squeeze the map
+    tokens = list("Where was Max Born?")[:14]
+    prob = np.full((3, len(tokens)), 0.5)
+    fig = viz.logit_lens_heatmap(prob, [["Manchester"] * len(tokens)] * 3, tokens,
+                                 ["embeddings", "after layer 0", "after layer 1"], "Manchester",
+                                 title="birth-vanilla-pretrained: probability of the first piece by layer")
+    margin = fig.layout.margin
+    assert fig.layout.height - margin.t - margin.b >= 20 * len(tokens)
+    assert margin.r < 150
+
+
 def test_attribution_bars_are_sorted_and_coloured_by_sign():
     fig = viz.attribution_bars(["emb", "L0 H0", "MLP 0", "MLP 1"], [-0.5, 1.0, 3.0, -2.0], 1.5, "Paris")
     bars = fig.data[0]

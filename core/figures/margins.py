@@ -168,9 +168,13 @@ def _right(layout: dict, traces: list[dict]) -> float:
         size = _font_size(colorbar.get("tickfont"), TICK_SIZE)
         labels = _number_chars([v for v in values if v is not None], colorbar.get("tickformat"), False) * EM * size
         title = colorbar.get("title")
+        side = (title or {}).get("side") if isinstance(title, dict) else None
         title = (title or {}).get("text") if isinstance(title, dict) else title
-        width = max(colorbar.get("thickness", 30) + 2 * colorbar.get("xpad", 10) + labels,
-                    text_width(title, TITLE_SIZE) + 2 * colorbar.get("xpad", 10) if title else 0)
+        pad = 2 * colorbar.get("xpad", 10)
+        # a title on the bar's right side is turned upright beside the labels: one line wide, not its length
+        upright = TITLE_SIZE * 1.2 if side == "right" and title else 0.0
+        width = max(colorbar.get("thickness", 30) + pad + labels + upright,
+                    text_width(title, TITLE_SIZE) + pad if title and side != "right" else 0)
         need = max(need, CORNER * ASSUMED_PLOT_PX + width)
     legend = layout.get("legend") or {}
     named = _named(traces)

@@ -23,6 +23,7 @@ from core.figures.common import (
     subplot_grid,
     token_categories,
 )
+from core.figures.margins import fit_margins
 from core.lens.probe.answers import FIRST_PIECE
 from core.text import visible_token
 
@@ -60,7 +61,9 @@ def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens:
         colorbar=dict(title=dict(text=f"{html.escape(measured)}: {answer}", side="right"), thickness=12)))
     fig.update_xaxes(**category_axis())  # under the map: on top, the column names sat on the chart's title
     fig.update_yaxes(autorange="reversed", title="the piece read", **category_axis())
-    return base_layout(fig, html.escape(title) if title else None, 110 + 20 * max(z.shape[0], 4))
+    base_layout(fig, html.escape(title) if title else None)
+    margin = fit_margins(fig).layout.margin  # the rows get 20 px each, whatever the title and labels take
+    return fig.update_layout(height=margin.t + margin.b + 20 * max(z.shape[0], 4))
 
 
 @finished
