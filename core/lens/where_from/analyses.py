@@ -36,6 +36,7 @@ import torch
 
 from core.lens.probe.questions import name_from_question
 from core.lens.trace import Trace, TraceError, cut_to_limit, model_device, trace
+from core.model.attention import KVCache
 from core.model.hooks import Hooks, Recorder
 from core.model.readout import is_centered, norm_label
 from core.model.tokenizer import MASK_CHAR
@@ -396,10 +397,21 @@ def direct_attribution(model, rec: Trace, answer_id: int, position: int = -1, an
 # --------------------------------------------------------------------------- causal tracing
 
 
-def last_logits(model, idx: torch.Tensor, hooks: Hooks) -> torch.Tensor:
+def last_logits(model, idx: torch.Tensor, hooks: Hooks, shared: int = 0) -> torch.Tensor:
     """(B, V) next-piece logits at the last position of a patched pass (the head applied there only: a grid's
-    rows need no other position's logits, and the full (B, T, V) product would be most of the work)."""
-    h, _ = model.hidden_states(idx, hooks=hooks)  # (B, T, C) after the final LayerNorm
+    rows need no other position's logits, and the full (B, T, V) product would be most of the work).
+
+    `shared`: the first positions, equal in every row and never patched (the question before the name: a causal
+    model computes them the same in every row). Our Transformer reads them once and every row goes on from their
+    keys and values, as generation does; `hooks` then sees positions `shared` onwards only."""
+    if shared > 0 and isinstance(model, Transformer):
+        caches = [KVCache() for _ in model.blocks]
+        model.hidden_states(idx[:1, :shared], caches=caches)  # the shared start, once
+        rows = [KVCache(*(None if t is None else t.expand(idx.size(0), -1, -1, -1) for t in (c.k, c.v)))
+                for c in caches]
+        h, _ = model.hidden_states(idx[:, shared:], start=shared, caches=rows, hooks=hooks)
+    else:
+        h, _ = model.hidden_states(idx, hooks=hooks)  # (B, T, C) after the final LayerNorm
     return model.head.unembed(h[:, -1])
 
 
@@ -573,6 +585,14 @@ def swap_candidates(tokenizer, q: Question, names: Sequence[str]) -> list[tuple[
     return out
 
 
+def shared_start(model, names: Sequence[int], corruption: str, n_tokens: int) -> int:
+    """How many first positions every row of a trace's batch shares: before the first corrupted piece each row
+    reads the same pieces and nothing is restored there. Read once (`last_logits`) by our own Transformer."""
+    if not names or corruption == "none" or not isinstance(model, Transformer):
+        return 0
+    return min(names[0], n_tokens - 1)
+
+
 def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corruption: str = "noise",
                  metric: str | None = None, noise: float = NOISE, samples: int = SAMPLES, seed: int = SEED,
                  window: int | None = None, swap_names: Sequence[str] = (), noise_std: float | None = None
@@ -663,8 +683,12 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
     noise_batch = None
     if noise_rows is not None:
         noise_batch = torch.cat([noise_rows.repeat_interleave(per_sample, dim=0), noise_rows[:1] * 0]).to(device)
+    shared = shared_start(model, names, corruption, T)
+    restore = _Restore({kind: [x[shared:] for x in states] for kind, states in clean_states.items()},
+                       {key: mask[:, shared:] for key, mask in masks.items()},
+                       None if noise_batch is None else noise_batch[:, shared:])
     with torch.inference_mode():
-        logits = last_logits(model, idx, _Restore(clean_states, masks, noise_batch)).double().cpu()
+        logits = last_logits(model, idx, restore, shared).double().cpu()
     clean_logits, logits = logits[-1], logits[:-1]
     a = q.answer_id
     corrupted_rows = logits[::per_sample]  # (S, V)
