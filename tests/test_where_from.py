@@ -437,3 +437,22 @@ def test_a_grid_that_cannot_teach_says_so_and_the_threshold_is_what_the_constant
                           scores={k: np.full((2, 2), 0.015) for k in wf.KINDS}, impossible=np.zeros((2, 2), bool))
     assert weak.lesson().startswith("The corruption moves the answer's probability by only +0.002 (0.016 clean, "
                                     "0.014 corrupted): there is too little effect to share out")
+
+
+@pytest.mark.parametrize("corruption", ["noise", "swap"])
+def test_the_shared_question_start_is_read_once_and_changes_nothing(bundled, monkeypatch, corruption):
+    # causal_trace reads the pieces before the name once (shared_start) and every row goes on from their keys and
+    # values; the grids equal those of the full batch, where every row reads the whole question
+    from core.lens.where_from import analyses
+
+    q = wf.read_question(bundled.model, bundled.tokenizer, "Where was Lise Meitner born?", "Vienna")
+    names = ["Lisa Meitner", "Lise Meltner", "Lore Meitner", "Lise Heitner"]
+    assert analyses.shared_start(bundled.model, q.name_positions, corruption, len(q.ids)) == q.name_positions[0] > 3
+    shared = wf.causal_trace(bundled.model, bundled.tokenizer, q, corruption=corruption, samples=3, swap_names=names)
+    monkeypatch.setattr(analyses, "shared_start", lambda *args: 0)
+    full = wf.causal_trace(bundled.model, bundled.tokenizer, q, corruption=corruption, samples=3, swap_names=names)
+    assert shared.clean == pytest.approx(full.clean, abs=1e-6)
+    for kind in wf.KINDS:
+        np.testing.assert_allclose(shared.scores[kind], full.scores[kind], atol=1e-5)
+    for kind, rows in full.summary.items():
+        assert shared.summary[kind] == pytest.approx(rows, rel=1e-4)  # shares of a small total effect
