@@ -111,11 +111,37 @@ def subplot_grid(rows: int, cols: int, titles=(), **options: Any) -> dict[str, A
 
 
 def base_layout(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
+    fig.update_layout(**layout_base(title, height))
+    return fig
+
+
+def layout_base(title: str | None = None, height: int | None = None) -> dict[str, Any]:
+    """What `base_layout` sets, as a plain layout dict (for `unchecked_figure`): the title wrapped, the height,
+    margins with room for the title's lines, dark text."""
     title = wrap_title(title) if title else None
     lines = title.count("<br>") + 1 if title else 0
-    fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=20 + 22 * lines if title else 10, b=10),
-                      font=dict(color="#1F2328"))
-    return fig
+    layout = dict(margin=dict(l=10, r=10, t=20 + 22 * lines if title else 10, b=10), font=dict(color="#1F2328"))
+    return {**({"title": dict(text=title)} if title else {}), **({"height": height} if height else {}), **layout}
+
+
+def unchecked_figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
+    """A Figure made in one step from plain trace dicts and a layout dict, which plotly does not check property by
+    property. Checking them (`go.Heatmap(...)`, `fig.update_xaxes(...)`: each property validated, each magic
+    underscore path parsed) was most of the cost of the figures a new probe name draws: ~10 ms a figure against
+    ~1 ms (bench/README.md, issue 45). So the dicts must be as plotly would have made them: titles as
+    dict(text=...), colour scales as lists (`colorscale`); tests/test_unchecked_figures.py builds each such figure
+    checked too and compares the two."""
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
+
+
+@functools.lru_cache(maxsize=16)
+def _scale(name: str) -> tuple[tuple[float, str], ...]:
+    return tuple(tuple(stop) for stop in go.Heatmap(colorscale=name).colorscale)  # as plotly's check makes it
+
+
+def colorscale(name: str) -> list[list]:
+    """A named plotly colour scale as the [[position, colour], ...] list plotly's checks turn the name into."""
+    return [list(stop) for stop in _scale(name)]
 
 
 RUN_COLORS = (

@@ -16,12 +16,14 @@ from core.figures.common import (
     DIVERGING,
     SEQUENTIAL,
     TOKEN_FONT,
-    base_layout,
     category_axis,
+    colorscale,
     finished,
     index_axis,
+    layout_base,
     subplot_grid,
     token_categories,
+    unchecked_figure,
 )
 from core.figures.margins import fit_margins
 from core.lens.probe.answers import FIRST_PIECE
@@ -54,14 +56,16 @@ def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens:
     tops = [[html.escape(visible_token(p)) for p in row] for row in zip(*top_pieces)]  # (T, layers)
     answer = html.escape(visible_token(answer_piece))
     columns = [html.escape(str(r)) for r in row_labels]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=columns, y=y, colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0, text=tops, texttemplate="%{text}",
-        textfont=dict(size=12), xgap=2, ygap=1,
+    heatmap = dict(
+        type="heatmap", z=z, x=columns, y=y, colorscale=colorscale(SEQUENTIAL), zmin=0.0, zmax=1.0, text=tops,
+        texttemplate="%{text}", textfont=dict(size=12), xgap=2, ygap=1,
         hovertemplate=f"%{{y}}, %{{x}}<br>p({answer}) = %{{z:.3f}}<br>top piece: %{{text}}<extra></extra>",
-        colorbar=dict(title=dict(text=f"{html.escape(measured)}: {answer}", side="right"), thickness=12)))
-    fig.update_xaxes(**category_axis())  # under the map: on top, the column names sat on the chart's title
-    fig.update_yaxes(autorange="reversed", title="the piece read", **category_axis())
-    base_layout(fig, html.escape(title) if title else None)
+        colorbar=dict(title=dict(text=f"{html.escape(measured)}: {answer}", side="right"), thickness=12))
+    layout = layout_base(html.escape(title) if title else None)
+    # the columns under the map: on top, their names sat on the chart's title
+    layout.update(xaxis=category_axis(), yaxis=dict(autorange="reversed", title=dict(text="the piece read"),
+                                                    **category_axis()))
+    fig = unchecked_figure([heatmap], layout)
     margin = fit_margins(fig).layout.margin  # the rows get 20 px each, whatever the title and labels take
     return fig.update_layout(height=margin.t + margin.b + 20 * max(z.shape[0], 4))
 
@@ -76,19 +80,22 @@ def attribution_bars(names: Sequence[str], values, logit: float, answer_piece: s
     order = order[np.argsort(-values[order], kind="stable")]
     shown = [html.escape(str(names[i])) for i in order]
     v = values[order]
-    fig = go.Figure(go.Bar(
-        x=v, y=list(range(len(order))), orientation="h",
-        marker_color=[POSITIVE_COLOR if value >= 0 else NEGATIVE_COLOR for value in v],
-        text=[f"{value:+.2f}" for value in v], textposition="outside", textfont=TOKEN_FONT, cliponaxis=False,
-        customdata=shown, hovertemplate="%{customdata}: %{x:+.3f}<extra></extra>"))
+    bars = dict(
+        type="bar", x=v, y=list(range(len(order))), orientation="h",
+        marker=dict(color=[POSITIVE_COLOR if value >= 0 else NEGATIVE_COLOR for value in v]),
+        text=[f"{value:+.2f}" for value in v], textposition="outside", textfont=dict(TOKEN_FONT), cliponaxis=False,
+        customdata=shown, hovertemplate="%{customdata}: %{x:+.3f}<extra></extra>")
     span = float(np.abs(v).max()) if v.size else 1.0
     low, high = min(0.0, float(v.min(initial=0))), max(0.0, float(v.max(initial=0)))
-    fig.update_yaxes(autorange="reversed", **index_axis(shown))
-    # room beyond the longest bars for their labels (outside the bar, in the axis font)
-    fig.update_xaxes(title=f"share of the logit of {html.escape(visible_token(answer_piece))} ({logit:.2f} in all)",
-                     range=[low - (0.45 * span if low < 0 else 0.05 * span), high + 0.45 * span], zeroline=True,
-                     zerolinecolor="#888")
-    return base_layout(fig, html.escape(title) if title else None, 110 + 24 * max(len(order), 3))
+    layout = layout_base(html.escape(title) if title else None, 110 + 24 * max(len(order), 3))
+    layout.update(
+        yaxis=dict(autorange="reversed", **index_axis(shown)),
+        # room beyond the longest bars for their labels (outside the bar, in the axis font)
+        xaxis=dict(title=dict(text=f"share of the logit of {html.escape(visible_token(answer_piece))} "
+                                   f"({logit:.2f} in all)"),
+                   range=[low - (0.45 * span if low < 0 else 0.05 * span), high + 0.45 * span], zeroline=True,
+                   zerolinecolor="#888"))
+    return unchecked_figure([bars], layout)
 
 
 @finished
@@ -111,24 +118,25 @@ def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray,
         z = np.asarray(grids[kind], dtype=float).copy()
         z[impossible] = np.nan
         suffix = str(n) if n > 1 else ""
-        traces.append(go.Heatmap(
-            z=z, x=x, y=list(range(n_layer)), coloraxis="coloraxis", xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+        traces.append(dict(
+            type="heatmap", z=z, x=x, y=list(range(n_layer)), coloraxis="coloraxis", xaxis=f"x{suffix}",
+            yaxis=f"y{suffix}",
             hovertemplate=f"{html.escape(kind)}, layer %{{y}}, %{{x}}<br>{html.escape(measure)}: %{{z:.1%}}"
                           "<extra></extra>"))
-        traces.append(go.Heatmap(
-            z=np.where(impossible, 1.0, np.nan), x=x, y=list(range(n_layer)), showscale=False,
+        traces.append(dict(
+            type="heatmap", z=np.where(impossible, 1.0, np.nan), x=x, y=list(range(n_layer)), showscale=False,
             colorscale=[[0, IMPOSSIBLE_COLOR], [1, IMPOSSIBLE_COLOR]], xaxis=f"x{suffix}", yaxis=f"y{suffix}",
             hovertemplate=f"layer %{{y}}, %{{x}}: {IMPOSSIBLE_TEXT}<extra></extra>"))
         grid[f"xaxis{suffix}"].update(category_axis(showticklabels=n == len(kinds)))
-        grid[f"yaxis{suffix}"].update(autorange="reversed", title="layer" if n == 1 else None,
-                                      **index_axis([str(i) for i in range(n_layer)]))
-    fig = go.Figure(traces, layout=grid)
-    fig.update_layout(coloraxis=dict(colorscale=DIVERGING, cmin=-top, cmax=top,
-                                     colorbar=dict(title=dict(text=html.escape(measure), side="right"),
-                                                   tickformat=".0%", thickness=12)))
-    fig = base_layout(fig, html.escape(title) if title else None, 160 + len(kinds) * (60 + 28 * n_layer))
-    fig.update_layout(margin=dict(t=fig.layout.margin.t + 24))  # the first panel's title below the chart's
-    return fig
+        grid[f"yaxis{suffix}"].update(autorange="reversed", **index_axis([str(i) for i in range(n_layer)]),
+                                      **({"title": dict(text="layer")} if n == 1 else {}))
+    layout = {**grid, **layout_base(html.escape(title) if title else None,
+                                    160 + len(kinds) * (60 + 28 * n_layer))}
+    layout["coloraxis"] = dict(colorscale=colorscale(DIVERGING), cmin=-top, cmax=top,
+                               colorbar=dict(title=dict(text=html.escape(measure), side="right"), tickformat=".0%",
+                                             thickness=12))
+    layout["margin"]["t"] += 24  # the first panel's title below the chart's
+    return unchecked_figure(traces, layout)
 
 
 @finished
@@ -144,15 +152,16 @@ def salience_chips(tokens: Sequence[str], rows: Mapping[str, Sequence[float]], t
     scale = np.abs(raw).max(axis=1, keepdims=True)
     scaled = np.divide(raw, scale, out=np.zeros_like(raw), where=scale > 0)
     labels = [html.escape(visible_token(t) or "∅") for t in tokens]
-    fig = go.Figure(go.Heatmap(
-        z=scaled.T, x=list(range(len(methods))), y=list(range(len(tokens))), colorscale=DIVERGING, zmin=-1, zmax=1,
-        text=[[label] * len(methods) for label in labels], texttemplate="%{text}",
+    chips = dict(
+        type="heatmap", z=scaled.T, x=list(range(len(methods))), y=list(range(len(tokens))),
+        colorscale=colorscale(DIVERGING), zmin=-1, zmax=1, text=[[label] * len(methods) for label in labels],
+        texttemplate="%{text}",
         textfont=dict(size=TOKEN_FONT["size"]),  # no colour: plotly picks dark or light text for each chip
         customdata=raw.T, xgap=8, ygap=2, hovertemplate="%{text}: %{customdata:+.4f}<extra></extra>",
-        colorbar=dict(title=dict(text="scaled", side="right"), thickness=12)))
-    fig.update_xaxes(side="top", **index_axis(methods))
-    fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False,
-                     title=pieces)
-    base_layout(fig, html.escape(title) if title else None, 140 + 22 * max(len(tokens), 4))
-    fig.update_layout(margin_t=fig.layout.margin.t + 24)  # a line for the method names between title and chips
-    return fig
+        colorbar=dict(title=dict(text="scaled", side="right"), thickness=12))
+    layout = layout_base(html.escape(title) if title else None, 140 + 22 * max(len(tokens), 4))
+    layout.update(xaxis=dict(side="top", **index_axis(methods)),
+                  yaxis=dict(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False,
+                             title=dict(text=pieces)))
+    layout["margin"]["t"] += 24  # a line for the method names between title and chips
+    return unchecked_figure([chips], layout)

@@ -1,0 +1,56 @@
+"""Figures built in one step without plotly's checks (core.figures.common.unchecked_figure) are exactly the figures
+plotly's checks would have made: each is rebuilt checked from its own dict (an unknown property raises, a title
+string or a colour-scale name is rewritten) and the two must send the same JSON to the browser."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from core.figures import where_from as wf
+from core.figures.common import colorscale, unchecked_figure
+
+TOKENS = ["W", "her", "e", " ", "was", " ", "Ma", "x", " ", "Born", " ", "born", "?", "⁇"]
+
+
+def checked_twin(fig: go.Figure) -> go.Figure:
+    return go.Figure(fig.to_dict())  # validated property by property
+
+
+def sent(fig: go.Figure) -> dict:
+    """The figure as the browser gets it (key order aside)."""
+    return json.loads(pio.to_json(fig))
+
+
+FIGURES = {
+    "logit lens": lambda: wf.logit_lens_heatmap(np.linspace(0, 1, 3 * len(TOKENS)).reshape(3, -1),
+                                                [["<b>Paris</b>"] * len(TOKENS)] * 3, TOKENS,
+                                                ["embeddings", "after layer 0", "after layer 1"], "Paris",
+                                                title="model: probability of the first piece by layer"),
+    "attribution": lambda: wf.attribution_bars(["embeddings", "L0 H0", "MLP 0", "<i>MLP 1</i>"], [0.5, -1.0, 3.0, -2.0],
+                                               0.5, "Paris", title="model: what writes Paris"),
+    "causal trace": lambda: wf.causal_trace_panels(
+        {kind: np.linspace(-1, 1, 2 * len(TOKENS)).reshape(2, -1) for kind in ("residual", "attention", "MLP")},
+        np.arange(2 * len(TOKENS)).reshape(2, -1) % 3 == 0, TOKENS, bold=[6, 7], title="model: restoring one state"),
+    "salience": lambda: wf.salience_chips(TOKENS, {"gradient x input": np.linspace(-1, 2, len(TOKENS)),
+                                                   "integrated gradients": np.zeros(len(TOKENS))}, title="salience"),
+}
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_an_unchecked_figure_is_what_plotly_checks_would_make(name):
+    fig = FIGURES[name]()
+    assert sent(fig) == sent(checked_twin(fig))
+
+
+def test_the_comparison_catches_what_plotly_would_have_rewritten():
+    for layout in (dict(title="a string title"), dict(xaxis=dict(title="axis")), dict(height=300, widht=20)):
+        fig = unchecked_figure([dict(type="heatmap", z=[[1.0]], colorscale=colorscale("Blues"))], layout)
+        with pytest.raises(ValueError) if "widht" in layout else pytest.raises(AssertionError):
+            assert sent(fig) == sent(checked_twin(fig))
+    named = unchecked_figure([dict(type="heatmap", z=[[1.0]], colorscale="Blues")], {})
+    assert sent(named) != sent(checked_twin(named))  # a name becomes the list it stands for
