@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
+from core.figures import probe as pv
 from core.figures import where_from as wf
 from core.figures.common import colorscale, unchecked_figure
 
@@ -38,6 +39,10 @@ FIGURES = {
         np.arange(2 * len(TOKENS)).reshape(2, -1) % 3 == 0, TOKENS, bold=[6, 7], title="model: restoring one state"),
     "salience": lambda: wf.salience_chips(TOKENS, {"gradient x input": np.linspace(-1, 2, len(TOKENS)),
                                                    "integrated gradients": np.zeros(len(TOKENS))}, title="salience"),
+    "candidates": lambda: pv.candidate_bars(["Paris", "London", "<b>Rome</b>"], [0.5, 0.3, 0.2], "London", "Paris",
+                                            title="model: top 3 of 144 candidates"),
+    "answer attention": lambda: pv.answer_attention_heatmap(np.full((2, 3 * len(TOKENS)), 0.02), TOKENS * 3,
+                                                            ["layer 0", "layer 1"], title="where the MASK looks"),
 }
 
 

@@ -13,10 +13,13 @@ from core.figures.common import (
     SEQUENTIAL,
     TOKEN_FONT,
     base_layout,
+    colorscale,
     finished,
     index_axis,
+    layout_base,
     run_colors,
     subplot_grid,
+    unchecked_figure,
 )
 from core.lens.probe.answers import AMONG_CANDIDATES
 from core.text import visible_token
@@ -45,19 +48,19 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
     # "X (true) (greedy)" left the bars ~60 px at 1024 px and pushed the axis title out of the chart
     marks = [" (true)" if p == truth else " (greedy)" if p == greedy else "" for p in places]
     labels = [p + m for p, m in zip(places, marks)]
-    fig = go.Figure(go.Bar(
-        x=probabilities, y=list(range(len(places))), orientation="h", marker_color=colors,
+    bars = dict(
+        type="bar", x=probabilities, y=list(range(len(places))), orientation="h", marker=dict(color=colors),
         # beside the bar in the axis font: inside, plotly shrinks the label to the bar (~8 px on a projector)
-        text=[f"{100 * p:.1f}%" for p in probabilities], textposition="outside", textfont=TOKEN_FONT,
-        cliponaxis=False,
-        customdata=[html.escape(label) for label in labels],
-        hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", **index_axis(labels))  # index_axis escapes
-    # room right of 100 % for a label; a longer title ran past a half column at 1024 px
-    # two lines: one ran past the half column at 1024 px ("share among the candida")
-    fig.update_xaxes(title=AMONG_CANDIDATES.replace(" the ", "<br>the "), range=[0, 1.25], tickvals=[0, 0.5, 1],
-                     tickformat=".0%")
-    return base_layout(fig, html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
+        text=[f"{100 * p:.1f}%" for p in probabilities], textposition="outside", textfont=dict(TOKEN_FONT),
+        cliponaxis=False, customdata=[html.escape(label) for label in labels],
+        hovertemplate="%{customdata}: %{x:.2%}<extra></extra>")
+    layout = layout_base(html.escape(title) if title else None, 90 + 26 * max(len(places), 1))
+    layout.update(yaxis=dict(autorange="reversed", **index_axis(labels)),  # index_axis escapes
+                  # room right of 100 % for a label; two title lines: one ran past the half column at 1024 px
+                  # ("share among the candida")
+                  xaxis=dict(title=dict(text=AMONG_CANDIDATES.replace(" the ", "<br>the ")), range=[0, 1.25],
+                             tickvals=[0, 0.5, 1], tickformat=".0%"))
+    return unchecked_figure([bars], layout)
 
 
 STRIP_LABELS = 22  # key labels the answer's attention strip names at most (~400 px of plot at 1024x768)
@@ -77,20 +80,22 @@ def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
     labels = [html.escape(visible_token(t)) for t in tokens]
     rows = [html.escape(r) for r in row_labels]
     text = [[f"{row}: key {j} '{label}'" for j, label in enumerate(labels)] for row in rows]
-    fig = go.Figure(go.Heatmap(
-        z=weights, x=list(range(weights.shape[1])), y=list(range(weights.shape[0])), colorscale=SEQUENTIAL,
-        zmin=0.0, zmax=max(float(weights.max()) if weights.size else 1.0, 1e-9), text=text,
-        hovertemplate="%{text}<br>weight %{z:.4f}<extra></extra>", colorbar=dict(thickness=12)))
+    strip = dict(
+        type="heatmap", z=weights, x=list(range(weights.shape[1])), y=list(range(weights.shape[0])),
+        colorscale=colorscale(SEQUENTIAL), zmin=0.0, zmax=max(float(weights.max()) if weights.size else 1.0, 1e-9),
+        text=text, hovertemplate="%{text}<br>weight %{z:.4f}<extra></extra>", colorbar=dict(thickness=12))
     # every k-th key labelled, upright: at 1024x768 the strip's plot is ~400 px, 16 px a 12 px label turned upright;
     # all of a long name's 38 labels, turned by the browser, ran into each other (issue 41)
     step = max(1, math.ceil(len(labels) / STRIP_LABELS))
     shown = [*range(len(labels) - 1, -1, -step)][::-1]  # from the last key (the MASK) back: it is always named
-    fig.update_xaxes(title=f"prompt {unit} (key)" + (f", one in {step} labelled" if step > 1 else ""),
-                     tickmode="array", tickvals=shown, ticktext=[labels[i] for i in shown], tickangle=-90,
-                     tickfont={**TOKEN_FONT, "size": 12}, showgrid=False, zeroline=False)
-    fig.update_yaxes(autorange="reversed", **index_axis(row_labels))
     # At least four rows' height: with a 2-layer model's two rows the colour bar had 57 px for its ticks.
-    return base_layout(fig, html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 4))
+    layout = layout_base(html.escape(title) if title else None, 140 + 28 * max(weights.shape[0], 4))
+    axis_title = f"prompt {unit} (key)" + (f", one in {step} labelled" if step > 1 else "")
+    layout.update(xaxis=dict(title=dict(text=axis_title),
+                             tickmode="array", tickvals=shown, ticktext=[labels[i] for i in shown], tickangle=-90,
+                             tickfont={**TOKEN_FONT, "size": 12}, showgrid=False, zeroline=False),
+                  yaxis=dict(autorange="reversed", **index_axis(row_labels)))
+    return unchecked_figure([strip], layout)
 
 
 @finished
