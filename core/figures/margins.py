@@ -226,12 +226,19 @@ def layout_view(layout) -> dict[str, Any]:
     return view
 
 
-def fit_margins(fig: go.Figure) -> go.Figure:
-    """Grow the figure's left, right and bottom margins to what its labels need (never shrink them)."""
-    layout, traces = layout_view(fig.layout), [trace_view(trace) for trace in fig.data]
+def fitted_margin(layout: dict[str, Any], traces: list[dict[str, Any]]) -> dict[str, Any]:
+    """The layout's margin with its left, right and bottom grown to what the labels need (never shrunk), from a
+    plain layout dict and trace dicts (those `layout_view` and `trace_view` read, or a figure's own dicts)."""
     margin = layout.get("margin") or {}
     wanted = {"l": _left(layout, traces), "r": _right(layout, traces), "b": _bottom(layout, traces)}
-    grown = {side: math.ceil(max(px, float(margin.get(side, 0) or 0))) for side, px in wanted.items()}
-    fig.update_layout(margin=grown)
+    return {**margin, **{side: math.ceil(max(px, float(margin.get(side, 0) or 0))) for side, px in wanted.items()}}
+
+
+def fit_margins(fig: go.Figure) -> go.Figure:
+    """Grow the figure's left, right and bottom margins to what its labels need (never shrink them)."""
+    layout = layout_view(fig.layout)
+    margin, grown = layout.get("margin") or {}, fitted_margin(layout, [trace_view(trace) for trace in fig.data])
+    if any(margin.get(side) != grown[side] for side in "lrb"):  # a figure fitted already is left as it is
+        fig.update_layout(margin={side: grown[side] for side in "lrb"})
     return fig
 

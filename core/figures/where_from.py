@@ -25,7 +25,7 @@ from core.figures.common import (
     token_categories,
     unchecked_figure,
 )
-from core.figures.margins import fit_margins
+from core.figures.margins import fitted_margin
 from core.lens.probe.answers import FIRST_PIECE
 from core.text import visible_token
 
@@ -65,9 +65,8 @@ def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens:
     # the columns under the map: on top, their names sat on the chart's title
     layout.update(xaxis=category_axis(), yaxis=dict(autorange="reversed", title=dict(text="the piece read"),
                                                     **category_axis()))
-    fig = unchecked_figure([heatmap], layout)
-    margin = fit_margins(fig).layout.margin  # the rows get 20 px each, whatever the title and labels take
-    return fig.update_layout(height=margin.t + margin.b + 20 * max(z.shape[0], 4))
+    margin = fitted_margin(layout, [heatmap])  # the rows get 20 px each, whatever the title and labels take
+    return unchecked_figure([heatmap], {**layout, "height": margin["t"] + margin["b"] + 20 * max(z.shape[0], 4)})
 
 
 @finished
