@@ -46,7 +46,8 @@ def continuation_log_probs(model: Transformer, tokenizer: Tokenizer, prompts: Se
     """
     check_generator(model)
     model.eval()
-    rows = [(tokenizer.encode(p), tokenizer.encode(c)) for p, c in zip(prompts, continuations, strict=True)]
+    pieces = {text: tokenizer.encode(text) for text in {*prompts, *continuations}}  # each distinct text once
+    rows = [(pieces[p], pieces[c]) for p, c in zip(prompts, continuations, strict=True)]
     out = np.full(len(rows), np.nan)
     out[[i for i, (p, c) in enumerate(rows) if p and not c]] = 0.0  # an empty continuation is certain
     limit = context_length(model)
