@@ -9,6 +9,7 @@ The options live in the URL (pages.page_state.WhereFromState); every table downl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -49,8 +50,10 @@ def _save(key: str) -> None:
     page_state.bind(WhereFromState, page_state.last_state(WhereFromState, key), prefix=key)
 
 
-def _csv(frame: pd.DataFrame, label: str, filename: str, key: str) -> None:
-    st.download_button(label, table_csv(frame), file_name=filename, mime="text/csv", key=key)
+def _csv(rows: Callable[[], list[dict]], label: str, filename: str, key: str) -> None:
+    """A CSV download of `rows()`, made when the button is clicked: four tables built and sent on every new name
+    were work no one asked for (issue 45)."""
+    st.download_button(label, lambda: table_csv(pd.DataFrame(rows())), file_name=filename, mime="text/csv", key=key)
 
 
 # --------------------------------------------------------------------------- cached core calls
@@ -111,7 +114,7 @@ def _lens_part(lens: wf.LogitLens, name: str, key: str, measured: str = FIRST_PI
         lens.answer_prob, lens.top_pieces, lens.tokens, lens.layers, lens.answer_piece,
         title=f"{name}: {measured} by layer", measured=measured), lens.answer_prob.size)
     show_figure(fig, f"{name}-logit-lens", key=f"{key}_lens_chart")
-    _csv(pd.DataFrame(lens.rows()), "Logit lens (CSV)", f"{name}-logit-lens.csv", f"{key}_lens_csv")
+    _csv(lens.rows, "Logit lens (CSV)", f"{name}-logit-lens.csv", f"{key}_lens_csv")
 
 
 def _attribution_part(attribution: wf.Attribution, name: str, key: str, figure_key: tuple | None = None) -> None:
@@ -124,7 +127,7 @@ def _attribution_part(attribution: wf.Attribution, name: str, key: str, figure_k
         attribution.names, attribution.values, attribution.logit, attribution.answer_piece,
         title=f"{name}: what writes {attribution.answer_piece}"), len(attribution.values))
     show_figure(fig, f"{name}-attribution", key=f"{key}_attr_chart")
-    _csv(pd.DataFrame(attribution.rows()), "Attribution (CSV)", f"{name}-attribution.csv", f"{key}_attr_csv")
+    _csv(attribution.rows, "Attribution (CSV)", f"{name}-attribution.csv", f"{key}_attr_csv")
 
 
 def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], key: str) -> None:
@@ -158,11 +161,12 @@ def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], 
     st.caption(plain(f"{KIND_HELP} The name's pieces are bold. {ct.samples} sample(s), seed {ct.seed}"
                      + (f", noise {ct.noise:g} x {ct.noise_std:.3f}" if ct.corruption == "noise" else "")
                      + f"; measured against the corrupted run's answer {ct.corrupted_answer!r}." + swapped))
-    rows = [{"panel": kind, "layer": layer, "position": t, "token": q.tokens[t],
-             "metric with this state restored": float(ct.scores[kind][layer, t]),
-             "share recovered": float(ct.recovered(kind)[layer, t]), "cannot matter": bool(ct.impossible[layer, t])}
-            for kind in wf.KINDS for layer in range(ct.impossible.shape[0]) for t in range(len(q.tokens))]
-    _csv(pd.DataFrame(rows), "Causal trace (CSV)", f"{name}-causal-trace.csv", f"{key}_trace_csv")
+    def rows() -> list[dict]:
+        return [{"panel": kind, "layer": layer, "position": t, "token": q.tokens[t],
+                 "metric with this state restored": float(ct.scores[kind][layer, t]),
+                 "share recovered": float(ct.recovered(kind)[layer, t]), "cannot matter": bool(ct.impossible[layer, t])}
+                for kind in wf.KINDS for layer in range(ct.impossible.shape[0]) for t in range(len(q.tokens))]
+    _csv(rows, "Causal trace (CSV)", f"{name}-causal-trace.csv", f"{key}_trace_csv")
 
 
 def _swappable(loaded, q: wf.Question, swap_names: tuple[str, ...]) -> bool:
@@ -212,7 +216,7 @@ def _salience_part(salience: wf.InputAttribution, name: str, key: str, figure_ke
                      f"colour bar's 1). The integrated gradients add up to log p(answer) minus "
                      f"its value at the baseline ({salience.log_prob - salience.baseline_log_prob:+.3f}) within "
                      f"{abs(salience.completeness_gap):.3f}."))
-    _csv(pd.DataFrame(salience.rows()), "Input attribution (CSV)", f"{name}-salience.csv", f"{key}_salience_csv")
+    _csv(salience.rows, "Input attribution (CSV)", f"{name}-salience.csv", f"{key}_salience_csv")
 
 
 # --------------------------------------------------------------------------- the views
@@ -297,11 +301,12 @@ def _dev_fragment(loaded, name: str, questions_path: str, key: str) -> None:
         st.dataframe(pd.DataFrame({"restored (residual stream)": list(medians),
                                    "median share recovered": list(medians.values())}), hide_index=True,
                      column_config={"median share recovered": st.column_config.NumberColumn(format="percent")})
-    frame = pd.DataFrame([{"group": g, "panel": k, "layer": layer, "positions": c,
-                           "share recovered": averages.grid(g, k)[layer, i]}
-                          for g in groups for k in wf.KINDS for layer in range(averages.n_layer)
-                          for i, c in enumerate(averages.classes)])
-    _csv(frame, "Averaged traces (CSV)", f"{name}-averaged-traces.csv", f"{key}_csv")
+    def rows() -> list[dict]:
+        return [{"group": g, "panel": k, "layer": layer, "positions": c,
+                 "share recovered": averages.grid(g, k)[layer, i]}
+                for g in groups for k in wf.KINDS for layer in range(averages.n_layer)
+                for i, c in enumerate(averages.classes)]
+    _csv(rows, "Averaged traces (CSV)", f"{name}-averaged-traces.csv", f"{key}_csv")
 
 
 def next_piece_view(loaded, name: str, text: str, key: str = "wf_next") -> None:

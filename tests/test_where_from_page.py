@@ -198,3 +198,30 @@ def test_a_question_whose_grid_cannot_teach_says_so_and_opens_the_views_that_do(
 def prompt_question(at: AppTest) -> str:
     line = next(m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**Prompt:**"))
     return line.removeprefix("**Prompt:** ").split(" :violet-badge")[0]
+
+
+def test_the_csv_downloads_are_made_when_clicked_and_hold_the_views_numbers(monkeypatch, bundled_one, small_world):
+    # issue 45: four tables built and sent with every new name were work no one asked for; each download button now
+    # gets a callable, which Streamlit runs on the click. Here the callables are run as a click would.
+    import csv
+    import io
+
+    import streamlit
+
+    made: dict[str, object] = {}
+    real = streamlit.download_button
+
+    def keep(label, data, *args, **kwargs):
+        made[label] = data
+        return real(label, data, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "download_button", keep)
+    at = open_probe(monkeypatch, bundled_one, small_world, tab="ask", name="Michelle Lefort", wf="1", wf_samples="1")
+    assert not at.exception
+    wanted = {"Logit lens (CSV)": "layer", "Attribution (CSV)": "logit", "Causal trace (CSV)": "share recovered",
+              "Input attribution (CSV)": "integrated"}
+    for label, column in wanted.items():
+        assert callable(made[label]), label  # nothing built until the click
+        rows = list(csv.DictReader(io.StringIO(made[label]().decode() if isinstance(made[label](), bytes)
+                                               else made[label]())))
+        assert rows and any(column in name for name in rows[0]), (label, list(rows[0]))
