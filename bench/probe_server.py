@@ -1,0 +1,107 @@
+"""The probe's slowest click, server side: a new name with "Where from" open, against a baseline revision.
+
+    python -m bench.probe_server [--baseline REV] [--names 12] [--checkpoints DIR]
+
+Starts `streamlit run app.py` from this tree (and, with --baseline, from a temporary `git worktree` of REV) on
+loopback ports, opens the probe's Ask tab with "Where from" open in one session per server (Streamlit's websocket
+protocol, serve/streamlit_ws.py, as bench.load and bench.server_work), then asks each server, in turn, for names
+no one asked before (every cache misses: three models' answers, the reading, the causal trace, six figures).
+Per rerun it records the wall time until the server's script_finished and the server's CPU seconds (user +
+system, /proc): medians over the names, and baseline / this. No browser draws here: bench.browser_latency's
+"probe: name, with 'Where from' open" row adds the browser's drawing on the same 2 cores.
+
+The last line is `RESULT probe_server measured=<CPU ratio baseline / this> ...` (not in bench.run_all's list: it
+starts two servers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+from bench.load_servers import cpu_seconds
+from bench.server_work import start
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = ["Lise Meitner", "Paul Dirac", "Max Born", "Otto Hahn", "Rosalind Franklin", "Dorothy Hodgkin", "Niels Bohr",
+         "Enrico Fermi", "Hedy Lamarr", "Alan Kay", "Edith Clarke", "Hans Bethe", "Emil Fischer", "Max Planck",
+         "Otto Stern", "Jan Oort", "Carl Bosch", "Ida Noddack", "Fritz Haber", "Mary Somerville"]
+
+
+async def drive(servers, names: list[str]) -> list[dict[str, list[float]]]:
+    from serve.streamlit_ws import StreamlitSession
+
+    sessions = []
+    for server in servers:
+        session = StreamlitSession(server.url, 120)
+        await session.connect()
+        await session.rerun(page_name="probe", query_string="tab=ask&name=Alan+Turing&wf=1")  # models, corpus
+        await session.rerun(page_hash=session.pages["probe"], query_string="tab=ask&name=Ada+Lovelace&wf=1")
+        sessions.append(session)
+    out: list[dict[str, list[float]]] = [{"wall": [], "cpu": []} for _ in servers]
+    for name in names:
+        query = urllib.parse.urlencode({"tab": "ask", "name": name, "wf": "1"})
+        for server, session, times in zip(servers, sessions, out, strict=True):
+            await asyncio.sleep(0.05)  # the previous run's sending finished
+            before, start_s = cpu_seconds(server.process.pid), time.perf_counter()
+            drawn = await session.rerun(page_hash=session.pages["probe"], query_string=query)
+            times["wall"].append(time.perf_counter() - start_s)
+            await asyncio.sleep(0.05)
+            times["cpu"].append(cpu_seconds(server.process.pid) - before)
+            if drawn.get("plotly_chart", 0) < 6:
+                raise RuntimeError(f"{name}: {drawn.get('plotly_chart', 0)} charts, not the probe's 6 with Where from")
+    for session in sessions:
+        await session.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.probe_server", description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="a git revision measured in the same run (a temporary worktree)")
+    parser.add_argument("--names", type=int, default=12, help=f"new names asked of each server (at most {len(NAMES)})")
+    parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    with tempfile.TemporaryDirectory(prefix="attention-probe-server-") as tmp:
+        roots, labels = [ROOT], ["this tree"]
+        if args.baseline:
+            worktree = Path(tmp) / "baseline"
+            subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.baseline], cwd=ROOT,
+                           check=True, capture_output=True)
+            roots, labels = [worktree, ROOT], [args.baseline[:12], "this tree"]
+        servers = []
+        try:
+            for index, root in enumerate(roots):
+                servers.append(start(root, args.checkpoints, Path(tmp) / f"server{index}.log"))
+            results = asyncio.run(drive(servers, NAMES[:max(1, min(args.names, len(NAMES)))]))
+        finally:
+            for server in servers:
+                server.stop()
+            if args.baseline:
+                subprocess.run(["git", "worktree", "remove", "--force", str(Path(tmp) / "baseline")], cwd=ROOT,
+                               capture_output=True)
+    print(f"probe: a new name with 'Where from' open, server side, medians of {len(results[0]['wall'])} names "
+          "(servers taking turns)")
+    print(f"{'':12}" + "".join(f"{label:>16}" for label in labels) + ("     ratio" if len(labels) == 2 else ""))
+    ratios = {}
+    for what, unit in (("wall", "s"), ("cpu", "s CPU")):
+        medians = [statistics.median(r[what]) for r in results]
+        line = f"{what:12}" + "".join(f"{m:>10.3f} {unit:5}" for m in medians)
+        if len(medians) == 2:
+            ratios[what] = medians[0] / max(medians[1], 1e-9)
+            line += f"  {ratios[what]:6.2f}x"
+        print(line)
+    if ratios:
+        print(f"RESULT probe_server measured={ratios['cpu']:.2f} target>=1 pass={str(ratios['cpu'] >= 1).lower()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
