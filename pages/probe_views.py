@@ -74,10 +74,15 @@ class Probe:
     stamp: tuple[float, ...]
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
-def cached_ask(path: str, modified: float, question: str, places: tuple[str, ...],
+@st.cache_resource(show_spinner=False, max_entries=256, ttl=3600)
+def cached_ask(path: str, modified: float, question: str, world: tuple, _places: tuple[str, ...],
                _loaded) -> answers.ProbeAnswer:
-    return answers.ask(_loaded.model, _loaded.tokenizer, question, places)
+    """One answer per (checkpoint version, question, world): the world (its folder and files' stamp) decides the
+    candidate places, so they are not hashed on every call. Shared by every session as it is, read-only
+    (st.cache_data unpickled a copy of the 144 candidates' ranking on each of the page's reruns)."""
+    answer = answers.ask(_loaded.model, _loaded.tokenizer, question, _places)
+    answer.ranking.log_probs.flags.writeable = False
+    return answer
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -159,7 +164,8 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     """Every selected model's answer to one question, the focus model's candidates and attention."""
     models, focus, data = p.models, p.focus, p.data
     labels = tuple(data.labels)
-    by_model = {m: cached_ask(*model_version(loaded), question, labels, loaded) for m, loaded in models.items()}
+    world = (str(data.folder), p.stamp)
+    by_model = {m: cached_ask(*model_version(loaded), question, world, labels, loaded) for m, loaded in models.items()}
     known = (f"**true birthplace** ({plain(source)}): {plain(truth)}" if truth else
              "true birthplace unknown (not a question of the train or dev file)")
     st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}] · {known}",
@@ -187,7 +193,7 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
             k = st.slider("Top candidates", 3, min(40, len(ranking.places)), min(TOP_K, len(ranking.places)),
                           key=f"{key}_k") if len(ranking.places) > 3 else len(ranking.places)
             top = ranking.top(k)
-            fig = figure(("candidates", *model_version(models[focus]), question, labels, k, truth, focus),
+            fig = figure(("candidates", *model_version(models[focus]), question, world, k, truth, focus),
                          lambda: viz.candidate_bars(list(top["place"]), top["probability"], by_model[focus].answer,
                                                     truth, title=f"{focus}: top {len(top)} of {len(ranking.places)} "
                                                                  "candidates"), k)
