@@ -53,7 +53,8 @@ def _save(key: str) -> None:
 def _csv(rows: Callable[[], list[dict]], label: str, filename: str, key: str) -> None:
     """A CSV download of `rows()`, made when the button is clicked: four tables built and sent on every new name
     were work no one asked for (issue 45)."""
-    st.download_button(label, lambda: table_csv(pd.DataFrame(rows())), file_name=filename, mime="text/csv", key=key)
+    st.download_button(label, lambda: table_csv(pd.DataFrame(rows())), file_name=filename, mime="text/csv", key=key,
+                       on_click="ignore")  # a download changes nothing on the page: no rerun
 
 
 # --------------------------------------------------------------------------- cached core calls
