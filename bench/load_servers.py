@@ -7,12 +7,30 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from serve.streamlit_process import free_port, read_state, start_healthy, start_serve, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def trees_to_compare(baseline: str | None, tmp: Path) -> Iterator[tuple[list[Path], list[str]]]:
+    """(roots, labels): this tree, and with `baseline` first a temporary `git worktree` of that revision (removed
+    afterwards), for benchmarks that run both in one go and print a ratio."""
+    if not baseline:
+        yield [ROOT], ["this tree"]
+        return
+    worktree = tmp / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", str(worktree), baseline], cwd=ROOT, check=True,
+                   capture_output=True)
+    try:
+        yield [worktree, ROOT], [baseline[:12], "this tree"]
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, capture_output=True)
 
 
 def rss_kb(pid: int) -> int:

@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
 from pathlib import Path
 
-from bench.load_servers import cpu_seconds
+from bench.load_servers import cpu_seconds, trees_to_compare
 from bench.server_work import start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,13 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    with tempfile.TemporaryDirectory(prefix="attention-probe-server-") as tmp:
-        roots, labels = [ROOT], ["this tree"]
-        if args.baseline:
-            worktree = Path(tmp) / "baseline"
-            subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.baseline], cwd=ROOT,
-                           check=True, capture_output=True)
-            roots, labels = [worktree, ROOT], [args.baseline[:12], "this tree"]
+    with tempfile.TemporaryDirectory(prefix="attention-probe-server-") as tmp, \
+            trees_to_compare(args.baseline, Path(tmp)) as (roots, labels):
         servers = []
         try:
             for index, root in enumerate(roots):
@@ -84,9 +78,6 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for server in servers:
                 server.stop()
-            if args.baseline:
-                subprocess.run(["git", "worktree", "remove", "--force", str(Path(tmp) / "baseline")], cwd=ROOT,
-                               capture_output=True)
     print(f"probe: a new name with 'Where from' open, server side, medians of {len(results[0]['wall'])} names "
           "(servers taking turns)")
     print(f"{'':12}" + "".join(f"{label:>16}" for label in labels) + ("     ratio" if len(labels) == 2 else ""))
