@@ -1,0 +1,89 @@
+"""Issue 45, page switches: what a page's default view reads from the model and the files is computed once per
+server, not once per session or per switch. Two AppTest sessions of one process share Streamlit's caches as two
+browsers share a server's: the second session's switch to a page must not compute again what the first one did
+(counters on the computing functions), and results shared by st.cache_resource reach both as the same object (no
+unpickled copy per run)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import pages.errors_views
+from core.lens.errors import classify, lm
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+
+
+@dataclasses.dataclass
+class Calls:
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    results: list = dataclasses.field(default_factory=list)
+
+    def counting(self, name: str, function, keep: bool = False):
+        def wrapper(*args, **kwargs):
+            self.counts[name] = self.counts.get(name, 0) + 1
+            out = function(*args, **kwargs)
+            if keep:
+                self.results.append(out)
+            return out
+        return wrapper
+
+    def reset(self) -> None:
+        self.counts.clear()
+        self.results.clear()
+
+
+def switched(page: str, query: dict[str, str]) -> AppTest:
+    """A new session (a new browser) on the Attention page, then a switch to `page` with the URL's query."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    at.switch_page("pages/attention.py").run()
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.switch_page(page).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+@pytest.fixture
+def bundled(monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+
+
+@pytest.mark.parametrize("model, result_type", [("names-pretrained", classify.ClassifierErrors),
+                                                ("lm-learned", lm.LanguageModelErrors)])
+def test_errors_second_session_reads_the_first_ones_result_caption_and_tables(bundled, monkeypatch, model,
+                                                                             result_type):
+    calls = Calls()
+    views = pages.errors_views
+    monkeypatch.setattr(views, "evaluate", calls.counting("evaluate", views.evaluate, keep=True))
+    monkeypatch.setattr(views, "table_csv", calls.counting("table_csv", views.table_csv))
+    monkeypatch.setattr(result_type, "caption", calls.counting("caption", result_type.caption))
+    monkeypatch.setattr(views, "fitted_columns", calls.counting("fitted_columns", views.fitted_columns))
+    first = switched("pages/errors.py", {"model": model})
+    assert calls.counts.get("evaluate") == 1
+    shown = [m.value for m in first.markdown]
+    kept = calls.results[0]
+    calls.reset()
+    second = switched("pages/errors.py", {"model": model})
+    assert [m.value for m in second.markdown] == shown  # the same page
+    assert calls.results and calls.results[0] is kept  # the first session's result itself, not a copy
+    # nothing read from the result again: its caption, the tables' column widths; no CSV made before a click
+    assert calls.counts.get("caption", 0) == 0 and calls.counts.get("fitted_columns", 0) == 0
+    assert calls.counts.get("table_csv", 0) == 0
+    assert len(second.get("download_button")) >= 2
+
+
+def test_errors_shared_result_is_read_only(bundled, monkeypatch):
+    """A view that wrote into the shared result's arrays would change every session's page: it fails instead."""
+    calls = Calls()
+    views = pages.errors_views
+    monkeypatch.setattr(views, "evaluate", calls.counting("evaluate", views.evaluate, keep=True))
+    switched("pages/errors.py", {"model": "names-pretrained"})
+    shared = calls.results[0]
+    with pytest.raises(ValueError):
+        shared.probabilities[0, 0] = 1.0
