@@ -87,3 +87,23 @@ def test_errors_shared_result_is_read_only(bundled, monkeypatch):
     shared = calls.results[0]
     with pytest.raises(ValueError):
         shared.probabilities[0, 0] = 1.0
+
+
+def test_curves_second_session_draws_the_first_ones_chart(bundled, monkeypatch):
+    """Checkpoint runs (the page's opening comparison): their table, curves, figure and summary are built once; a
+    second session's switch reads them (the page script imports these names from core on each run)."""
+    import core.figures.curves
+    import core.lens.history.curves
+
+    calls = Calls()
+    for module, name in ((core.lens.history.curves, "build_curves"), (core.lens.history.curves, "summarize_runs"),
+                         (core.figures.curves, "training_curves_figure")):
+        monkeypatch.setattr(module, name, calls.counting(name, getattr(module, name)))
+    first = switched("pages/curves.py", {})
+    spec = first.get("plotly_chart")[0].proto.spec
+    calls.reset()
+    second = switched("pages/curves.py", {})
+    assert second.get("plotly_chart")[0].proto.spec == spec  # the same chart
+    assert calls.counts == {}
+    second.checkbox(key="curves_logy").check().run()  # another view is computed, once
+    assert calls.counts.get("training_curves_figure") == 1 and not second.exception
