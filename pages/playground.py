@@ -50,9 +50,12 @@ def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.nd
     return values
 
 
-by_hand, two_heads = st.tabs(["Attention by hand", "One head vs two heads"])
+TABS = ("Attention by hand", "One head vs two heads")
+# Only the open tab runs (as on the positional and probe pages): a switch to the page draws the first one, not both
+by_hand, two_heads = st.tabs(list(TABS), key="pg_tab", on_change="rerun")
 
-with by_hand:
+
+def attention_by_hand() -> None:
     top = st.columns([2, 1], vertical_alignment="bottom")  # a wide box for the preset, room for "Scale by 1/√d"
     controls = [top[0], *st.columns(3), top[1]]
     preset_name = controls[0].selectbox("Preset", list(pg.PRESETS), index=list(pg.PRESETS).index("select"),
@@ -128,7 +131,7 @@ with by_hand:
         if target is not None:
             show_table(pg.to_frame(target, "target"))
 
-with two_heads:
+def one_head_vs_two() -> None:
     st.write("Keys are noisy: k_i ~ N(μ_i, αI) with orthonormal means μ_i = e_i (also the values, "
              "v_i = μ_i), and key a = 0 has covariance αI + ½ μ_a μ_aᵀ, so its length swings from sample "
              "to sample. One head uses q = β(μ_a + μ_b); two heads use q₁ = βμ_a and q₂ = βμ_b and "
@@ -154,3 +157,9 @@ with two_heads:
                     r"swings between $v_a$ and $v_b$. Two heads: each head only compares its own key with "
                     r"near-zero scores, so head 1 returns $v_a$ whenever $1 + z/\sqrt2 > 0$ and $c$ stays near "
                     r"$(v_a + v_b)/2$.")
+
+
+for tab, draw in ((by_hand, attention_by_hand), (two_heads, one_head_vs_two)):
+    if tab.open:
+        with tab:
+            draw()

@@ -107,3 +107,17 @@ def test_curves_second_session_draws_the_first_ones_chart(bundled, monkeypatch):
     assert calls.counts == {}
     second.checkbox(key="curves_logy").check().run()  # another view is computed, once
     assert calls.counts.get("training_curves_figure") == 1 and not second.exception
+
+
+def test_anatomy_second_session_reads_the_counted_table(bundled, monkeypatch):
+    """The selected checkpoint's parameter table is counted once per model version, not on every visit."""
+    from core.lens.anatomy import table
+
+    calls = Calls()
+    monkeypatch.setattr(table, "parameter_table", calls.counting("parameter_table", table.parameter_table))
+    first = switched("pages/anatomy.py", {"model": "lm-learned"})
+    shown = first.dataframe[0].value
+    calls.reset()
+    second = switched("pages/anatomy.py", {"model": "lm-learned"})
+    assert second.dataframe[0].value.equals(shown) and calls.counts == {}
+    assert "Counted on the loaded model lm-learned." in [c.value for c in second.caption]

@@ -97,8 +97,24 @@ def test_playground_all_zero_keys_and_empty_cells(monkeypatch, tmp_path):
     assert any("count as 0" in w.value for w in at.warning)
 
 
-def test_two_heads_extremes(monkeypatch, tmp_path):
+def test_playground_runs_only_the_open_tab(monkeypatch, tmp_path):
+    """A visit draws the first tab and computes nothing of the second (issue 45: a page switch costs one tab)."""
+    calls = []
+    experiment = pg.noisy_keys_experiment
+    monkeypatch.setattr(pg, "noisy_keys_experiment", lambda *a: calls.append(a) or experiment(*a))
     at = page(monkeypatch, tmp_path, PLAYGROUND)
+    assert at.data_editor and not any("setup" in d.value.columns for d in at.dataframe)
+    assert not calls and not [s for s in at.slider if s.key.startswith("heads_")]
+    at.session_state["pg_tab"] = "One head vs two heads"
+    ok(at.run())
+    assert any("setup" in d.value.columns for d in at.dataframe) and not at.data_editor
+
+
+def test_two_heads_extremes(monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tmp_path))
+    at = AppTest.from_file(PLAYGROUND, default_timeout=60)
+    at.session_state["pg_tab"] = "One head vs two heads"
+    ok(at.run())
     summary = next(d.value for d in at.dataframe if "setup" in d.value.columns)
     single = summary[(summary.quantity == "weight on v_a") & (summary.setup == "one head")]["std"].item()
     two = summary[(summary.quantity == "weight on v_a") & (summary.setup == "two heads")]["std"].item()
