@@ -51,7 +51,10 @@ def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.nd
 
 
 TABS = ("Attention by hand", "One head vs two heads")
-# Only the open tab runs (as on the positional and probe pages): a switch to the page draws the first one, not both
+HEADS_KEYS = ("heads_n", "heads_d", "heads_alpha", "heads_beta", "heads_samples", "heads_seed")
+# The second tab runs only when open (a switch to the page draws the first tab, which opens; the experiment, its
+# figure and table wait for a click). The first always runs: its edited tables keep their edits while the other
+# tab is open (a data editor's edits cannot be kept for it otherwise).
 by_hand, two_heads = st.tabs(list(TABS), key="pg_tab", on_change="rerun")
 
 
@@ -159,7 +162,12 @@ def one_head_vs_two() -> None:
                     r"$(v_a + v_b)/2$.")
 
 
-for tab, draw in ((by_hand, attention_by_hand), (two_heads, one_head_vs_two)):
-    if tab.open:
-        with tab:
-            draw()
+with by_hand:
+    attention_by_hand()
+if two_heads.open:
+    with two_heads:
+        one_head_vs_two()
+else:
+    for key in HEADS_KEYS:  # its widgets are not drawn: their values are kept for when it opens again
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
