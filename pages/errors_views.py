@@ -29,6 +29,7 @@ from core.io.tables import table_csv
 from core.lens import where_from as wf
 from core.lens.attention import AttentionInputError
 from core.lens.errors import birthplace, classify, inputs, lm, slices
+from core.lens.history.logs import file_signature
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
 from pages import page_state
@@ -84,6 +85,17 @@ def _keep_options(key: str, options: list) -> None:
 
 # --- the evaluation file --------------------------------------------------------------------------------------
 
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _bundled_text(path: str, signature: tuple[int, int], held_out: float) -> inputs.EvalText:
+    return inputs.read_bundled(inputs.BundledFile(path, Path(path), held_out))
+
+
+def bundled_text(choice: inputs.BundledFile) -> inputs.EvalText:
+    """A bundled file's text (its held-out part where the choice says), read and hashed once per file version
+    (an EvalText is frozen: shared)."""
+    return _bundled_text(str(choice.path), file_signature(choice.path), choice.held_out)
+
+
 def choose_file(loaded) -> inputs.EvalText | None:
     """The bundled file, the upload or the allowed folder's file, read as the trainer reads it; a refusal is one
     sentence on screen and None."""
@@ -103,7 +115,7 @@ def choose_file(loaded) -> inputs.EvalText | None:
                 if st.session_state.get("err_file") not in labels:
                     st.session_state["err_file"] = labels[0]
                 label = st.selectbox("Bundled file", labels, key="err_file")
-                return inputs.read_bundled(files[labels.index(label)])
+                return bundled_text(files[labels.index(label)])
             if source == "upload":
                 upload = st.file_uploader(f"A file: {FORMATS[loaded.task]}", type=["tsv", "txt"], key="err_upload",
                                           max_upload_size=inputs.MAX_EVAL_MB)
