@@ -224,9 +224,9 @@ def caption(loaded, name: str, source: inputs.EvalText, result) -> str:
     return derived(loaded, name, source, ("caption",), result.caption)
 
 
-@st.cache_data(show_spinner="Integrated gradients…", max_entries=64)
+@st.cache_resource(show_spinner="Integrated gradients…", max_entries=64)  # shared read-only, like the results
 def _attribution(version: tuple, text: str, label: str, _loaded):
-    return classify.class_attribution(_loaded.model, _loaded.tokenizer, _loaded.labels, text, label)
+    return _read_only(classify.class_attribution(_loaded.model, _loaded.tokenizer, _loaded.labels, text, label))
 
 
 def _with_widths(frame: pd.DataFrame, room: int, config: dict | None = None) -> tuple[pd.DataFrame, dict]:
