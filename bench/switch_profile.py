@@ -38,7 +38,8 @@ CATEGORIES = [
     ("figures made ready for the browser (for_browser)", [("core/figures/browser.py", "for_browser")]),
     ("st.plotly_chart (plotly to JSON)", [("streamlit/elements/plotly_chart.py", "plotly_chart")]),
     ("st.dataframe (frame to Arrow)", [("streamlit/elements/arrow.py", "dataframe")]),
-    ("st.download_button (CSV made)", [("streamlit/elements/widgets/button.py", "download_button")]),
+    ("CSV written for a download (core.io.tables.table_csv)", [("core/io/tables.py", "table_csv")]),
+    ("st.download_button", [("streamlit/elements/widgets/button.py", "download_button")]),
     ("st.cache_data hits: unpickling the kept copy", [("streamlit/runtime/caching/cache_data_api.py",
                                                        "read_result")]),
     ("cache keys (hashing arguments)", [("streamlit/runtime/caching/hashing.py", "update_hash")]),
@@ -89,6 +90,8 @@ def main(argv=None) -> int:
     attention = by_name["attention"].file
     at.switch_page(attention).run()
     for name in names:  # first visits: not measured
+        if args.model:
+            at.query_params["model"] = args.model
         at.switch_page(by_name[name].file).run()
         assert not at.exception, [e.message for e in at.exception]
         at.switch_page(attention).run()
