@@ -207,16 +207,25 @@ def evaluate(loaded, name: str, source: inputs.EvalText):
     return _birthplace(version, digest, name, loaded, source)
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
+@st.cache_resource(show_spinner=False, max_entries=128)
 def _derived(key: tuple, _compute: Callable):
     return _compute()
 
 
 def derived(loaded, name: str, source: inputs.EvalText, what: tuple, compute: Callable):
-    """`compute()`, a value read from the shared result (its caption, a filtered table and its column widths), once
-    per (result, what) per server: a page switch reads it instead of computing it again. Shared read-only like
-    the result: `what` names everything else it depends on (the filters, the sort)."""
+    """`compute()`, a value read from the shared result (its caption, the default view's table and its column
+    widths), once per (result, what) per server: a page switch reads it instead of computing it again. Shared
+    read-only like the result: `what` names everything else it depends on."""
     return _derived((*result_key(loaded, name, source), *what), compute)
+
+
+DEFAULT_FILTERS = ("filtered", (), (), "all", "", "line", False)  # the examples table as a page opens
+
+
+def per_view(loaded, name: str, source: inputs.EvalText, filters: tuple, what: str, compute: Callable):
+    """`derived` for the examples table as a switch lands on it (every example, by line); computed per run for the
+    filters someone chose (a filtered copy of a large file per search typed would fill the server's memory)."""
+    return derived(loaded, name, source, (*filters, what), compute) if filters == DEFAULT_FILTERS else compute()
 
 
 def caption(loaded, name: str, source: inputs.EvalText, result) -> str:
@@ -234,10 +243,12 @@ def _with_widths(frame: pd.DataFrame, room: int, config: dict | None = None) -> 
     return frame, fitted_columns(frame, room, config)
 
 
-def _csv(frame: pd.DataFrame, label: str, filename: str, key: str, where=st) -> None:
-    """A download of the frame as CSV, written when the button is clicked (Streamlit runs the callable then):
-    writing every piece of a language model's file took ~0.3 s of every run of the page."""
-    where.download_button(label, lambda: table_csv(frame), file_name=filename, mime="text/csv", key=key)
+def _csv(frame: pd.DataFrame, label: str, filename: str, key: str, where=st, index: str | None = None) -> None:
+    """A download of the frame as CSV (its index a first column named `index`, if given), written when the button
+    is clicked (Streamlit runs the callable then): writing every piece of a language model's file took ~0.3 s of
+    every run of the page."""
+    where.download_button(label, lambda: table_csv(frame if index is None else frame.reset_index(names=index)),
+                          file_name=filename, mime="text/csv", key=key)
 
 
 def _safe_name(name: str) -> str:
@@ -287,7 +298,7 @@ def _filtered(loaded, name: str, source: inputs.EvalText, result) -> tuple[pd.Da
     sort = columns[1].selectbox("Sort by", sorts, key="err_sort")
     descending = columns[2].checkbox("Descending", key="err_desc")
     choices = ("filtered", tuple(gold), tuple(predicted), outcome, search, sort, descending)
-    return derived(loaded, name, source, choices, lambda: classify.filter_examples(
+    return per_view(loaded, name, source, choices, "view", lambda: classify.filter_examples(
         frame, gold, predicted, outcome, search).sort_values(sort, ascending=not descending, kind="stable")), choices
 
 
@@ -327,16 +338,15 @@ def examples_view(loaded, name: str, source: inputs.EvalText, result) -> None:
                 result.mistakes().head(20), EXPANDER_WIDTH))
             st.dataframe(top, hide_index=True, column_config=config)
     view, filters = _filtered(loaded, name, source, result)
-    wrong = derived(loaded, name, source, (*filters, "wrong"), lambda: int((~view["right"]).sum()))
+    wrong = per_view(loaded, name, source, filters, "wrong", lambda: int((~view["right"]).sum()))
     st.caption(f"{len(view)} of {len(frame)} examples match; {wrong} of them wrong. Click a row to open it.")
     left, right = st.columns(2)
-    _csv(view.reset_index(names="example"), "These rows (CSV)", f"{_safe_name(name)}-errors-filtered.csv",
-         "err_csv_view", left)
-    _csv(frame.reset_index(names="example"), "Every example (CSV)", f"{_safe_name(name)}-errors.csv", "err_csv", right)
+    _csv(view, "These rows (CSV)", f"{_safe_name(name)}-errors-filtered.csv", "err_csv_view", left, index="example")
+    _csv(frame, "Every example (CSV)", f"{_safe_name(name)}-errors.csv", "err_csv", right, index="example")
     if view.empty:
         st.info("No example matches these filters.")
         return
-    number = _pick_example(view, frame, derived(loaded, name, source, (*filters, "table"),
+    number = _pick_example(view, frame, per_view(loaded, name, source, filters, "table",
                                                 lambda: _example_table(view)))
     if number is None:
         return
@@ -564,8 +574,8 @@ def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     st.caption(f"The {len(differ)} examples they predict differently (the last column says who is right).")
     st.dataframe(differ, column_config=fitted_columns(differ, MAIN_WIDTH + 120, {
         c: PROBABILITY for c in differ.columns if c.startswith("p (")}), height=300)
-    _csv(differ.reset_index(names="example"), "The disagreements (CSV)",
-         f"{_safe_name(name)}-vs-{_safe_name(other_name)}.csv", "err_csv_compare")
+    _csv(differ, "The disagreements (CSV)", f"{_safe_name(name)}-vs-{_safe_name(other_name)}.csv", "err_csv_compare",
+         index="example")
 
 
 # --- language models -----------------------------------------------------------------------------------------

@@ -121,3 +121,26 @@ def test_anatomy_second_session_reads_the_counted_table(bundled, monkeypatch):
     second = switched("pages/anatomy.py", {"model": "lm-learned"})
     assert second.dataframe[0].value.equals(shown) and calls.counts == {}
     assert "Counted on the loaded model lm-learned." in [c.value for c in second.caption]
+
+
+def test_errors_csv_is_written_on_click_with_its_example_column(monkeypatch):
+    """The page hands Streamlit a callable (run when the button is clicked): nothing is written on a run, and
+    the file is the table as before, the example numbers its first column."""
+    import pandas as pd
+
+    from core.io.tables import table_csv
+
+    calls = Calls()
+    views = pages.errors_views
+    monkeypatch.setattr(views, "table_csv", calls.counting("table_csv", table_csv))
+    kept = {}
+
+    class Where:
+        def download_button(self, label, data, **kwargs):
+            kept.update(label=label, data=data, **kwargs)
+
+    frame = pd.DataFrame({"text": ["=cmd()", "Ada"], "right": [True, False]}, index=[3, 7])
+    views._csv(frame, "These rows (CSV)", "x.csv", "err_csv_view", Where(), index="example")
+    assert callable(kept["data"]) and calls.counts == {} and kept["file_name"] == "x.csv"
+    assert kept["data"]() == table_csv(frame.reset_index(names="example"))
+    assert kept["data"]().splitlines()[:2] == ["example,text,right", "3,'=cmd(),True"]
