@@ -40,7 +40,7 @@ from pages import page_state
 from pages.display import show_figure, shown_table
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
 from pages.page_state import CurvesState
-from pages.shared_caches import all_checkpoints, available_checkpoints
+from pages.shared_caches import FIGURE_CELLS, all_checkpoints, available_checkpoints
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200
@@ -277,7 +277,10 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
         st.rerun(scope="app")  # the jobs stopped writing: a full rerun turns the auto-refresh off
     current = load_runs(settings.runs, sources, uploads)
     colors = family_run_colors(all_checkpoints())
-    plot, fig, summary = shared(checkpoint_runs_key(settings.runs, sources, uploads),
+    key = checkpoint_runs_key(settings.runs, sources, uploads)
+    if 2 * int((current.frame["metric"] == settings.metric).sum()) > FIGURE_CELLS:  # raw and smoothed points
+        key = None  # a chart this large is built per run, not kept (memory), as shared_caches.figure does
+    plot, fig, summary = shared(key,
                                 ("chart", settings.runs, settings.metric, settings.x, settings.smoothing, settings.logy,
                                  tuple(colors.get(r) for r in settings.runs)),
                                 lambda: chart(current, settings, colors))
