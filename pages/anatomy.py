@@ -12,7 +12,7 @@ from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
 from pages.display import show_figure, within_limit
 from pages.model_picker import PageModels, checkpoint_picker, require_model, selected_info
-from pages.shared_caches import figure
+from pages.shared_caches import figure, model_version
 
 checkpoint_picker(PageModels("anatomy", ("lm-learned",), "lm"))
 
@@ -30,6 +30,22 @@ def preset_anatomy(name: str) -> tuple[list[table.PartRow], table.ParameterTotal
     return table.parameter_table(model), table.totals(model)
 
 
+@st.cache_resource(show_spinner=False, max_entries=32)  # shared, read-only: counted once per model version
+def checkpoint_anatomy(version: tuple, _model) -> tuple[list[table.PartRow], table.ParameterTotals]:
+    return table.parameter_table(_model), table.totals(_model)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)  # shared, read-only: st.dataframe only reads it
+def parts_frame(source: str, version: tuple | None, _rows: list[table.PartRow]) -> pd.DataFrame:
+    """The table's rows, count, check and the whole formula first (at 1024 px they fit side by side); empty
+    cells "" rather than "None"."""
+    return pd.DataFrame([{
+        "module": r.module, "parameters": r.parameters, "formula = count": "✓" if r.matches else "✗",
+        "formula": r.formula, "part": r.role, "formula value": r.formula_value, "where": r.where,
+        "buffers": r.buffers, "note": r.note,
+    } for r in _rows]).fillna("")
+
+
 info = selected_info()
 loaded = require_model() if info is not None else None
 sources = ([SELECTED] if loaded is not None else []) + list(references.COURSE_PRESETS)
@@ -38,8 +54,9 @@ source = st.selectbox(
     format_func=lambda s: f"Selected checkpoint: {info.name}" if s == SELECTED
     else references.COURSE_PRESETS[s].label)
 
+version = model_version(loaded) if source == SELECTED else None
 if source == SELECTED:
-    rows, totals = table.parameter_table(loaded.model), table.totals(loaded.model)
+    rows, totals = checkpoint_anatomy(version, loaded.model)
     st.caption(f"Counted on the loaded model {info.name}.")
     stated = None
 else:
@@ -57,14 +74,10 @@ if stated is not None:
     verdict = "matches" if stated == totals.total else "does NOT match"
     st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")
 
-frame = pd.DataFrame([{  # count, check and the whole formula first: at 1024 px they fit side by side
-    "module": r.module, "parameters": r.parameters, "formula = count": "✓" if r.matches else "✗",
-    "formula": r.formula, "part": r.role, "formula value": r.formula_value, "where": r.where,
-    "buffers": r.buffers, "note": r.note,
-} for r in rows])
+frame = parts_frame(source, version, rows)
 every_column = st.toggle("Every column (part, formula value, where, buffers, notes)", key="anatomy_columns",
                          help="Off: the columns that fit a 1024 px projector.")
-st.dataframe(frame.fillna(""), hide_index=True, width="stretch", height="content",  # every row; "" not "None"
+st.dataframe(frame, hide_index=True, width="stretch", height="content",  # every row
              column_order=None if every_column else ("module", "parameters", "formula = count", "formula"),
              column_config={"module": st.column_config.TextColumn(pinned=True),
                             "formula = count": st.column_config.TextColumn(

@@ -8,6 +8,7 @@ marked on loss curves; a click on one opens the Attention page at that step (pag
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -15,6 +16,7 @@ import streamlit as st
 from core.figures.curves import family_run_colors, training_curves_figure
 from core.io import folders
 from core.io.checkpoint import checkpoint_dir
+from core.io.snapshots import snapshots_path
 from core.lens.history.curves import (
     MAX_SMOOTHING,
     X_AXES,
@@ -38,7 +40,7 @@ from pages import page_state
 from pages.display import show_figure, shown_table
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
 from pages.page_state import CurvesState
-from pages.shared_caches import all_checkpoints, available_checkpoints
+from pages.shared_caches import FIGURE_CELLS, all_checkpoints, available_checkpoints
 from pages.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200
@@ -91,9 +93,42 @@ def uploaded_histories(files) -> dict[str, LoadedHistory]:
     return out
 
 
+def checkpoint_runs_key(names, sources: dict[str, RunSource], uploads: dict[str, LoadedHistory]) -> tuple | None:
+    """What the selected runs' table (and their snapshot marks) are a function of when every run is a checkpoint:
+    each file's version and its snapshot file's. None when a log (it grows) or an upload (this session's) is among
+    them: those are read per run."""
+    key = []
+    for name in names:
+        source = sources.get(name)
+        if name in uploads or source is None or source.kind != "checkpoint":
+            return None
+        key.append((name, str(source.path), file_signature(source.path),
+                    file_signature(snapshots_path(source.path))))
+    return tuple(key)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _shared(key: tuple, _compute: Callable):
+    return _compute()
+
+
+def shared(key: tuple | None, what: tuple, compute: Callable):
+    """`compute()` once per server for checkpoint runs (`key`: checkpoint_runs_key; `what`: the rest it depends
+    on), shared read-only by every session (a page switch reads it); computed per run where key is None."""
+    return compute() if key is None else _shared((key, *what), compute)
+
+
 def load_runs(names: list[str], sources: dict[str, RunSource],
               uploads: dict[str, LoadedHistory]) -> LoadedHistory:
     """The selected runs as one table: checkpoint headers (cached per file version), logs followed."""
+    key = checkpoint_runs_key(names, sources, uploads)
+    if key is not None:
+        return shared(key, ("table",), lambda: _load_runs(names, sources, uploads))
+    return _load_runs(names, sources, uploads)
+
+
+def _load_runs(names: list[str], sources: dict[str, RunSource],
+               uploads: dict[str, LoadedHistory]) -> LoadedHistory:
     followers = st.session_state.setdefault("curves_followers", {})
     parts = []
     for name in names:
@@ -223,24 +258,38 @@ settings = CurvesState(runs=tuple(selected), metric=metric, x=x_axis, smoothing=
 page_state.write(settings)
 
 
+def chart(current: LoadedHistory, settings: CurvesState, colors: dict[str, str]):
+    """(the curves, their figure, the final and best values) of the selected runs: read-only once built (they are
+    shared between sessions where every run is a checkpoint)."""
+    plot = build_curves(current.frame, settings.runs, settings.metric, settings.x, settings.smoothing,
+                        settings.logy)
+    fig = training_curves_figure(plot, title=f"{settings.metric} by {X_AXES[settings.x].lower()}",
+                                 fixed_colors=colors, marks=step_marks(settings, sources))
+    summary = shown_table(summarize_runs(current.frame, settings.runs, settings.metric))
+    if "best at epoch" in summary:  # the epoch says when; the step and the count of points would not fit 1024 px
+        summary = summary.drop(columns=["points", "best at step"], errors="ignore")
+    return plot, fig, summary
+
+
 def chart_part(settings: CurvesState, following: list[str]) -> None:
     """Everything that changes when a log grows; a fragment, so a refresh redraws only this."""
     if following and not any(is_running(sources[n].path) for n in following):
         st.rerun(scope="app")  # the jobs stopped writing: a full rerun turns the auto-refresh off
     current = load_runs(settings.runs, sources, uploads)
-    plot = build_curves(current.frame, settings.runs, settings.metric, settings.x, settings.smoothing,
-                             settings.logy)
-    fig = training_curves_figure(plot, title=f"{settings.metric} by {X_AXES[settings.x].lower()}",
-                                 fixed_colors=family_run_colors(all_checkpoints()), marks=step_marks(settings, sources))
+    colors = family_run_colors(all_checkpoints())
+    key = checkpoint_runs_key(settings.runs, sources, uploads)
+    if 2 * int((current.frame["metric"] == settings.metric).sum()) > FIGURE_CELLS:  # raw and smoothed points
+        key = None  # a chart this large is built per run, not kept (memory), as shared_caches.figure does
+    plot, fig, summary = shared(key,
+                                ("chart", settings.runs, settings.metric, settings.x, settings.smoothing, settings.logy,
+                                 tuple(colors.get(r) for r in settings.runs)),
+                                lambda: chart(current, settings, colors))
     filename = "training-curves-" + re.sub(r"[^\w-]", "_", settings.metric)
     open_clicked_step(show_figure(fig, filename=filename, key="curves_chart", on_select=has_marks(fig)), fig)
     for line in plot.info:
         st.caption(plain(line))
     show_notes(current.notes + plot.notes)
     st.subheader("Final and best values")
-    summary = shown_table(summarize_runs(current.frame, settings.runs, settings.metric))
-    if "best at epoch" in summary:  # the epoch says when; the step and the count of points would not fit 1024 px
-        summary = summary.drop(columns=["points", "best at step"], errors="ignore")
     st.dataframe(summary, hide_index=True, width="stretch", column_config={
         "run": st.column_config.TextColumn(width=150),
         **{c: st.column_config.Column(width=78) for c in summary.columns if c != "run"}})

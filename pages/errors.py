@@ -51,7 +51,7 @@ except DataError as exc:
     st.error(plain(exc))
     views.save_state(saved)
     st.stop()
-st.markdown("**" + plain(result.caption()) + "**")
+st.markdown("**" + plain(views.caption(loaded, info.name, source, result)) + "**")
 choices = TASK_VIEWS[loaded.task]
 if st.session_state.get("err_view") not in choices:
     st.session_state["err_view"] = choices[0]

@@ -11,8 +11,10 @@ piece by piece and by position in the block.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -27,6 +29,7 @@ from core.io.tables import table_csv
 from core.lens import where_from as wf
 from core.lens.attention import AttentionInputError
 from core.lens.errors import birthplace, classify, inputs, lm, slices
+from core.lens.history.logs import file_signature
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
 from pages import page_state
@@ -82,6 +85,17 @@ def _keep_options(key: str, options: list) -> None:
 
 # --- the evaluation file --------------------------------------------------------------------------------------
 
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _bundled_text(path: str, signature: tuple[int, int], held_out: float) -> inputs.EvalText:
+    return inputs.read_bundled(inputs.BundledFile(path, Path(path), held_out))
+
+
+def bundled_text(choice: inputs.BundledFile) -> inputs.EvalText:
+    """A bundled file's text (its held-out part where the choice says), read and hashed once per file version
+    (an EvalText is frozen: shared)."""
+    return _bundled_text(str(choice.path), file_signature(choice.path), choice.held_out)
+
+
 def choose_file(loaded) -> inputs.EvalText | None:
     """The bundled file, the upload or the allowed folder's file, read as the trainer reads it; a refusal is one
     sentence on screen and None."""
@@ -101,7 +115,7 @@ def choose_file(loaded) -> inputs.EvalText | None:
                 if st.session_state.get("err_file") not in labels:
                     st.session_state["err_file"] = labels[0]
                 label = st.selectbox("Bundled file", labels, key="err_file")
-                return inputs.read_bundled(files[labels.index(label)])
+                return bundled_text(files[labels.index(label)])
             if source == "upload":
                 upload = st.file_uploader(f"A file: {FORMATS[loaded.task]}", type=["tsv", "txt"], key="err_upload",
                                           max_upload_size=inputs.MAX_EVAL_MB)
@@ -143,43 +157,98 @@ def choose_file(loaded) -> inputs.EvalText | None:
 
 
 # --- cached core calls: per (checkpoint version, file hash) -------------------------------------------------
+# st.cache_resource: every session and run gets the same result object (st.cache_data unpickled a copy of a
+# language model's 20,000-row table on every run of the page). Shared results are read-only: the views filter,
+# sort and slice them into new frames (pandas copies on write) and never write into one; their arrays are made
+# unwritable, so a view that tried would fail instead of changing another session's table.
 
-@st.cache_data(show_spinner="Scoring every example…", max_entries=16)
+
+def _read_only(result):
+    for value in vars(result).values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return result
+
+
+@st.cache_resource(show_spinner="Scoring every example…", max_entries=16)
 def _classifier(version: tuple, digest: str, name: str, _loaded, _source) -> classify.ClassifierErrors:
     pairs = inputs.classifier_pairs(_source, _loaded.labels)
-    return classify.score_classifier(_loaded.model, _loaded.tokenizer, _loaded.labels, pairs, name, _source.name)
+    return _read_only(classify.score_classifier(_loaded.model, _loaded.tokenizer, _loaded.labels, pairs, name,
+                                                _source.name))
 
 
-@st.cache_data(show_spinner="Scoring every piece…", max_entries=8)
+@st.cache_resource(show_spinner="Scoring every piece…", max_entries=8)
 def _language_model(version: tuple, digest: str, unit: str, name: str, _loaded, _source) -> lm.LanguageModelErrors:
-    return lm.score_lm(_loaded.model, _loaded.tokenizer, _source.files(), name, unit)
+    return _read_only(lm.score_lm(_loaded.model, _loaded.tokenizer, _source.files(), name, unit))
 
 
-@st.cache_data(show_spinner="Answering every question (greedy decoding)…", max_entries=16)
+@st.cache_resource(show_spinner="Answering every question (greedy decoding)…", max_entries=16)
 def _birthplace(version: tuple, digest: str, name: str, _loaded, _source) -> birthplace.BirthplaceErrors:
     pairs = inputs.birthplace_pairs(_source)
     baseline = _loaded.metadata.get("baseline_place") or None
-    return birthplace.birthplace_errors(_loaded.model, _loaded.tokenizer, pairs, baseline, name, _source.name)
+    return _read_only(birthplace.birthplace_errors(_loaded.model, _loaded.tokenizer, pairs, baseline, name,
+                                                   _source.name))
+
+
+def result_key(loaded, name: str, source: inputs.EvalText) -> tuple:
+    """What a result is a function of: the model's version, the file's hash, what a document is (language models)
+    and the name the result carries."""
+    unit = st.session_state.get("err_unit", "line") if loaded.task == "lm" else ""
+    return model_version(loaded), source.digest, unit, name
 
 
 def evaluate(loaded, name: str, source: inputs.EvalText):
-    """The task's result for this file (raises DataError with one sentence)."""
-    version = model_version(loaded)
+    """The task's result for this file, shared read-only by every session (raises DataError with one sentence)."""
+    version, digest, unit, _ = result_key(loaded, name, source)
     if loaded.task == "classify":
-        return _classifier(version, source.digest, name, loaded, source)
+        return _classifier(version, digest, name, loaded, source)
     if loaded.task == "lm":
-        return _language_model(version, source.digest, st.session_state.get("err_unit", "line"), name, loaded,
-                               source)
-    return _birthplace(version, source.digest, name, loaded, source)
+        return _language_model(version, digest, unit, name, loaded, source)
+    return _birthplace(version, digest, name, loaded, source)
 
 
-@st.cache_data(show_spinner="Integrated gradients…", max_entries=64)
+@st.cache_resource(show_spinner=False, max_entries=128)
+def _derived(key: tuple, _compute: Callable):
+    return _compute()
+
+
+def derived(loaded, name: str, source: inputs.EvalText, what: tuple, compute: Callable):
+    """`compute()`, a value read from the shared result (its caption, the default view's table and its column
+    widths), once per (result, what) per server: a page switch reads it instead of computing it again. Shared
+    read-only like the result: `what` names everything else it depends on."""
+    return _derived((*result_key(loaded, name, source), *what), compute)
+
+
+DEFAULT_FILTERS = ("filtered", (), (), "all", "", "line", False)  # the examples table as a page opens
+
+
+def per_view(loaded, name: str, source: inputs.EvalText, filters: tuple, what: str, compute: Callable):
+    """`derived` for the examples table as a switch lands on it (every example, by line); computed per run for the
+    filters someone chose (a filtered copy of a large file per search typed would fill the server's memory)."""
+    return derived(loaded, name, source, (*filters, what), compute) if filters == DEFAULT_FILTERS else compute()
+
+
+def caption(loaded, name: str, source: inputs.EvalText, result) -> str:
+    """The result's one-line summary (core's caption), once per result."""
+    return derived(loaded, name, source, ("caption",), result.caption)
+
+
+@st.cache_resource(show_spinner="Integrated gradients…", max_entries=64)  # shared read-only, like the results
 def _attribution(version: tuple, text: str, label: str, _loaded):
-    return classify.class_attribution(_loaded.model, _loaded.tokenizer, _loaded.labels, text, label)
+    return _read_only(classify.class_attribution(_loaded.model, _loaded.tokenizer, _loaded.labels, text, label))
 
 
-def _csv(frame: pd.DataFrame, label: str, filename: str, key: str, where=st) -> None:
-    where.download_button(label, table_csv(frame), file_name=filename, mime="text/csv", key=key)
+def _with_widths(frame: pd.DataFrame, room: int, config: dict | None = None) -> tuple[pd.DataFrame, dict]:
+    """A table and its column_config (pages.display.fitted_columns): kept together with `derived`."""
+    return frame, fitted_columns(frame, room, config)
+
+
+def _csv(frame: pd.DataFrame, label: str, filename: str, key: str, where=st, index: str | None = None) -> None:
+    """A download of the frame as CSV (its index a first column named `index`, if given), written when the button
+    is clicked (Streamlit runs the callable then): writing every piece of a language model's file took ~0.3 s of
+    every run of the page."""
+    where.download_button(label, lambda: table_csv(frame if index is None else frame.reset_index(names=index)),
+                          file_name=filename, mime="text/csv", key=key)
 
 
 def _safe_name(name: str) -> str:
@@ -211,9 +280,10 @@ def _confusion(loaded, digest: str, result) -> None:
     st.session_state["err_confusion_clicked"] = clicked
 
 
-def _filtered(result) -> pd.DataFrame:
+def _filtered(loaded, name: str, source: inputs.EvalText, result) -> tuple[pd.DataFrame, tuple]:
+    """The filter and sort widgets, and (the examples they leave, sorted; the choices, a key for `derived`)."""
     frame = result.frame
-    labels = _labels_of(result)
+    labels = derived(loaded, name, source, ("labels",), lambda: _labels_of(result))
     for key in ("err_gold", "err_pred"):
         _keep_options(key, labels)
     columns = st.columns([3, 3, 2])
@@ -227,18 +297,25 @@ def _filtered(result) -> pd.DataFrame:
         st.session_state["err_sort"] = "line"
     sort = columns[1].selectbox("Sort by", sorts, key="err_sort")
     descending = columns[2].checkbox("Descending", key="err_desc")
-    view = classify.filter_examples(frame, gold, predicted, outcome, search)
-    return view.sort_values(sort, ascending=not descending, kind="stable")
+    choices = ("filtered", tuple(gold), tuple(predicted), outcome, search, sort, descending)
+    return per_view(loaded, name, source, choices, "view", lambda: classify.filter_examples(
+        frame, gold, predicted, outcome, search).sort_values(sort, ascending=not descending, kind="stable")), choices
 
 
-def _pick_example(view: pd.DataFrame, frame: pd.DataFrame) -> int | None:
-    """A row clicked in the table (when the click changed), else the kept example, else the view's first wrong."""
+def _example_table(view: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The examples table's columns and their widths."""
     probability = "p(predicted)" if "p(predicted)" in view else "confidence"
     first = "name" if "name" in view else "text"  # a birthplace question is 'Where was NAME born?': the name says it
     shown = view[[c for c in (first, "gold", "predicted", "right", probability, "loss") if c in view]]
     config = {probability: {**PROBABILITY, "label": "p"}, "loss": PROBABILITY}
+    return shown, fitted_columns(shown, MAIN_WIDTH - 40, config, index=True)  # 40: the ticks
+
+
+def _pick_example(view: pd.DataFrame, frame: pd.DataFrame, table: tuple[pd.DataFrame, dict]) -> int | None:
+    """A row clicked in the table (when the click changed), else the kept example, else the view's first wrong."""
+    shown, config = table
     event = st.dataframe(shown, on_select="rerun", selection_mode="single-row", key="err_table", height=280,
-                         column_config=fitted_columns(shown, MAIN_WIDTH - 40, config, index=True))  # 40: the ticks
+                         column_config=config)
     rows = list(event.selection.rows) if event is not None else []
     if rows and rows != st.session_state.get("err_table_clicked"):
         st.session_state[EXAMPLE] = int(view.index[rows[0]])
@@ -257,19 +334,20 @@ def examples_view(loaded, name: str, source: inputs.EvalText, result) -> None:
         _confusion(loaded, source.digest, result)
     else:
         with st.expander("The most common mistakes (gold, predicted, times)"):
-            top = result.mistakes().head(20)
-            st.dataframe(top, hide_index=True, column_config=fitted_columns(top, EXPANDER_WIDTH))
-    view = _filtered(result)
-    wrong = int((~view["right"]).sum())
+            top, config = derived(loaded, name, source, ("mistakes",), lambda: _with_widths(
+                result.mistakes().head(20), EXPANDER_WIDTH))
+            st.dataframe(top, hide_index=True, column_config=config)
+    view, filters = _filtered(loaded, name, source, result)
+    wrong = per_view(loaded, name, source, filters, "wrong", lambda: int((~view["right"]).sum()))
     st.caption(f"{len(view)} of {len(frame)} examples match; {wrong} of them wrong. Click a row to open it.")
     left, right = st.columns(2)
-    _csv(view.reset_index(names="example"), "These rows (CSV)", f"{_safe_name(name)}-errors-filtered.csv",
-         "err_csv_view", left)
-    _csv(frame.reset_index(names="example"), "Every example (CSV)", f"{_safe_name(name)}-errors.csv", "err_csv", right)
+    _csv(view, "These rows (CSV)", f"{_safe_name(name)}-errors-filtered.csv", "err_csv_view", left, index="example")
+    _csv(frame, "Every example (CSV)", f"{_safe_name(name)}-errors.csv", "err_csv", right, index="example")
     if view.empty:
         st.info("No example matches these filters.")
         return
-    number = _pick_example(view, frame)
+    number = _pick_example(view, frame, per_view(loaded, name, source, filters, "table",
+                                                lambda: _example_table(view)))
     if number is None:
         return
     if isinstance(result, classify.ClassifierErrors):
@@ -341,7 +419,9 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
                 f"{s.log_prob - s.baseline_log_prob:+.3f} from the zero-embedding baseline"
                 for m, s in methods.items()) + "."))
     with probs:
-        if st.session_state.get("err_edit_for") != number:  # a new example: the edit box starts from its text
+        # a new example, or a box with no text yet (seeded None from a state saved on a view without the box, then
+        # kept over a page switch: seen under AppTest), starts from the example's text
+        if st.session_state.get("err_edit_for") != number or st.session_state.get("err_edit") is None:
             st.session_state["err_edit"] = row["text"]
             st.session_state["err_edit_for"] = number
         edited = st.text_input("Edit the text and re-predict", key="err_edit",
@@ -481,7 +561,7 @@ def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     except DataError as exc:
         st.warning(plain(f"{other_name}: {exc}"))
         return
-    st.markdown("**" + plain(second.caption()) + "**")
+    st.markdown("**" + plain(caption(other, other_name, source, second)) + "**")
     if loaded.task == "lm":
         lm_compare(name, result, second)
         return
@@ -494,8 +574,8 @@ def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     st.caption(f"The {len(differ)} examples they predict differently (the last column says who is right).")
     st.dataframe(differ, column_config=fitted_columns(differ, MAIN_WIDTH + 120, {
         c: PROBABILITY for c in differ.columns if c.startswith("p (")}), height=300)
-    _csv(differ.reset_index(names="example"), "The disagreements (CSV)",
-         f"{_safe_name(name)}-vs-{_safe_name(other_name)}.csv", "err_csv_compare")
+    _csv(differ, "The disagreements (CSV)", f"{_safe_name(name)}-vs-{_safe_name(other_name)}.csv", "err_csv_compare",
+         index="example")
 
 
 # --- language models -----------------------------------------------------------------------------------------
@@ -511,21 +591,22 @@ def documents_view(loaded, name: str, source: inputs.EvalText, result: lm.Langua
                                       title="Perplexity per file" if whole else "Perplexity per document"),
                     f"{name}-documents", key="err_doc_bars")
     single = docs["file"].nunique() == 1  # one file: its name is in the caption above, not in every row
-    ordered = docs.sort_values("loss", ascending=False, kind="stable").drop(columns=["file"] if single else [])
+    ordered, config = derived(loaded, name, source, ("documents",), lambda: _with_widths(
+        docs.sort_values("loss", ascending=False, kind="stable").drop(columns=["file"] if single else []),
+        MAIN_WIDTH + 120, {"loss": PROBABILITY, "perplexity": st.column_config.NumberColumn(format="%.4g")}))
     st.caption(f"{len(docs)} documents, hardest first (the highest mean loss per piece).")
-    st.dataframe(ordered, hide_index=True, height=260, column_config=fitted_columns(ordered, MAIN_WIDTH + 120, {
-        "loss": PROBABILITY, "perplexity": st.column_config.NumberColumn(format="%.4g")}))
+    st.dataframe(ordered, hide_index=True, height=260, column_config=config)
     _csv(docs, "Every document (CSV)", f"{_safe_name(name)}-documents.csv", "err_csv_docs")
     st.subheader("The most surprising pieces")
-    worst = result.surprising(20).drop(columns=["file"] if single else [])
-    st.dataframe(worst, hide_index=True, column_config=fitted_columns(worst, MAIN_WIDTH + 120, {
-        "loss": PROBABILITY}))
+    worst, config = derived(loaded, name, source, ("surprising",), lambda: _with_widths(
+        result.surprising(20).drop(columns=["file"] if single else []), MAIN_WIDTH + 120, {"loss": PROBABILITY}))
+    st.dataframe(worst, hide_index=True, column_config=config)
     _csv(result.tokens, "Every piece (CSV)", f"{_safe_name(name)}-pieces.csv", "err_csv_tokens")
 
 
 def tokens_view(loaded, name: str, source: inputs.EvalText, result: lm.LanguageModelErrors) -> None:
     docs = result.documents
-    shares = result.bucket_shares()
+    shares = derived(loaded, name, source, ("bucket shares",), result.bucket_shares)
     st.write(plain("The rank the model gave each true piece: " + ", ".join(
         f"{bucket} {share:.0%}" for bucket, share in shares.items()) + " of the pieces (GLTR's colours)."))
     hardest = int(docs["loss"].idxmax()) if docs["loss"].notna().any() else 0  # a row of the table (files in turn)

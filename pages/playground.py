@@ -50,9 +50,15 @@ def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.nd
     return values
 
 
-by_hand, two_heads = st.tabs(["Attention by hand", "One head vs two heads"])
+TABS = ("Attention by hand", "One head vs two heads")
+HEADS_KEYS = ("heads_n", "heads_d", "heads_alpha", "heads_beta", "heads_samples", "heads_seed")
+# The second tab runs only when open (a switch to the page draws the first tab, which opens; the experiment, its
+# figure and table wait for a click). The first always runs: its edited tables keep their edits while the other
+# tab is open (a data editor's edits cannot be kept for it otherwise).
+by_hand, two_heads = st.tabs(list(TABS), key="pg_tab", on_change="rerun")
 
-with by_hand:
+
+def attention_by_hand() -> None:
     top = st.columns([2, 1], vertical_alignment="bottom")  # a wide box for the preset, room for "Scale by 1/√d"
     controls = [top[0], *st.columns(3), top[1]]
     preset_name = controls[0].selectbox("Preset", list(pg.PRESETS), index=list(pg.PRESETS).index("select"),
@@ -128,7 +134,7 @@ with by_hand:
         if target is not None:
             show_table(pg.to_frame(target, "target"))
 
-with two_heads:
+def one_head_vs_two() -> None:
     st.write("Keys are noisy: k_i ~ N(μ_i, αI) with orthonormal means μ_i = e_i (also the values, "
              "v_i = μ_i), and key a = 0 has covariance αI + ½ μ_a μ_aᵀ, so its length swings from sample "
              "to sample. One head uses q = β(μ_a + μ_b); two heads use q₁ = βμ_a and q₂ = βμ_b and "
@@ -154,3 +160,14 @@ with two_heads:
                     r"swings between $v_a$ and $v_b$. Two heads: each head only compares its own key with "
                     r"near-zero scores, so head 1 returns $v_a$ whenever $1 + z/\sqrt2 > 0$ and $c$ stays near "
                     r"$(v_a + v_b)/2$.")
+
+
+with by_hand:
+    attention_by_hand()
+if two_heads.open:
+    with two_heads:
+        one_head_vs_two()
+else:
+    for key in HEADS_KEYS:  # its widgets are not drawn: their values are kept for when it opens again
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]

@@ -1,6 +1,7 @@
 """Positional encodings page data: every figure's numbers equal the closed forms of the papers."""
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -155,15 +156,32 @@ def test_rope_figure_draws_exactly_these_curves():
     assert np.allclose(np.array(fig.data[2].y), bound)
 
 
+def hover_text(values) -> list[str]:
+    return [f"{v:.5g}" for v in np.asarray(values, dtype=float).ravel()]  # the heatmaps' %{z:.5g}
+
+
 def test_table_and_matrix_heatmaps_carry_the_values():
+    """The values to the 5 significant digits the hover shows (sent shorter: issue 45), the same hover text."""
     table = pv.sinusoidal_values(10, 8)
-    assert np.allclose(np.array(viz.position_table_heatmap(table).data[0].z), table)
+    z = np.array(viz.position_table_heatmap(table).data[0].z)
+    assert np.allclose(z, table, rtol=5e-5, atol=0) and hover_text(z) == hover_text(table)
     sim = pv.cosine_similarity(table)
-    assert np.allclose(np.array(viz.position_matrix_heatmap(sim, "<b>x</b>").data[0].z), sim)
+    z = np.array(viz.position_matrix_heatmap(sim, "<b>x</b>").data[0].z)
+    assert np.allclose(z, sim, rtol=5e-5, atol=0) and hover_text(z) == hover_text(sim)
     assert viz.position_matrix_heatmap(sim, "<b>x</b>").layout.title.text == "&lt;b&gt;x&lt;/b&gt;"
 
 
 # --------------------------------------------------------------------------- families, attention by distance
+
+
+def test_shown_values_round_to_significant_digits_and_keep_gaps():
+    values = np.array([[0.123456789, -98765.4321, 0.0], [np.nan, 1.00005e-7, np.inf]])
+    shown = viz.shown_values(values)
+    assert shown[0, 0] == 0.12346 and shown[0, 1] == -98765.0 and shown[0, 2] == 0.0
+    assert np.isnan(shown[1, 0]) and np.isinf(shown[1, 2]) and np.isclose(shown[1, 1], 1.0001e-7, rtol=1e-12)
+    assert len(json.dumps(viz.shown_values(pv.sinusoidal_values(64, 128)).tolist())) < 0.5 * len(
+        json.dumps(pv.sinusoidal_values(64, 128).tolist()))  # what it is for: less than half the JSON
+    assert values[0, 0] == 0.123456789  # the caller's array is left as it was
 
 
 def test_families_are_found_by_config_not_by_name(tmp_path):

@@ -97,8 +97,39 @@ def test_playground_all_zero_keys_and_empty_cells(monkeypatch, tmp_path):
     assert any("count as 0" in w.value for w in at.warning)
 
 
-def test_two_heads_extremes(monkeypatch, tmp_path):
+def test_playground_runs_the_second_tab_only_when_open_and_keeps_both_tabs_values(monkeypatch, tmp_path):
+    """A visit draws the first tab and computes nothing of the second (issue 45: a page switch costs one tab);
+    flipping between the tabs keeps the first tab's edited table and the second tab's sliders."""
+    calls = []
+    experiment = pg.noisy_keys_experiment
+    monkeypatch.setattr(pg, "noisy_keys_experiment", lambda *a: calls.append(a) or experiment(*a))
     at = page(monkeypatch, tmp_path, PLAYGROUND)
+    assert at.data_editor and not any("setup" in d.value.columns for d in at.dataframe)
+    assert not calls and not [s for s in at.slider if s.key.startswith("heads_")]
+    before = weights_table(at)
+    at.session_state[editor_key(at, "K")] = {"edited_rows": {i: {"x0": 0.0, "x1": 0.0, "x2": 0.0} for i in range(3)},
+                                             "added_rows": [], "deleted_rows": []}
+    ok(at.run())
+    edited = weights_table(at)
+    assert np.allclose(edited, 1 / 3) and not np.allclose(before, edited)  # all-zero K: uniform
+    at.session_state["pg_tab"] = "One head vs two heads"
+    ok(at.run())
+    assert any("setup" in d.value.columns for d in at.dataframe)
+    ok(at.slider(key="heads_n").set_value(6).run())
+    at.session_state["pg_tab"] = "Attention by hand"
+    ok(at.run())
+    assert not [s for s in at.slider if s.key.startswith("heads_")]
+    assert np.allclose(weights_table(at), edited)  # the edit is still there
+    at.session_state["pg_tab"] = "One head vs two heads"
+    ok(at.run())
+    assert at.slider(key="heads_n").value == 6  # and the slider too
+
+
+def test_two_heads_extremes(monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tmp_path))
+    at = AppTest.from_file(PLAYGROUND, default_timeout=60)
+    at.session_state["pg_tab"] = "One head vs two heads"
+    ok(at.run())
     summary = next(d.value for d in at.dataframe if "setup" in d.value.columns)
     single = summary[(summary.quantity == "weight on v_a") & (summary.setup == "one head")]["std"].item()
     two = summary[(summary.quantity == "weight on v_a") & (summary.setup == "two heads")]["std"].item()
