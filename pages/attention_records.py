@@ -101,7 +101,7 @@ def show(name: str, records: rec.AttentionRecords) -> None:
     st.caption(NEEDS_MODEL["where"])
     show_sanity(run)
     st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),
-                       file_name=f"{name}-{index}-attention.csv", mime="text/csv",
+                       file_name=f"{name}-{index}-attention.csv", mime="text/csv", on_click="ignore",
                        help="Long format: layer, head, query_pos, query_token, key_pos, key_token, weight.")
 
 

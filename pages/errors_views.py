@@ -246,9 +246,9 @@ def _with_widths(frame: pd.DataFrame, room: int, config: dict | None = None) -> 
 def _csv(frame: pd.DataFrame, label: str, filename: str, key: str, where=st, index: str | None = None) -> None:
     """A download of the frame as CSV (its index a first column named `index`, if given), written when the button
     is clicked (Streamlit runs the callable then): writing every piece of a language model's file took ~0.3 s of
-    every run of the page."""
+    every run of the page. The click reruns nothing (a second button clicked during that rerun never downloaded)."""
     where.download_button(label, lambda: table_csv(frame if index is None else frame.reset_index(names=index)),
-                          file_name=filename, mime="text/csv", key=key)
+                          file_name=filename, mime="text/csv", key=key, on_click="ignore")
 
 
 def _safe_name(name: str) -> str:

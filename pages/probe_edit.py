@@ -236,7 +236,7 @@ def session_part(p: Probe, loaded) -> None:
         st.rerun()
     download_box.download_button("Download the edited model", data=lambda: edited_bytes(loaded, kept),
                                  file_name=f"{p.focus}-edited.safetensors", mime="application/octet-stream",
-                                 key="edit_download")
+                                 key="edit_download", on_click="ignore")
 
 
 def edited_bytes(loaded, kept: EditedModel) -> bytes:

@@ -1,6 +1,7 @@
-"""The probe's "Where from" CSV downloads in a real browser: the files are made when a button is clicked (issue 45:
-five tables were built and sent with every new name), two buttons clicked one after the other both download, and a
-download reruns nothing (its on_click is "ignore")."""
+"""Downloads in a real browser (issue 45): the files are made when a button is clicked (the probe's "Where from"
+built and sent five tables with every new name; the Errors page wrote every piece of a language model's file on
+every run), buttons clicked one after the other all download, and a download reruns nothing (on_click="ignore":
+with the file made on the click, a second button clicked during the first click's rerun never downloaded)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,8 @@ from tests.browser.conftest import VIEWPORT, WAIT_MS, open_page, wait_idle
 pytestmark = pytest.mark.browser
 
 
-def test_where_from_csvs_download_one_after_the_other_without_a_rerun(server, browser, first_visit):
-    if not any(i.task == "birthplace" and not i.error for i in list_checkpoints(server.checkpoints)):
-        pytest.skip(f"no birthplace checkpoint in {server.checkpoints}")
+def download_without_reruns(browser, url: str, wanted: dict[str, str]) -> None:
+    """Click each button of `wanted` (label -> a column its CSV has, or '') with no wait between the clicks."""
     context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
     context.set_default_timeout(WAIT_MS)
     try:
@@ -35,13 +35,11 @@ def test_where_from_csvs_download_one_after_the_other_without_a_rerun(server, br
                     runs.append("rerun")
 
         page.on("websocket", lambda ws: ws.on("framesent", sent))
-        open_page(page, f"{server.url}/probe?tab=ask&name=Max+Born&wf=1")
+        open_page(page, url)
         wait_idle(page)
         assert runs, "the page's own run was not seen"
         runs.clear()
-        wanted = {"Logit lens (CSV)": "answer probability", "Causal trace (CSV)": "share recovered",
-                  "Attribution (CSV)": "", "Input attribution (CSV)": ""}
-        for label, column in wanted.items():  # no wait between the clicks
+        for label, column in wanted.items():
             with page.expect_download() as download:
                 page.get_by_role("button", name=label, exact=True).click()
             text = open(download.value.path(), encoding="utf-8").read()
@@ -52,3 +50,23 @@ def test_where_from_csvs_download_one_after_the_other_without_a_rerun(server, br
         assert not runs, f"{len(runs)} reruns asked for: a download reran the page"
     finally:
         context.close()
+
+
+def first_of(server, task: str, preferred: str) -> str:
+    names = [i.name for i in list_checkpoints(server.checkpoints) if i.task == task and not i.error]
+    if not names:
+        pytest.skip(f"no {task} checkpoint in {server.checkpoints}")
+    return preferred if preferred in names else names[0]
+
+
+def test_where_from_csvs_download_one_after_the_other_without_a_rerun(server, browser, first_visit):
+    first_of(server, "birthplace", "birth-vanilla-pretrained")
+    download_without_reruns(browser, f"{server.url}/probe?tab=ask&name=Max+Born&wf=1",
+                            {"Logit lens (CSV)": "answer probability", "Causal trace (CSV)": "share recovered",
+                             "Attribution (CSV)": "", "Input attribution (CSV)": ""})
+
+
+def test_error_tables_download_one_after_the_other_without_a_rerun(server, browser, first_visit):
+    model = first_of(server, "classify", "names-pretrained")
+    download_without_reruns(browser, f"{server.url}/errors?model={model}",
+                            {"These rows (CSV)": "example", "Every example (CSV)": "example"})
