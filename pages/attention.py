@@ -36,6 +36,22 @@ def restore_widgets(loaded) -> None:
         st.session_state["attn_text"] = default
 
 
+@st.fragment
+def view_fragment(view: str, run: av.AttentionRun, run_key: tuple, layer: int, head: int, name: str) -> None:
+    """The chosen view, rerun alone when one of its own widgets changes (the query and key tokens, the window of
+    a long input, the combine options, the second model): the sidebar, the run and what is drawn under the figure
+    are not asked again. On such a rerun the page's `bind` did not run, so the URL is brought up to date here."""
+    if page_state.fragment_rerun():
+        page_state.bind(AttentionState, page_state.last_state(AttentionState))
+    VIEWS[view](run, run_key, layer, head, name)
+
+
+@st.fragment
+def next_piece_fragment(loaded, name: str, text: str) -> None:
+    """"Where the next piece comes from": opened and closed alone, without the page's run and view."""
+    where_from_view.next_piece_view(loaded, name, text)
+
+
 info = checkpoint_picker(PageModels(
     "attention", ("lm-learned",), "lm", "language models: their heads look at different things"))
 if (records := attention_records.chosen()) is not None:  # a file of attention maps from Open your model
@@ -75,7 +91,7 @@ for note in run.notes:
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
 words_toggle(run, view, words_slot)
-VIEWS[view](run, run_key, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
+view_fragment(view, run, run_key, layer, head, info.name)  # the figure first: above the fold at 1024x768
 if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
     words = training_words(loaded)  # how the training text was cut where these pieces' letters occur
     st.caption(av.untrained_message(run.untrained, cuts=corpus_cuts(loaded.tokenizer, run.untrained, words)
@@ -86,7 +102,7 @@ reading = av.reading_sentence(loaded.metadata, loaded.tokenizer, run)
 if reading:
     st.write(markdown_escape(reading))  # file names from the checkpoint: text, never Markdown
 show_output(run.output)
-where_from_view.next_piece_view(loaded, info.name, text)
+next_piece_fragment(loaded, info.name, text)
 show_sanity(run)
 st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),
                    file_name=f"{info.name}-attention.csv", mime="text/csv",

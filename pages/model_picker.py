@@ -24,6 +24,9 @@ MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches 
 PICKER_PAGE = "picker_page"  # the page the picker last ran on
 
 
+CARD_KEY = "model_card_open"  # the sidebar's model card expander (its content is drawn only while open)
+
+
 MODEL_PICKED = "model_picked"  # someone chose it (the picker, a link, an upload): pages then keep it
 
 
@@ -91,10 +94,13 @@ def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
         st.query_params.update(model_to_url(name))
         info = infos[names.index(name)]
         st.session_state["checkpoint"] = info
-        with st.expander("Model card", expanded=False):
-            for label, value in cached_model_card(str(info.path), info.modified, info).items():
-                st.markdown(f"**{label}**")
-                st.text(value)
+        # drawn only while open: closed (as every page opens) it costs every rerun of every page nothing
+        card = st.expander("Model card", expanded=False, key=CARD_KEY, on_change="rerun")
+        if card.open:
+            with card:
+                for label, value in cached_model_card(str(info.path), info.modified, info).items():
+                    st.markdown(f"**{label}**")
+                    st.text(value)
         st.radio("Chart download format", ["png", "svg"], key="image_format", horizontal=True,
                  help="What the camera button in each chart's toolbar saves.")
         broken = [i for i in all_checkpoints() if i.error]

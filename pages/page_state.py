@@ -290,6 +290,15 @@ def bind(cls, last=None, prefix: str = "", **values):
     return state
 
 
+def fragment_rerun() -> bool:
+    """This run is a fragment's own (st.fragment: a widget inside it changed), not the page's: a page's `bind`
+    before the fragment did not run, so a fragment whose widgets are in the page's state binds them itself."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
+
+
 # --- the sidebar's model (every page) ----------------------------------------------------------------------
 
 def model_from_url(params: Mapping[str, Any]) -> str | None:
