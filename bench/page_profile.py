@@ -76,7 +76,8 @@ CATEGORIES = [
     ("st.cache_data hits: unpickling the kept copy", [("streamlit/runtime/caching/cache_data_api.py",
                                                       "read_result")]),
     ("widgets: registering and reading their state", [("streamlit/runtime/state/widgets.py", "register_widget")]),
-    ("sending: messages enqueued (protobuf)", [("streamlit/runtime/scriptrunner/script_runner.py", "_enqueue_forward_msg")]),
+    ("sending: messages enqueued (protobuf)", [("streamlit/runtime/scriptrunner/script_runner.py",
+                                                "_enqueue_forward_msg")]),
 ]
 
 
@@ -131,6 +132,7 @@ class Profiled:
         act().run()
         wall = time.perf_counter() - start
         self.probe.profile.disable()
+        self.browser.scoped_to("\0")  # the next run, unless measured: the whole page
         self.check(at)
         stats = pstats.Stats(self.probe.profile)
         self.probe.profile = None
@@ -153,8 +155,9 @@ def attention_rows(profiled: Profiled, repeats: int) -> None:
     rng = random.Random(0)
     for number in range(repeats):
         text = f"{rng.choice(NAMES)} was born in {rng.choice(PLACES)} ({number})."
-        profiled.measure("new sentence", one, lambda: typed(one, "attn_text", text), "attn_text")
-        profiled.measure("same sentence, other session", two, lambda: typed(two, "attn_text", text), "attn_text")
+        profiled.measure("new sentence", one, lambda t=text: typed(one, "attn_text", t), "attn_text")
+        profiled.measure("same sentence, other session", two, lambda t=text: typed(two, "attn_text", t),
+                         "attn_text")
         profiled.measure("rerun, same input", one, lambda: one)
     if (Path(os.environ["ATTENTION_LAB_CHECKPOINTS"]) / f"{STEP_MODEL}.snapshots.safetensors").exists():
         steps = profiled.open(model=STEP_MODEL)
@@ -168,12 +171,12 @@ def attention_rows(profiled: Profiled, repeats: int) -> None:
     for number in range(repeats):
         box = qk.selectbox(key="attn_token")
         profiled.measure("query token (query·key view)", qk,
-                         lambda: box.set_value(number % len(box.options)), "attn_token")
+                         lambda b=box, n=number: b.set_value(n % len(b.options)), "attn_token")
     lens = profiled.open()
-    for number in range(repeats):
+    for _ in range(repeats):
         toggle = lens.toggle(key="wf_next_open")
         profiled.measure("'Where the next piece comes from' toggled", lens,
-                         lambda: toggle.set_value(not toggle.value), "wf_next_open")
+                         lambda t=toggle: t.set_value(not t.value), "wf_next_open")
 
 
 def switch_rows(profiled: Profiled, page: str, repeats: int) -> None:
