@@ -163,7 +163,7 @@ def focus_single() -> None:
 def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
-    if st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single):
+    if st.button(f"Open layer {layer}, head {head} as a single head", key="attn_focus_single", on_click=focus_single):
         st.rerun(scope="app")  # the View choice is drawn outside the view's fragment (pages/attention.py)
     together = joined(run, key, read_as(run))
     source = (run.attention, run.allowed, run.tokens) if together is None else \

@@ -74,7 +74,8 @@ def _picked() -> None:
 
 def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
     leave_legacy_multipage_mode()
-    infos = [i for i in all_checkpoints() if not i.error]
+    listed = all_checkpoints()
+    infos = [i for i in listed if not i.error]
     with st.sidebar:
         st.header("Model")
         if not infos:
@@ -103,7 +104,7 @@ def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
                     st.text(value)
         st.radio("Chart download format", ["png", "svg"], key="image_format", horizontal=True,
                  help="What the camera button in each chart's toolbar saves.")
-        broken = [i for i in all_checkpoints() if i.error]
+        broken = [i for i in listed if i.error]
         if broken:
             st.caption(plain(f"{len(broken)} file(s) in the folder could not be read: "
                              + "; ".join(i.error for i in broken[:3])))
