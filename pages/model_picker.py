@@ -15,7 +15,7 @@ import streamlit as st
 from core.io.checkpoint import CheckpointInfo, LoadedCheckpoint, checkpoint_dir
 from core.text import markdown_escape as plain
 from pages import leave_legacy_multipage_mode
-from pages.page_state import model_from_url, model_to_url
+from pages.page_state import model_from_url, model_to_url, set_params
 from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints, cached_model_card, load_checkpoint
 
 MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches (widget state is not)
@@ -92,7 +92,7 @@ def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
         if suited and models.why:
             st.caption(plain(f"Suits this page: {', '.join(suited)} ({models.why})."))
         st.session_state[MODEL_CHOICE] = name
-        st.query_params.update(model_to_url(name))
+        set_params(model_to_url(name))  # nothing sent when the URL names it already
         info = infos[names.index(name)]
         st.session_state["checkpoint"] = info
         # drawn only while open: closed (as every page opens) it costs every rerun of every page nothing
