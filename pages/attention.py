@@ -37,11 +37,12 @@ def restore_widgets(loaded) -> None:
 
 
 @st.fragment
-def view_fragment(view: str, run: av.AttentionRun, run_key: tuple, layer: int, head: int, name: str) -> None:
+def view_fragment(view: str, run: av.AttentionRun, run_key: tuple, layer: int, head: int, name: str,
+                  page_run: page_state.PageRun) -> None:
     """The chosen view, rerun alone when one of its own widgets changes (the query and key tokens, the window of
     a long input, the combine options, the second model): the sidebar, the run and what is drawn under the figure
     are not asked again. On such a rerun the page's `bind` did not run, so the URL is brought up to date here."""
-    if page_state.fragment_rerun():
+    if page_run.fragment_rerun():
         page_state.bind(AttentionState, page_state.last_state(AttentionState))
     VIEWS[view](run, run_key, layer, head, name)
 
@@ -91,7 +92,7 @@ for note in run.notes:
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
 words_toggle(run, view, words_slot)
-view_fragment(view, run, run_key, layer, head, info.name)  # the figure first: above the fold at 1024x768
+view_fragment(view, run, run_key, layer, head, info.name, page_state.PageRun())  # the figure first (above the fold)
 if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
     words = training_words(loaded)  # how the training text was cut where these pieces' letters occur
     st.caption(av.untrained_message(run.untrained, cuts=corpus_cuts(loaded.tokenizer, run.untrained, words)

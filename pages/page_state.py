@@ -301,13 +301,18 @@ def bind(cls, last=None, prefix: str = "", **values):
     return state
 
 
-def fragment_rerun() -> bool:
-    """This run is a fragment's own (st.fragment: a widget inside it changed), not the page's: a page's `bind`
-    before the fragment did not run, so a fragment whose widgets are in the page's state binds them itself."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
+@dataclass
+class PageRun:
+    """A mark a page's run hands to a fragment whose widgets are part of the page's state. Streamlit reruns a
+    fragment alone with the arguments of the page's last run, this same object, so the first call is the page's
+    run (which bound its state before the fragment) and every later call is the fragment's own rerun, which
+    must `bind` itself for the URL to follow its widgets."""
 
-    ctx = get_script_run_ctx()
-    return bool(ctx is not None and ctx.fragment_ids_this_run)
+    page_ran: bool = True
+
+    def fragment_rerun(self) -> bool:
+        first, self.page_ran = self.page_ran, False
+        return not first
 
 
 # --- the sidebar's model (every page) ----------------------------------------------------------------------
