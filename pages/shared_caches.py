@@ -209,4 +209,6 @@ def figure(key: Hashable, build: Callable, cells: int):
     shared; `cells`: how many values it draws (a figure over FIGURE_CELLS is built afresh each time)."""
     if cells > FIGURE_CELLS:
         return build()
-    return _figure(key, build)
+    # one string for Streamlit to hash, not the nested tuple it hashed element by element on every rerun (the
+    # window's positions, the trace key); repr is exact for the str, int, float, bool and None keys are made of
+    return _figure(repr(key), build)
