@@ -46,7 +46,7 @@ STEP_MODEL = "lm-learned"  # a bundled checkpoint that kept training steps (the 
 # another; an indented row is part of the row above it.
 CATEGORIES = [
     ("app.py: page list, st.navigation (less the page)", [("app.py", "<module>")]),
-    ("the page (its script, all of it)", [("streamlit/navigation/page.py", "run")]),
+    ("the page (its script, all of it; or the fragment rerun alone)", [("streamlit/navigation/page.py", "run")]),
     ("  sidebar: model picker, checkpoint listing, model card", [("pages/model_picker.py", "checkpoint_picker")]),
     ("    checkpoint listing (all_checkpoints)", [("pages/shared_caches.py", "all_checkpoints")]),
     ("  the URL codec: page_state restore and bind", [("pages/page_state.py", "restore"),
@@ -138,9 +138,10 @@ class Profiled:
         self.probe.profile = None
         run = cumulative(stats, [("streamlit/runtime/scriptrunner/exec_code.py", "exec_func_with_error_handling")])
         parts = {label: cumulative(stats, targets) for label, targets in CATEGORIES}
+        page = "the page (its script, all of it; or the fragment rerun alone)"
+        parts[page] = max(parts[page], cumulative(stats, [("streamlit/runtime/fragment.py", "wrapped_fragment")]))
         app = parts["app.py: page list, st.navigation (less the page)"]
-        parts["app.py: page list, st.navigation (less the page)"] = max(
-            0.0, app - parts["the page (its script, all of it)"])
+        parts["app.py: page list, st.navigation (less the page)"] = max(0.0, app - parts[page])
         self.rows.setdefault(row, []).append((wall, run, parts, stats))
 
 
