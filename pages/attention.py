@@ -2,7 +2,8 @@
 
 Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass per model content, text and
 options, shared by every session: pages.shared_caches) -> the chosen view (pages.attention_views: `core.figures`
-figures, shared per run and view) -> the model's output and the sanity checks under it.
+figures, shared per run and view) -> the model's output and the sanity checks under it. The view and "Where the
+next piece comes from" are fragments: their own widgets rerun them alone, not the sidebar or the run (issue 45).
 The URL (`pages.page_state.AttentionState`) holds the sentence, layer, head, view, options and training step, so a
 copied link reopens exactly this view. User text is only ever shown through st.text / st.code / dataframes /
 escaped plotly labels.
