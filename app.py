@@ -7,7 +7,9 @@ would vanish from page tests after the first run.
 """
 
 import copy
+import gc
 import os
+import sys
 
 import streamlit as st
 import torch
@@ -30,5 +32,21 @@ def page_list(folder: str) -> tuple[st.Page, ...]:
 # A copy per run: st.navigation marks the page it returns as callable and Page.run unmarks it, on the object,
 # so sessions running at once must not share one (a shallow copy: no file is resolved again).
 PAGES = [copy.copy(page) for page in page_list(os.path.dirname(os.path.abspath(__file__)))]
+
+
+@st.cache_resource(show_spinner=False)
+def settled(modules: int) -> int:
+    """Once per server process and number of imported modules (a page's first visit imports its own): everything
+    alive after that run (modules, plotly's validators, torch, loaded models) moved out of the garbage collector's
+    sight (gc.freeze, after a collection so no garbage is kept). A full collection walked all of it, ~0.26 s of CPU
+    each time (420,000 objects), charged to whichever interaction triggered it (bench/README.md, issue 45)."""
+    gc.collect()
+    gc.freeze()
+    return modules
+
+
 st.session_state[APP_RAN] = True
-st.navigation(PAGES).run()
+try:
+    st.navigation(PAGES).run()
+finally:
+    settled(len(sys.modules))

@@ -2,7 +2,8 @@
 
 Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass per model content, text and
 options, shared by every session: pages.shared_caches) -> the chosen view (pages.attention_views: `core.figures`
-figures, shared per run and view) -> the model's output and the sanity checks under it.
+figures, shared per run and view) -> the model's output and the sanity checks under it. The view and "Where the
+next piece comes from" are fragments: their own widgets rerun them alone, not the sidebar or the run (issue 45).
 The URL (`pages.page_state.AttentionState`) holds the sentence, layer, head, view, options and training step, so a
 copied link reopens exactly this view. User text is only ever shown through st.text / st.code / dataframes /
 escaped plotly labels.
@@ -34,6 +35,23 @@ def restore_widgets(loaded) -> None:
     st.session_state["attn_default"] = default
     if st.session_state.get("attn_text") is None:  # no sentence in the link: the checkpoint's default
         st.session_state["attn_text"] = default
+
+
+@st.fragment
+def view_fragment(view: str, run: av.AttentionRun, run_key: tuple, layer: int, head: int, name: str,
+                  page_run: page_state.PageRun) -> None:
+    """The chosen view, rerun alone when one of its own widgets changes (the query and key tokens, the window of
+    a long input, the combine options, the second model): the sidebar, the run and what is drawn under the figure
+    are not asked again. On such a rerun the page's `bind` did not run, so the URL is brought up to date here."""
+    if page_run.fragment_rerun():
+        page_state.bind(AttentionState, page_state.last_state(AttentionState))
+    VIEWS[view](run, run_key, layer, head, name)
+
+
+@st.fragment
+def next_piece_fragment(loaded, name: str, text: str) -> None:
+    """"Where the next piece comes from": opened and closed alone, without the page's run and view."""
+    where_from_view.next_piece_view(loaded, name, text)
 
 
 info = checkpoint_picker(PageModels(
@@ -75,7 +93,7 @@ for note in run.notes:
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
 words_toggle(run, view, words_slot)
-VIEWS[view](run, run_key, layer, head, info.name)  # the figure first: above the fold on a 1024x768 projector
+view_fragment(view, run, run_key, layer, head, info.name, page_state.PageRun())  # the figure first (above the fold)
 if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
     words = training_words(loaded)  # how the training text was cut where these pieces' letters occur
     st.caption(av.untrained_message(run.untrained, cuts=corpus_cuts(loaded.tokenizer, run.untrained, words)
@@ -86,7 +104,7 @@ reading = av.reading_sentence(loaded.metadata, loaded.tokenizer, run)
 if reading:
     st.write(markdown_escape(reading))  # file names from the checkpoint: text, never Markdown
 show_output(run.output)
-where_from_view.next_piece_view(loaded, info.name, text)
+next_piece_fragment(loaded, info.name, text)
 show_sanity(run)
 st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),
                    file_name=f"{info.name}-attention.csv", mime="text/csv",

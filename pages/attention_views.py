@@ -25,7 +25,7 @@ from core.text import visible_token
 from pages.display import fitted_columns, show_figure
 from pages.model_picker import selected_info
 from pages.page_state import COMBINE_METHODS
-from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint
+from pages.shared_caches import all_checkpoints, attention_run, derived, figure, load_checkpoint
 
 # --- long inputs: the window of tokens ----------------------------------------------------------------
 
@@ -163,7 +163,8 @@ def focus_single() -> None:
 def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     st.caption("Every layer (rows) x head (columns) on one colour scale (the bar). Pick Layer and Head "
                "above to move the frame; the button opens the framed head on its own.")
-    st.button(f"Open layer {layer}, head {head} as a single head", on_click=focus_single)
+    if st.button(f"Open layer {layer}, head {head} as a single head", key="attn_focus_single", on_click=focus_single):
+        st.rerun(scope="app")  # the View choice is drawn outside the view's fragment (pages/attention.py)
     together = joined(run, key, read_as(run))
     source = (run.attention, run.allowed, run.tokens) if together is None else \
         (together.attention, together.allowed, together.labels)
@@ -348,16 +349,34 @@ def show_output(output: av.ModelOutput) -> None:
         st.text("Answer: " + (output.answer if output.answer else "(empty)"))
         st.code(output.shown_completion, language=None, wrap_lines=True)  # 32 characters ran off the right at 1024 px
     if output.rows:  # widths that add up to the page: a piece-level model's top-5 table scrolled at 1024 px
-        table = pd.DataFrame(output.rows)
-        st.dataframe(table, hide_index=True, column_config=fitted_columns(table))
+        table, widths = derived(output, "table", lambda: _output_table(output))
+        st.dataframe(table, hide_index=True, column_config=widths)
+
+
+def _arrow(frame: pd.DataFrame):
+    """The frame as Streamlit sends it (Arrow; its own conversion, pyarrow.Table.from_pandas), made once per run
+    rather than on every rerun that draws it."""
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(frame)
+
+
+def _output_table(output: av.ModelOutput) -> tuple:
+    table = pd.DataFrame(output.rows)
+    return _arrow(table), fitted_columns(table)
+
+
+def _sanity(run: av.AttentionRun) -> tuple[list[str], object]:
+    checks = av.sanity_checks(run)
+    return [c.name for c in checks if c.passed is False], _arrow(pd.DataFrame(
+        [{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed], "detail": c.detail}
+         for c in checks]).set_index("check"))
 
 
 def show_sanity(run: av.AttentionRun) -> None:
-    checks = av.sanity_checks(run)
-    failed = [c.name for c in checks if c.passed is False]
+    failed, table = derived(run, "sanity", lambda: _sanity(run))  # once per run, not per rerun
     if failed:
         st.error("Sanity check failed: " + "; ".join(failed) + ".")
     with st.expander("Sanity checks", expanded=bool(failed)):
-        # st.table wraps the details inside the column; a data grid scrolled them sideways at 1024 px
-        st.table(pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
-                                "detail": c.detail} for c in checks]).set_index("check"))
+        # the checks are the index; st.table wraps the details inside the column (a grid scrolled them at 1024 px)
+        st.table(table, hide_index=False)

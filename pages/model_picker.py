@@ -15,13 +15,16 @@ import streamlit as st
 from core.io.checkpoint import CheckpointInfo, LoadedCheckpoint, checkpoint_dir
 from core.text import markdown_escape as plain
 from pages import leave_legacy_multipage_mode
-from pages.page_state import model_from_url, model_to_url
+from pages.page_state import model_from_url, model_to_url, set_params
 from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints, cached_model_card, load_checkpoint
 
 MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches (widget state is not)
 
 
 PICKER_PAGE = "picker_page"  # the page the picker last ran on
+
+
+CARD_KEY = "model_card_open"  # the sidebar's model card expander (its content is drawn only while open)
 
 
 MODEL_PICKED = "model_picked"  # someone chose it (the picker, a link, an upload): pages then keep it
@@ -71,7 +74,8 @@ def _picked() -> None:
 
 def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
     leave_legacy_multipage_mode()
-    infos = [i for i in all_checkpoints() if not i.error]
+    listed = all_checkpoints()
+    infos = [i for i in listed if not i.error]
     with st.sidebar:
         st.header("Model")
         if not infos:
@@ -88,16 +92,19 @@ def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
         if suited and models.why:
             st.caption(plain(f"Suits this page: {', '.join(suited)} ({models.why})."))
         st.session_state[MODEL_CHOICE] = name
-        st.query_params.update(model_to_url(name))
+        set_params(model_to_url(name))  # nothing sent when the URL names it already
         info = infos[names.index(name)]
         st.session_state["checkpoint"] = info
-        with st.expander("Model card", expanded=False):
-            for label, value in cached_model_card(str(info.path), info.modified, info).items():
-                st.markdown(f"**{label}**")
-                st.text(value)
+        # drawn only while open: closed (as every page opens) it costs every rerun of every page nothing
+        card = st.expander("Model card", expanded=False, key=CARD_KEY, on_change="rerun")
+        if card.open:
+            with card:
+                for label, value in cached_model_card(str(info.path), info.modified, info).items():
+                    st.markdown(f"**{label}**")
+                    st.text(value)
         st.radio("Chart download format", ["png", "svg"], key="image_format", horizontal=True,
                  help="What the camera button in each chart's toolbar saves.")
-        broken = [i for i in all_checkpoints() if i.error]
+        broken = [i for i in listed if i.error]
         if broken:
             st.caption(plain(f"{len(broken)} file(s) in the folder could not be read: "
                              + "; ".join(i.error for i in broken[:3])))

@@ -272,13 +272,24 @@ def current(cls, last=None, prefix: str = "", **values):
     return dataclasses.replace(base, **{**now, **values})
 
 
+def set_params(params: Mapping[str, str], stale: Iterable[str] = ()) -> None:
+    """Into the URL: `params` set and the `stale` keys dropped. Each change of st.query_params sends the browser
+    the whole query string; a rerun that changes nothing (most of them: every page writes its state on every
+    rerun) now sends nothing."""
+    now = st.query_params
+    for key in stale:
+        if key in now:
+            now.pop(key)
+    changed = {key: value for key, value in params.items() if now.get_all(key) != [value]}
+    if changed:
+        now.update(changed)
+
+
 def write(state, prefix: str = "", shown=None) -> None:
     """Into the URL (this state's keys that are absent dropped) and kept as this session's last state.
     `shown`: what the URL shows, where a page leaves part of its state out of links."""
     params = to_url(state if shown is None else shown)
-    for stale in url_keys(type(state)) - set(params):
-        st.query_params.pop(stale, None)
-    st.query_params.update(params)
+    set_params(params, url_keys(type(state)) - set(params))
     st.session_state[_saved_key(type(state), prefix)] = state
     st.session_state[_saved_key(type(state), prefix) + "_url"] = params
 
@@ -288,6 +299,20 @@ def bind(cls, last=None, prefix: str = "", **values):
     state = current(cls, last, prefix, **values)
     write(state, prefix)
     return state
+
+
+@dataclass
+class PageRun:
+    """A mark a page's run hands to a fragment whose widgets are part of the page's state. Streamlit reruns a
+    fragment alone with the arguments of the page's last run, this same object, so the first call is the page's
+    run (which bound its state before the fragment) and every later call is the fragment's own rerun, which
+    must `bind` itself for the URL to follow its widgets."""
+
+    page_ran: bool = True
+
+    def fragment_rerun(self) -> bool:
+        first, self.page_ran = self.page_ran, False
+        return not first
 
 
 # --- the sidebar's model (every page) ----------------------------------------------------------------------

@@ -18,8 +18,10 @@ figures with many cells are not kept. Not a page (app.py lists pages explicitly)
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -175,6 +177,24 @@ def attention_run(loaded, text: str, past: bool, queries_keys: bool = False) -> 
     return key, _trace(*key, loaded)
 
 
+_DERIVED: dict[int, tuple[weakref.ref, dict[str, Any]]] = {}
+
+
+def derived(owner, what: str, build: Callable[[], Any]):
+    """`build()` once per shared, read-only object (a run's output, its sanity checks) and `what`, kept while the
+    object is: a page's tables of a cached run are made once, not on every rerun of every session. The result is
+    read-only like its owner."""
+    kept = _DERIVED.get(id(owner))
+    if kept is None or kept[0]() is not owner:
+        kept = (weakref.ref(owner), {})
+        _DERIVED[id(owner)] = kept
+        weakref.finalize(owner, _DERIVED.pop, id(owner), None)
+    values = kept[1]
+    if what not in values:
+        values[what] = build()
+    return values[what]
+
+
 # 64 figures: a browser figure is ~50 bytes a value (0.05 MB for one head over 12 tokens, 0.8 MB at the
 # FIGURE_CELLS limit), so at most ~50 MB
 @st.cache_resource(show_spinner=False, max_entries=64, ttl=3600)
@@ -189,4 +209,6 @@ def figure(key: Hashable, build: Callable, cells: int):
     shared; `cells`: how many values it draws (a figure over FIGURE_CELLS is built afresh each time)."""
     if cells > FIGURE_CELLS:
         return build()
-    return _figure(key, build)
+    # one string for Streamlit to hash, not the nested tuple it hashed element by element on every rerun (the
+    # window's positions, the trace key); repr is exact for the str, int, float, bool and None keys are made of
+    return _figure(repr(key), build)

@@ -29,9 +29,10 @@ def _stamp(loaded: LoadedCheckpoint) -> tuple[str, float, float]:
     return str(loaded.path), Path(loaded.path).stat().st_mtime, side.stat().st_mtime if side.exists() else 0.0
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_resource(show_spinner=False, max_entries=64)
 def cached_snapshots(path: str, modified: float, side_modified: float, _loaded) -> snap_files.SnapshotFile | None:
-    """Read and check (sha256 per step) once per version of the checkpoint and of its snapshot file."""
+    """Read and check (sha256 per step) once per version of the checkpoint and of its snapshot file, and shared
+    read-only by every session (st.cache_data unpickled a copy on every rerun of the Attention page)."""
     return snap_files.snapshots_of(_loaded)
 
 
@@ -50,7 +51,8 @@ def cached_at_step(path: str, modified: float, side_modified: float, step: int, 
 def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
     """The training-step slider when the model kept snapshots: the checkpoint as it was at the chosen step
     (the last position is the checkpoint itself). Without snapshots: `loaded`, and no slider."""
-    found = snapshots_for(loaded)
+    stamp = None if Path(loaded.path).is_dir() else _stamp(loaded)  # snapshots_for's, once per rerun
+    found = None if stamp is None else cached_snapshots(*stamp, loaded)
     if found is not None and found.note:
         st.info(plain(found.note))
     if found is None or not found.snapshots:
@@ -67,7 +69,7 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
                                     f"({found.size_line()}); the same sentence, layer, head and view at every step.")
     where.caption((f"of {last:,} · " if last else "") + (f"loss {found.at(step).loss:.3f}" if kept  # one line
                                                          else "the checkpoint"))
-    return cached_at_step(*_stamp(loaded), step, loaded, found)
+    return cached_at_step(*stamp, step, loaded, found)
 
 
 # --- the curves page -----------------------------------------------------------------------------------

@@ -26,6 +26,9 @@ def test_shell_with_checkpoints_offers_them_and_shows_a_card(monkeypatch, tiny_c
     picker.select("tiny-lm").run()
     assert not at.exception
     assert at.query_params["model"] in ("tiny-lm", ["tiny-lm"])
+    assert not at.sidebar.text  # the card is drawn when opened (a closed one costs every rerun nothing)
+    at.session_state["model_card_open"] = True
+    at.run()
     card = " ".join(t.value for t in at.sidebar.text)
     assert "language model" in card and "alibi" not in card and "learned" in card
 

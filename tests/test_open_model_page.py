@@ -66,6 +66,8 @@ def test_params_and_corpus_upload_joins_and_selects_in_picker(monkeypatch, tiny_
     picker = _picker(at)
     assert picker.options == ["tiny-birthplace", "tiny-classifier", "tiny-lm", "synthesizer.finetune"]
     assert picker.value == "synthesizer.finetune"
+    at.session_state["model_card_open"] = True  # the sidebar's card is drawn while open
+    at.run()
     card = " ".join(t.value for t in at.sidebar.text)
     assert "synthesizer" in card and "birthplace" in card
     info = at.session_state["uploaded_checkpoints"][0]
@@ -87,6 +89,8 @@ def test_our_checkpoint_upload_joins_an_empty_picker(monkeypatch, tmp_path):
     at.button(key="add_checkpoint").click().run()
     assert not at.exception and not at.error
     assert _picker(at).options == ["mine"] and _picker(at).value == "mine"
+    at.session_state["model_card_open"] = True  # the sidebar's card is drawn while open
+    at.run()
     assert "alibi" in " ".join(t.value for t in at.sidebar.text)
 
 

@@ -118,6 +118,8 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     else:
         text = None
         hover = f"query %{{y}} → key %{{x}}<br>{value} %{{z:.7g}}<extra></extra>"
+    if text is not None:  # an array: plotly checks it in one step where it checks a list of lists cell by cell
+        text = np.array(text, dtype=object)  # (~2 ms of a 20-token map); the JSON sent is the same
     categories = token_categories(labels)
     height = height or attention_height(T)
     yaxis = category_axis(title=dict(text="query" if query_labels else ""), autorange="reversed",
