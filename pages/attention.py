@@ -107,5 +107,5 @@ show_output(run.output)
 next_piece_fragment(loaded, info.name, text)
 show_sanity(run)
 st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),
-                   file_name=f"{info.name}-attention.csv", mime="text/csv",
+                   file_name=f"{info.name}-attention.csv", mime="text/csv", on_click="ignore",
                    help="Long format: layer, head, query_pos, query_token, key_pos, key_token, weight.")
