@@ -28,16 +28,7 @@ from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.page_state import PROBE_TABS, ProbeState
 from pages.probe_edit import edit_tab
-from pages.probe_views import (
-    PERCENT,
-    Probe,
-    cached_answers,
-    compute_first,
-    dev_tab,
-    pick_focus,
-    show_example,
-    warn_unknown,
-)
+from pages.probe_views import PERCENT, Probe, cached_answers, dev_tab, pick_focus, show_example, warn_unknown
 from pages.shared_caches import all_checkpoints, load_checkpoint, model_version
 from pages.training_steps import show_answers_by_step
 
@@ -89,13 +80,10 @@ def ask_tab(p: Probe) -> None:
         return
     warn_unknown(p, [asked.question])
     truth, source = p.data.truth(asked.name) or (None, None)
-    swap_names = where_from_view.names_of(p.data.train_pairs + p.data.dev_pairs)
-    # the model work first, then every element at once (probe_views.compute_first)
-    compute_first(p, asked.question)
-    where_from_view.compute_first(p.models[p.focus], asked.question, truth, swap_names)
     show_example(p, asked.question, asked.name, truth, source, "probe_ask")
     show_answers_by_step(p.models[p.focus], p.focus, asked.question, tuple(p.data.labels), truth)
-    where_from_view.question_view(p.models[p.focus], p.focus, asked.question, truth, swap_names)
+    where_from_view.question_view(p.models[p.focus], p.focus, asked.question, truth,
+                                  where_from_view.names_of(p.data.train_pairs + p.data.dev_pairs))
 
 
 def fabricate_tab(p: Probe) -> None:

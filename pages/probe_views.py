@@ -159,27 +159,13 @@ def show_evidence(evidence: corpus.Evidence) -> None:
         st.text("The true place is " + ("among them." if evidence.truth_mentioned else "NOT among them."))
 
 
-def answers_of(p: Probe, question: str) -> dict[str, answers.ProbeAnswer]:
-    """Every compared model's answer to the question (kept per model version, question and world)."""
-    world, labels = (str(p.data.folder), p.stamp), tuple(p.data.labels)
-    return {m: cached_ask(*model_version(loaded), question, world, labels, loaded) for m, loaded in p.models.items()}
-
-
-def compute_first(p: Probe, question: str) -> None:
-    """What `show_example` draws for this question, computed before the page draws it: a page that sends its
-    elements while it computes makes the browser lay the page out again at every step (issue 45, bench/README.md:
-    30 elements sent over 0.3 s cost the browser 2.5x the work of the same 30 sent at once)."""
-    answers_of(p, question)
-    focus = p.models[p.focus]
-    cached_attention(*model_version(focus), question, focus)
-
-
 def show_example(p: Probe, question: str, name: str, truth: str | None, source: str | None, key: str,
                  room: int = MAIN_WIDTH) -> None:
     """Every selected model's answer to one question, the focus model's candidates and attention."""
     models, focus, data = p.models, p.focus, p.data
+    labels = tuple(data.labels)
     world = (str(data.folder), p.stamp)
-    by_model = answers_of(p, question)
+    by_model = {m: cached_ask(*model_version(loaded), question, world, labels, loaded) for m, loaded in models.items()}
     known = (f"**true birthplace** ({plain(source)}): {plain(truth)}" if truth else
              "true birthplace unknown (not a question of the train or dev file)")
     st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}] · {known}",

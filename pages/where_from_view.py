@@ -223,22 +223,6 @@ def _salience_part(salience: wf.InputAttribution, name: str, key: str, figure_ke
 # --------------------------------------------------------------------------- the views
 
 
-def compute_first(loaded, question: str, truth: str | None, swap_names=(), key: str = "wf_ask") -> None:
-    """When the view is open: its reading and causal trace for this question, computed (into the caches) before the
-    page draws anything, so that the page's elements reach the browser together (probe_views.compute_first says
-    why). A question the view cannot read is left to the view, which says so."""
-    _state(key)  # the widgets seeded from the URL on a first visit: then read as the view will read them
-    chosen = st.session_state
-    if not chosen.get(f"{key}_open"):
-        return
-    try:
-        q = cached_reading(*model_version(loaded), question, truth, loaded)[0]
-        cached_trace(*model_version(loaded), q.question, q.truth, chosen[f"{key}_corruption"],
-                     int(chosen[f"{key}_samples"]), int(chosen[f"{key}_seed"]), tuple(swap_names), loaded)
-    except wf.WhereFromError:
-        return
-
-
 def question_view(loaded, name: str, question: str, truth: str | None, swap_names=(), key: str = "wf_ask") -> None:
     """The probe's "Where from" for one question and one model (a toggle; its options in the URL). A fragment:
     opening it or changing its options reruns this view alone, not the probe page's answers (issue 45)."""
