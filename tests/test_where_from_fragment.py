@@ -143,22 +143,3 @@ def test_the_dev_average_options_rerun_the_view_alone(monkeypatch, tmp_path, sen
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
     assert any(other.split(" (")[0] in t and "mean over people" in t for t in titles), titles
 
-
-def test_a_new_name_is_computed_before_the_page_draws_it(monkeypatch, bundled_one, small_world, counted):  # noqa: F811
-    """The probe computes a name's answers, reading and causal trace first, then draws: elements sent while the
-    page computes make the browser lay the page out at every step (issue 45). The view then finds its trace kept:
-    one trace per name, with the options the view's widgets hold."""
-    traced_before_drawing = []
-    show_example = pages.probe_views.show_example
-
-    def drawing(*args, **kwargs):
-        traced_before_drawing.append(counted.traces)
-        return show_example(*args, **kwargs)
-    monkeypatch.setattr(pages.probe_views, "show_example", drawing)
-    at = open_probe(monkeypatch, bundled_one, small_world, tab="ask", name="Michelle Lefort", wf="1", wf_seed="4")
-    assert traced_before_drawing == [1] and counted.traces == 1
-    at.number_input(key="wf_ask_samples").set_value(3).run()  # a whole run here: AppTest does not scope it
-    assert counted.traces == 2
-    at.text_input(key="probe_ask").set_value("Mara Dunn").run()
-    assert traced_before_drawing[-1] == 3 and counted.traces == 3, "the new name's trace was not the view's"
-    assert "3 sample(s), seed 4" in " ".join(c.value for c in at.caption).replace("\\", "")  # markdown escapes
