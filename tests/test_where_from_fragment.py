@@ -142,4 +142,3 @@ def test_the_dev_average_options_rerun_the_view_alone(monkeypatch, tmp_path, sen
     assert len(analyses) == 1, "choosing the people reran the Dev set tab's analyses"
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
     assert any(other.split(" (")[0] in t and "mean over people" in t for t in titles), titles
-
