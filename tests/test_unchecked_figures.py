@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
+from core.figures import attention as av
 from core.figures import probe as pv
 from core.figures import where_from as wf
 from core.figures.common import colorscale, unchecked_figure
@@ -41,6 +42,12 @@ FIGURES = {
                                                    "integrated gradients": np.zeros(len(TOKENS))}, title="salience"),
     "candidates": lambda: pv.candidate_bars(["Paris", "London", "<b>Rome</b>"], [0.5, 0.3, 0.2], "London", "Paris",
                                             title="model: top 3 of 144 candidates"),
+    "attention map": lambda: av.attention_heatmap(np.tril(np.full((len(TOKENS), len(TOKENS)), 0.1)), TOKENS,
+                                                  allowed=np.tril(np.ones((len(TOKENS), len(TOKENS)), bool)),
+                                                  title="L0 H1: where each query looks"),
+    "attention difference": lambda: av.attention_heatmap(np.eye(3) - 0.5, TOKENS[:3], diverging=True, zmax=0.5,
+                                                         colorbar=False, query_labels=False,
+                                                         hovers=["<a>", "b", "c"]),
     "answer attention": lambda: pv.answer_attention_heatmap(np.full((2, 3 * len(TOKENS)), 0.02), TOKENS * 3,
                                                             ["layer 0", "layer 1"], title="where the MASK looks"),
 }
