@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.figures import attention as figs
 from core.lens import attention as av
 from core.lens import records as rec
 from core.text import markdown_escape as plain
-from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, window_controls
-from pages.display import show_figure
-from pages.shared_caches import figure
+from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_pair, show_sanity
 
 RECORDS_KEY = "attention_records"  # session_state: {file name: AttentionRecords}, added on Open your model
 CHOICE_KEY = "rec_file"
@@ -119,34 +116,5 @@ def show_compare(name: str, index: int, run: av.AttentionRun, run_key: tuple, la
     other_records = files[other_file]
     other = rec.as_run(other_records.records[other_index])
     other_key = ("records", other_records.digest, other_index)
-    p = window_controls(run.tokens)
-    pair = [(name, run, p), (other_file, other, av.same_window(p, other.n_tokens))]
-    top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
-              for _, r, _ in pair)
-    same = av.same_tokenisation(run, other)
-    st.caption("Both maps on one colour scale: the bar beside the right one.")
-    for side, column, (label, r, q) in zip(("left", "right"), st.columns(2), pair, strict=True):
-        l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
-
-        def build(r=r, l=l, h=h, q=q, side=side):
-            weights, allowed = av.cut_to_window(r.attention[l, h], r.allowed, q)
-            return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top, colorbar=side == "right",
-                                          query_labels=side == "left" or not same)
-        with column:
-            st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
-            fig = figure((run_key, other_key, side, layer, head, q and tuple(q), same), build,
-                         len(q or r.tokens) ** 2)
-            show_figure(fig, f"{label}-L{l}-H{h}", key=f"rec_compare_chart_{side}")
-    if not same:
-        st.info("The two records have different tokens, so there is no cell-by-cell difference.")
-        return
-    lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
-
-    def difference():
-        diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
-                                                other.attention[lo, ho], other.allowed)
-        diff, allowed = av.cut_to_window(diff, allowed, p)
-        return figs.attention_heatmap(diff, run.tokens, allowed, p, diverging=True,
-                                      title="Difference (left minus right)")
-    show_figure(figure((run_key, other_key, "difference", layer, head, p and tuple(p)), difference,
-                       len(p or run.tokens) ** 2), f"{name}-minus-{other_file}", key="rec_diff_chart")
+    show_pair((name, run, run_key), (other_file, other, other_key), layer, head, "rec",
+              "The two records have different tokens, so there is no cell-by-cell difference.")

@@ -303,13 +303,23 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
     except av.AttentionInputError as exc:
         st.info(str(exc))
         return
+    show_pair((name, run, key), (other_name, other, other_key), layer, head, "attn",
+              "The two models read this text as different tokens, so there is no cell-by-cell difference.")
+
+
+def show_pair(first: tuple[str, av.AttentionRun, tuple], second: tuple[str, av.AttentionRun, tuple], layer: int,
+              head: int, prefix: str, different: str) -> None:
+    """Two runs' (name, run, cache key) maps of one head side by side on one colour scale, over the same window
+    of positions, and their difference when they read the same tokens (else the sentence `different`): the
+    compare view of two checkpoints, and of two attention records. `prefix` starts the charts' widget keys."""
+    (name, run, key), (other_name, other, other_key) = first, second
     p = window_controls(run.tokens)  # long inputs: both maps over the same positions
     pair = [(name, run, p), (other_name, other, av.same_window(p, other.n_tokens))]
     top = max(float(r.attention[av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)].max())
               for _, r, _ in pair)
     same = av.same_tokenisation(run, other)  # then one set of query labels serves both maps
     st.caption("Both maps on one colour scale: the bar beside the right one.")
-    for side, column, (label, r, q) in zip(("left", "right"), st.columns(2), pair):
+    for side, column, (label, r, q) in zip(("left", "right"), st.columns(2), pair, strict=True):
         l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
 
         def build(r=r, l=l, h=h, q=q, side=side):  # one colour bar (right) and one set of query labels (left)
@@ -319,9 +329,9 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
         with column:
             st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
             fig = figure((key, other_key, side, layer, head, q and tuple(q), same), build, len(q or r.tokens) ** 2)
-            show_figure(fig, f"{label}-L{l}-H{h}", key=f"attn_compare_chart_{side}")
+            show_figure(fig, f"{label}-L{l}-H{h}", key=f"{prefix}_compare_chart_{side}")
     if not same:
-        st.info("The two models read this text as different tokens, so there is no cell-by-cell difference.")
+        st.info(different)
         return
     lo, ho = av.clip_index(layer, other.n_layer), av.clip_index(head, other.n_head)
 
@@ -333,7 +343,7 @@ def show_compare(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
                                       title="Difference (left minus right)")
     show_figure(figure((key, other_key, "difference", layer, head, p and tuple(p)), difference,
                        len(p or run.tokens) ** 2),
-                f"{name}-minus-{other_name}", key="attn_diff_chart")
+                f"{name}-minus-{other_name}", key=f"{prefix}_diff_chart")
 
 
 VIEWS = {"single": show_single, "model": show_model, "token": show_token, "qk": show_query_key,
