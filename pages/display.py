@@ -4,6 +4,8 @@ and column widths that add up to the room a table has on a 1024 px projector (`f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 
@@ -95,3 +97,14 @@ def within_limit(text: str, limit: int, what: str) -> str:
     st.info(f"{what} has {len(text):,} characters; the first {limit:,} are used (this box reads at most "
             f"{limit:,}).")
     return text[:limit]
+
+
+def csv_download(label: str, table: Callable, filename: str, key: str | None = None, where=st) -> None:
+    """A CSV of `table()` (a DataFrame) made when the button is clicked, Streamlit running the callable then:
+    tables built and sent on every run were most of some pages' work (issue 45). The click reruns nothing
+    (on_click="ignore": with the file made on the click, a second button clicked during a first click's rerun
+    never downloaded). core.io.tables.table_csv writes it, so no cell reads as a spreadsheet formula."""
+    from core.io.tables import table_csv
+
+    where.download_button(label, lambda: table_csv(table()), file_name=filename, mime="text/csv", key=key,
+                          on_click="ignore")

@@ -25,7 +25,6 @@ from core.figures import errors as viz
 from core.figures import where_from as where_viz
 from core.figures.probe import reliability_figure
 from core.io import folders
-from core.io.tables import table_csv
 from core.lens import where_from as wf
 from core.lens.attention import AttentionInputError
 from core.lens.errors import birthplace, classify, inputs, lm, slices
@@ -33,7 +32,7 @@ from core.lens.history.logs import file_signature
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
 from pages import page_state
-from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
+from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, csv_download, fitted_columns, show_figure, shown_table
 from pages.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRORS_UNITS, AttentionState, ErrorsState
 from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
 
@@ -245,10 +244,9 @@ def _with_widths(frame: pd.DataFrame, room: int, config: dict | None = None) -> 
 
 def _csv(frame: pd.DataFrame, label: str, filename: str, key: str, where=st, index: str | None = None) -> None:
     """A download of the frame as CSV (its index a first column named `index`, if given), written when the button
-    is clicked (Streamlit runs the callable then): writing every piece of a language model's file took ~0.3 s of
-    every run of the page. The click reruns nothing (a second button clicked during that rerun never downloaded)."""
-    where.download_button(label, lambda: table_csv(frame if index is None else frame.reset_index(names=index)),
-                          file_name=filename, mime="text/csv", key=key, on_click="ignore")
+    is clicked (pages.display.csv_download): writing every piece of a language model's file took ~0.3 s of every
+    run of the page."""
+    csv_download(label, lambda: frame if index is None else frame.reset_index(names=index), filename, key, where)
 
 
 def _safe_name(name: str) -> str:

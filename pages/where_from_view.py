@@ -16,7 +16,6 @@ import pandas as pd
 import streamlit as st
 
 from core.figures import where_from as viz
-from core.io.tables import table_csv
 from core.lens import where_from as wf
 from core.lens.attention import birthplace_prompt
 from core.lens.probe.answers import FIRST_PIECE
@@ -25,7 +24,7 @@ from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
 from core.text import markdown_escape as plain
 from pages import page_state
-from pages.display import show_figure
+from pages.display import csv_download, show_figure
 from pages.page_state import PROBE_TABS, WHERE_FROM_CORRUPTIONS, WhereFromState
 from pages.shared_caches import figure, model_version
 
@@ -51,10 +50,9 @@ def _save(key: str) -> None:
 
 
 def _csv(rows: Callable[[], list[dict]], label: str, filename: str, key: str) -> None:
-    """A CSV download of `rows()`, made when the button is clicked: four tables built and sent on every new name
-    were work no one asked for (issue 45)."""
-    st.download_button(label, lambda: table_csv(pd.DataFrame(rows())), file_name=filename, mime="text/csv", key=key,
-                       on_click="ignore")  # a download changes nothing on the page: no rerun
+    """The rows as a CSV download, made when clicked: four tables built and sent on every new name were work no
+    one asked for (issue 45)."""
+    csv_download(label, lambda: pd.DataFrame(rows()), filename, key)
 
 
 # --------------------------------------------------------------------------- cached core calls

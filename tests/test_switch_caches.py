@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import core.io.tables
 import pages.errors_views
 from core.lens.errors import classify, lm
 from tests.conftest import ROOT
@@ -61,7 +62,7 @@ def test_errors_second_session_reads_the_first_ones_result_caption_and_tables(bu
     calls = Calls()
     views = pages.errors_views
     monkeypatch.setattr(views, "evaluate", calls.counting("evaluate", views.evaluate, keep=True))
-    monkeypatch.setattr(views, "table_csv", calls.counting("table_csv", views.table_csv))
+    monkeypatch.setattr(core.io.tables, "table_csv", calls.counting("table_csv", core.io.tables.table_csv))
     monkeypatch.setattr(result_type, "caption", calls.counting("caption", result_type.caption))
     monkeypatch.setattr(views, "fitted_columns", calls.counting("fitted_columns", views.fitted_columns))
     first = switched("pages/errors.py", {"model": model})
@@ -132,7 +133,7 @@ def test_errors_csv_is_written_on_click_with_its_example_column(monkeypatch):
 
     calls = Calls()
     views = pages.errors_views
-    monkeypatch.setattr(views, "table_csv", calls.counting("table_csv", table_csv))
+    monkeypatch.setattr(core.io.tables, "table_csv", calls.counting("table_csv", table_csv))  # where it is called
     kept = {}
 
     class Where:
