@@ -129,7 +129,9 @@ async def ws_session(number: int, url: str, run: Run, deadline: float, stats: St
                 else:
                     page = "attention" if current != "attention" and rng.random() < 0.5 else \
                         rng.choice([p for p in run.page_paths if p != current])
-                    await client.rerun(page_hash=client.pages[page])
+                    # a sidebar link: the browser leaves the URL's query behind (Streamlit clears query parameters
+                    # between pages), so the page opens on its own default model, not the last page's
+                    await client.rerun(page_hash=client.pages[page], query_string="")
                     current = page
                 elapsed = time.perf_counter() - started
                 stats.times[kind].append(elapsed)

@@ -85,19 +85,21 @@ async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[s
     """{row: [per client: CPU seconds of each repeat]}; the clients take turns on every interaction."""
     rows: dict[str, list[list[float]]] = {}
 
-    async def each(row: str, who: str, page: str, text: str | None = None) -> None:
+    async def each(row: str, who: str, page: str, text: str | None = None, switch: bool = False) -> None:
         cells = rows.setdefault(row, [[] for _ in clients])
         for index, client in enumerate(clients):
             session = getattr(client, who)
-            action = session.rerun(page_hash=session.pages[page], text=text and {"Sentence": text})
+            # a switch is a sidebar link: the browser leaves the URL's query behind (as bench/load.py's sessions)
+            action = session.rerun(page_hash=session.pages[page], text=text and {"Sentence": text},
+                                   query_string="" if switch else None)
             cells[index].append(await client.measured(action, chart=text is not None))
 
     for client in clients:
         await client.open()
         await client.a.rerun(page_hash=client.a.pages["attention"], text={"Sentence": "warm up the model"})
         for page in pages:  # every page once: first visits import modules and fill caches
-            await client.a.rerun(page_hash=client.a.pages[page])
-            await client.a.rerun(page_hash=client.a.pages["attention"])
+            await client.a.rerun(page_hash=client.a.pages[page], query_string="")
+            await client.a.rerun(page_hash=client.a.pages["attention"], query_string="")
     rng = random.Random(0)
     for number in range(repeats):
         typed = f"{rng.choice(NAMES)} was born in {rng.choice(PLACES)} ({number})."
@@ -105,8 +107,9 @@ async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[s
         await each("same sentence, other session", "b", "attention", typed)
         await each("rerun, same input", "a", "attention", typed)
         for page in pages:
-            await each(f"switch to {page or 'home'}", "a", page)
-            await each("switch back to attention", "a", "attention")  # it keeps the sentence in session state
+            await each(f"switch to {page or 'home'}", "a", page, switch=True)
+            # back: the page keeps its sentence in session state
+            await each("switch back to attention", "a", "attention", switch=True)
     for client in clients:
         await client.close()
     return rows
