@@ -150,3 +150,17 @@ def test_a_template_colour_does_not_switch_a_part_on_once_applied():
     assert layout["xaxis"]["showline"] is False and layout["xaxis"]["minor"]["showgrid"] is False
     assert "showgrid" not in layout["xaxis"]  # the major grid is on by default either way
     assert "showline" not in layout["xaxis2"]  # the figure's own colour does switch its line on
+
+
+def test_every_axis_sent_skips_plotly_js_label_overflow_measuring():
+    """plotly.js's default for a numeric axis ("hide past div") measures every tick label again after each one is
+    placed; the app's axes say "allow" (labels fit: fitted margins), and so does every axis the browser receives,
+    numbered subplot axes included."""
+    spec = sent(for_browser(heatmap_with_numpy()))
+    axes = {key: axis for key, axis in spec["layout"].items() if key.startswith(("xaxis", "yaxis"))}
+    assert set(axes) == {"xaxis", "yaxis", "xaxis2", "yaxis2"}
+    assert {key: axis.get("ticklabeloverflow") for key, axis in axes.items()} == dict.fromkeys(axes, "allow")
+    assert spec["data"][0]["colorbar"]["ticklabeloverflow"] == "allow"  # the heatmap's colour bar
+    shared = sent(for_browser(finished(lambda: go.Figure(go.Heatmap(z=[[1, 2]], coloraxis="coloraxis"),
+                                                         layout=dict(coloraxis=dict(cmin=0))))()))
+    assert shared["layout"]["coloraxis"]["colorbar"]["ticklabeloverflow"] == "allow"

@@ -39,6 +39,11 @@ def wrap_title(title: str, width: int = TITLE_WIDTH) -> str:
 # plotly_white. Streamlit added it in the browser; charts are now shown with theme=None (one draw per
 # change, core/figures/browser.py), so the look is ours: the same on the page, in exports and in tests.
 _GREY, _LINE, _FONT = "#808495", "#e6eaf1", '"Source Sans", sans-serif'
+# A numeric axis's tick labels: plotly.js's default ("hide past div") hides a label that passes the figure's edge, and
+# finds such labels by measuring every label again after each one is placed (n² measurements per axis: ~40 ms of
+# the browser's ~250 ms for the probe's six charts per new name, bench/README.md issue 45). Our margins are fitted
+# to the labels (`fit_margins`, and plotly's automargin), so no label passes the edge and none would be hidden.
+LABELS_FIT = "allow"
 APP_LOOK: dict[str, Any] = dict(
     font=dict(color=_GREY, family=_FONT, size=12, weight=400),
     title=dict(font=dict(family=_FONT, size=16, color="#2F2D2B", weight=700), pad=dict(l=4), xanchor="left", x=0),
@@ -46,15 +51,16 @@ APP_LOOK: dict[str, Any] = dict(
                 bordercolor="rgba(0,0,0,0)", borderwidth=0, font=dict(size=12, color="#262730")),
     margin=dict(pad=8, r=0, l=0),
     hoverlabel=dict(bgcolor="#FFFFFF", bordercolor="#DCD8D4", font=dict(color=_GREY, family=_FONT, size=12)),
-    coloraxis=dict(colorbar=dict(thickness=16, xpad=24, ticklabelposition="outside", outlinecolor="rgba(0,0,0,0)",
+    coloraxis=dict(colorbar=dict(thickness=16, xpad=24, ticklabelposition="outside", ticklabeloverflow=LABELS_FIT,
+                                 outlinecolor="rgba(0,0,0,0)",
                                  outlinewidth=8, len=0.75, y=0.5745, title=dict(font=dict(color=_GREY, size=14)),
                                  tickfont=dict(color=_GREY, size=12))),
     xaxis=dict(zerolinecolor=_LINE, gridcolor=_LINE, showgrid=False, tickfont=dict(color=_GREY, size=12),
                tickcolor=_LINE, title=dict(font=dict(color=_GREY, size=14), standoff=20),
-               minor=dict(gridcolor=_LINE), zeroline=False, automargin=True),
+               minor=dict(gridcolor=_LINE), zeroline=False, automargin=True, ticklabeloverflow=LABELS_FIT),
     yaxis=dict(ticklabelposition="outside", zerolinecolor=_LINE, gridcolor=_LINE, tickfont=dict(color=_GREY, size=12),
                tickcolor=_LINE, title=dict(font=dict(color=_GREY, size=14), standoff=24),
-               minor=dict(gridcolor=_LINE), automargin=True),
+               minor=dict(gridcolor=_LINE), automargin=True, ticklabeloverflow=LABELS_FIT),
 )
 
 
@@ -66,6 +72,8 @@ def app_template() -> go.layout.Template:
     """plotly_white with APP_LOOK over its layout; built (and validated) once, registered as APP_TEMPLATE."""
     template = go.layout.Template(pio.templates["plotly_white"])
     template.layout.update(APP_LOOK)
+    for heatmap in template.data.heatmap:  # a heatmap's own colour bar (a shared coloraxis's bar takes APP_LOOK's)
+        heatmap.colorbar.ticklabeloverflow = LABELS_FIT
     pio.templates[APP_TEMPLATE] = template
     return template
 
