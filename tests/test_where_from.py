@@ -177,7 +177,11 @@ def _reference_grids(model, ids, names, answer, noise_rows):
     return clean_p, corrupted, grids
 
 
-def test_causal_trace_matches_an_independent_reference_written_with_forward_hooks():
+@pytest.mark.parametrize("group_rows", [1, 10**9], ids=["from each row's first restored piece", "whole batch"])
+def test_causal_trace_matches_an_independent_reference_written_with_forward_hooks(monkeypatch, group_rows):
+    from core.lens.where_from import analyses
+
+    monkeypatch.setattr(analyses, "GROUP_ROWS", group_rows)  # 1: every row goes on from its first restored piece
     model = small()
     q = wf.read_question(model, CHARS, "Where was Ada Lovelace born?", "London")
     assert len(q.name_positions) == len("AdaLovelace")
@@ -456,3 +460,34 @@ def test_the_shared_question_start_is_read_once_and_changes_nothing(bundled, mon
         np.testing.assert_allclose(shared.scores[kind], full.scores[kind], rtol=1e-5, atol=1e-5)
     for kind, rows in full.summary.items():
         assert shared.summary[kind] == pytest.approx(rows, rel=1e-4)  # shares of a small total effect
+
+
+def test_rows_go_on_from_their_first_restored_piece_and_change_nothing(bundled, monkeypatch):
+    # ROME's 10 noise samples: each group of rows that first restores at one position goes on from there with its
+    # sample's keys and values before it (restored_logits); the grids equal those of the whole batch
+    from core.lens.where_from import analyses
+
+    q = wf.read_question(bundled.model, bundled.tokenizer, "Where was Lise Meitner born?", "Vienna")
+    T, shared = len(q.ids), q.name_positions[0]
+    passes = []
+    real = bundled.model.hidden_states
+    monkeypatch.setattr(bundled.model, "hidden_states", lambda idx, **kw: passes.append(idx.shape) or real(idx, **kw))
+    grouped = wf.causal_trace(bundled.model, bundled.tokenizer, q)
+    runs = [tuple(shape) for shape in passes[-(T - shared) - 2:]]
+    passes.clear()
+    monkeypatch.setattr(analyses, "GROUP_ROWS", 10**9)
+    whole = wf.causal_trace(bundled.model, bundled.tokenizer, q)
+    rows = passes[-1][0]  # the whole batch: every row reads every piece after the shared start
+    assert tuple(passes[-1]) == (rows, T - shared) and rows > 300
+    # the shared start; the unrestored rows (10 samples and the clean question) whole; then one pass per first
+    # restored position, each one piece shorter than the last; every row of the batch in exactly one of them
+    assert runs[:2] == [(1, shared), (11, T - shared)]
+    assert [length for _, length in runs[2:]] == list(range(T - shared, 0, -1))
+    assert 11 + sum(n for n, _ in runs[2:]) == rows
+    assert sum(n * length for n, length in runs[1:]) < 0.6 * rows * (T - shared)  # pieces computed
+    assert grouped.clean == pytest.approx(whole.clean, abs=1e-6)
+    assert grouped.corrupted == pytest.approx(whole.corrupted, abs=1e-6)
+    for kind in wf.KINDS:
+        np.testing.assert_allclose(grouped.scores[kind], whole.scores[kind], atol=1e-5)
+    for kind, shares in whole.summary.items():
+        assert grouped.summary[kind] == pytest.approx(shares, rel=1e-4, abs=1e-5)

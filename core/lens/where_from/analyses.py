@@ -415,6 +415,54 @@ def last_logits(model, idx: torch.Tensor, hooks: Hooks, shared: int = 0) -> torc
     return model.head.unembed(h[:, -1])
 
 
+# rows per group of first restored position below which a trace's batch runs whole: each group is a pass of its own
+# (~0.7 ms on the bundled 2-layer models), so ROME's 10 noise samples gain (~95 -> ~60 ms a trace) and one swap or
+# uncorrupted sample (a few rows a group) would lose (~20 -> ~27 ms); python -m bench.where_from_profile
+GROUP_ROWS = 24
+
+
+def restored_logits(model, idx: torch.Tensor, restore: _Restore, first: Sequence[int], base: Sequence[int],
+                    shared: int = 0) -> torch.Tensor:
+    """(B, V) last-position logits of a trace's batch, each row computed only from its first restored position on.
+
+    A causal model computes every position before a row's first restored one (`first[row]`; the row's length for a
+    row that restores nothing) exactly as in the unrestored row of the same input (`base[row]`, a row that
+    restores nothing, itself for such a row). So the unrestored rows are run once, keeping their keys and values,
+    and each group of rows that first restores at position g goes on from g with its base row's keys and values
+    before g: a row restoring the last position computes one position, not the question's every one (about half
+    of the batch's work for a question of 15 pieces). `restore`'s masks, noise and clean states cover positions
+    `shared` onwards (as for `last_logits`). Our own Transformer only, and only when each group has rows enough
+    (GROUP_ROWS) to pay for its own pass; otherwise the batch runs whole, as `last_logits`."""
+    B, T = idx.shape
+    first_t = torch.as_tensor(list(first), dtype=torch.long)
+    groups = len(set(first_t.tolist()) - {T})
+    if not isinstance(model, Transformer) or B < GROUP_ROWS * max(groups, 1):
+        return last_logits(model, idx, restore, shared)
+    bases = sorted({int(b) for b in base})
+    caches = [KVCache() for _ in model.blocks]
+    if shared > 0:
+        model.hidden_states(idx[:1, :shared], caches=caches)  # the shared start, once
+        caches = [KVCache(*(None if t is None else t.expand(len(bases), -1, -1, -1) for t in (c.k, c.v)))
+                  for c in caches]
+    rows = torch.tensor(bases)
+    plain = _Restore(restore.clean, {}, None if restore.noise is None else restore.noise[rows])
+    h, _ = model.hidden_states(idx[rows, shared:], start=shared, caches=caches, hooks=plain)
+    out = torch.empty(B, model.head.unembed(h[:1, -1]).size(-1), dtype=h.dtype, device=h.device)
+    out[rows] = model.head.unembed(h[:, -1])
+    where = {b: i for i, b in enumerate(bases)}  # a base row -> its place in the base pass's caches
+    base_t = torch.tensor([where[int(b)] for b in base])
+    for g in sorted({int(f) for f in first_t.tolist()} - {T}):
+        group = torch.nonzero(first_t == g).flatten()
+        start = max(g, shared)
+        kept = [KVCache(*(None if t is None else t[base_t[group], :, :start] for t in (c.k, c.v))) for c in caches]
+        part = _Restore({kind: [x[start - shared:] for x in states] for kind, states in restore.clean.items()},
+                        {key: mask[group, start - shared:] for key, mask in restore.masks.items()},
+                        None if restore.noise is None else restore.noise[group, start - shared:])
+        h, _ = model.hidden_states(idx[group, start:], start=start, caches=kept, hooks=part)
+        out[group] = model.head.unembed(h[:, -1])
+    return out
+
+
 class _Restore(Hooks):
     """Patches a batch: each row restores clean states at the (kind, layer, position) cells it lists, and rows
     may carry their own token embeddings (noise on the name's pieces)."""
@@ -663,8 +711,11 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
     idx = torch.tensor(sample_ids + [q.ids], dtype=torch.long, device=device)
     idx = torch.cat([idx[:S].repeat_interleave(per_sample, dim=0), idx[S:]])  # (B, T)
     masks: dict[tuple[str, int], torch.Tensor] = {}
+    first = [T] * B  # each row's first restored position (T: restores nothing)
+    base = [row - row % per_sample if row < B - 1 else row for row in range(B)]  # the sample's unrestored row
 
     def mark(row: int, kind: str, layer: int, positions: Sequence[int]) -> None:
+        first[row] = min(first[row], *positions)
         for lay in _layers_of(layer, window if kind != "residual" else 1, L):
             key = (kind, lay)
             if key not in masks:
@@ -688,7 +739,7 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
                        {key: mask[:, shared:] for key, mask in masks.items()},
                        None if noise_batch is None else noise_batch[:, shared:])
     with torch.inference_mode():
-        logits = last_logits(model, idx, restore, shared).double().cpu()
+        logits = restored_logits(model, idx, restore, first, base, shared).double().cpu()
     clean_logits, logits = logits[-1], logits[:-1]
     a = q.answer_id
     corrupted_rows = logits[::per_sample]  # (S, V)
