@@ -8,7 +8,14 @@ with Streamlit's websocket protocol (serve/streamlit_ws.py, as bench.load) and r
 (user + system, /proc/PID/stat) before and after the interaction: a count of work done, which a busy
 shared box slows down but hardly changes (wall time would). The two servers take turns, interaction by
 interaction, so any drift on the box falls on both. File watching is off on both (its polling would be
-counted as work).
+counted as work; Streamlit still polls its config.toml files every 0.2 s whatever the setting, ~1.5 ms of CPU a
+second in every server, the floor's included: bench/README.md, issue 45 (fixed)).
+
+A third server runs bench.browser_latency's two-page hello-world app (HELLO_APP: a title, a text box, a line;
+from this tree's folder, so with this tree's .streamlit/config.toml) and takes its turn after every
+interaction of the others, with the same client: a page switch there, to one page and back, is the cost of a
+rerun in Streamlit itself, whatever an app draws. Its row, "hello world (Streamlit's floor)", is printed first
+and each row's "over the floor" column is what the app adds to that (per server).
 
 Rows (mean CPU ms per interaction over --repeats, and the baseline / this ratio):
 - new sentence: one session types a sentence no one typed before (a forward pass, figures drawn);
@@ -39,6 +46,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.browser_latency import HELLO_APP
 from bench.load_servers import cpu_seconds
 from pages import APP_PAGES
 from serve.streamlit_process import StreamlitServer, start_healthy
@@ -51,6 +59,38 @@ PLACES = ["London", "Paris", "Leeds", "Berlin", "Vienna", "Madrid", "Rome", "Dub
 def start(root: Path, checkpoints: Path, log: Path) -> StreamlitServer:
     """`streamlit run app.py` of the tree at `root` (this one or the baseline's worktree), healthy."""
     return start_healthy(log, root=root, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(checkpoints)})
+
+
+FLOOR = "hello world (Streamlit's floor)"
+
+
+class FloorClient:
+    """One session on the hello-world server, switching between its two pages: one measured switch per call."""
+
+    def __init__(self, server) -> None:
+        from serve.streamlit_ws import StreamlitSession
+
+        self.pid = server.process.pid
+        self.session = StreamlitSession(server.url, 120)
+        self.turns = 0
+
+    async def open(self) -> None:
+        await self.session.connect()
+        await self.session.rerun()
+        for page in ("other", "", "other", ""):  # warm: both pages run once and back
+            await self.session.rerun(page_hash=self.session.pages[page])
+
+    async def switch(self) -> float:
+        page = ("other", "")[self.turns % 2]
+        self.turns += 1
+        await asyncio.sleep(0.05)  # as Client.measured
+        before = cpu_seconds(self.pid)
+        await self.session.rerun(page_hash=self.session.pages[page])
+        await asyncio.sleep(0.05)
+        return cpu_seconds(self.pid) - before
+
+    async def close(self) -> None:
+        await self.session.close()
 
 
 class Client:
@@ -81,9 +121,11 @@ class Client:
         await self.b.close()
 
 
-async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[str, list[list[float]]]:
-    """{row: [per client: CPU seconds of each repeat]}; the clients take turns on every interaction."""
-    rows: dict[str, list[list[float]]] = {}
+async def drive(clients: list[Client], repeats: int, pages: list[str], floor: FloorClient | None = None
+                ) -> dict[str, list[list[float]]]:
+    """{row: [per client: CPU seconds of each repeat]}; the clients take turns on every interaction, the floor's
+    client after them (its row holds the one server's measures in every client's column)."""
+    rows: dict[str, list[list[float]]] = {FLOOR: [[] for _ in clients]} if floor else {}
 
     async def each(row: str, who: str, page: str, text: str | None = None) -> None:
         cells = rows.setdefault(row, [[] for _ in clients])
@@ -91,7 +133,13 @@ async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[s
             session = getattr(client, who)
             action = session.rerun(page_hash=session.pages[page], text=text and {"Sentence": text})
             cells[index].append(await client.measured(action, chart=text is not None))
+        if floor:
+            spent = await floor.switch()
+            for cells in rows[FLOOR]:
+                cells.append(spent)
 
+    if floor:
+        await floor.open()
     for client in clients:
         await client.open()
         await client.a.rerun(page_hash=client.a.pages["attention"], text={"Sentence": "warm up the model"})
@@ -109,6 +157,8 @@ async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[s
             await each("switch back to attention", "a", "attention")  # it keeps the sentence in session state
     for client in clients:
         await client.close()
+    if floor:
+        await floor.close()
     return rows
 
 
@@ -137,10 +187,20 @@ def report(rows: dict[str, list[list[float]]], labels: list[str]) -> float:
     """Print the table; return the geometric mean of baseline / this over the rows a cache can serve."""
     import math
 
+    floor = 1000 * sum(rows[FLOOR][0]) / len(rows[FLOOR][0]) if FLOOR in rows else None
     head = f"{'interaction':34}" + "".join(f"{label:>14}" for label in labels)
-    print(head + ("   ratio" if len(labels) == 2 else ""))
+    print(head + ("   ratio" if len(labels) == 2 else "")
+          + ("   over the floor (" + " -> ".join(labels) + ")" if floor is not None else ""))
+
+    def over(means: list[float]) -> str:
+        return "   " + " -> ".join(f"{m - floor:+.1f} ms" for m in means) if floor is not None else ""
+
+    if floor is not None:
+        print(f"{FLOOR:34}{floor:11.1f} ms  (one server, {len(rows[FLOOR][0])} page switches)")
     ratios = []
     for row, cells in rows.items():
+        if row == FLOOR:
+            continue
         means = [1000 * sum(c) / len(c) for c in cells]
         line = f"{row:34}" + "".join(f"{m:11.1f} ms" for m in means)
         if len(means) == 2:
@@ -148,11 +208,11 @@ def report(rows: dict[str, list[list[float]]], labels: list[str]) -> float:
             line += f"  {ratio:6.2f}x"
             if row != "new sentence":
                 ratios.append(ratio)
-        print(line)
+        print(line + over(means))
     if any(row.startswith("switch to ") for row in rows):
         mix = load_mix(rows)
         print(f"{'bench.load mix (estimated)':34}" + "".join(f"{m:11.1f} ms" for m in mix)
-              + (f"  {mix[0] / max(mix[1], 1e-9):6.2f}x" if len(mix) == 2 else ""))
+              + (f"  {mix[0] / max(mix[1], 1e-9):6.2f}x" if len(mix) == 2 else "") + over(mix))
     return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
 
 
@@ -175,9 +235,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for index, root in enumerate(roots):
                 servers.append(start(root, args.checkpoints, Path(tmp) / f"server{index}.log"))
+            hello = Path(tmp) / "hello.py"
+            hello.write_text(HELLO_APP)
+            servers.append(start_healthy(Path(tmp) / "hello.log", script=hello, root=ROOT))
             print(f"checkpoints {args.checkpoints}; {args.repeats} repeats; server CPU (user+system) per "
                   f"interaction, one interaction at a time", flush=True)
-            rows = asyncio.run(drive([Client(s) for s in servers], args.repeats, pages))
+            rows = asyncio.run(drive([Client(s) for s in servers[:-1]], args.repeats, pages, FloorClient(servers[-1])))
         finally:
             for server in servers:
                 server.stop()
