@@ -7,6 +7,7 @@ that the page follows."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import sys
 
@@ -16,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 import pages.training_steps
 from core.io import checkpoint as ckpt
 from core.lens import attention as av
+from pages import APP_PAGES
 from tests.conftest import ROOT
 from tests.test_attention_page import assert_no_exception, open_page
 from tests.test_training_steps_pages import add_snapshots
@@ -52,6 +54,19 @@ def test_a_rerun_of_app_py_wraps_no_function_in_a_cache(monkeypatch, tiny_checkp
     second = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()  # another browser
     assert_no_exception(second)
     assert wrapped["cache_resource"].calls == 0 and second.sidebar.selectbox(key="picker_model").options
+
+
+def test_no_page_file_wraps_a_function_in_a_cache_on_its_reruns():
+    """A page file's body is the script Streamlit reruns: its cached functions live in modules it imports
+    (pages/page_caches.py). A decorator st.cache_resource / st.cache_data anywhere in a page file is found here."""
+    def cache_decorators(file: str) -> list[str]:
+        tree = ast.parse((ROOT / file).read_text(), file)
+        return [f"{file}:{node.lineno} {node.name}" for node in ast.walk(tree)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) for d in node.decorator_list
+                if "cache_resource" in ast.unparse(d) or "cache_data" in ast.unparse(d)]
+
+    found = [hit for page in APP_PAGES for hit in cache_decorators(page.file)] + cache_decorators("app.py")
+    assert found == []
 
 
 def test_the_default_sentence_is_made_once_per_model_and_follows_a_new_one(monkeypatch, tiny_checkpoints):
