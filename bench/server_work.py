@@ -15,7 +15,8 @@ A third server runs bench.browser_latency's two-page hello-world app (HELLO_APP:
 from this tree's folder, so with this tree's .streamlit/config.toml) and takes its turn after every
 interaction of the others, with the same client: a page switch there, to one page and back, is the cost of a
 rerun in Streamlit itself, whatever an app draws. Its row, "hello world (Streamlit's floor)", is printed first
-and each row's "over the floor" column is what the app adds to that (per server).
+(one server, so one number; not in the geometric mean) and each row's "over the floor" column is what the app
+adds to that, per server.
 
 Rows (mean CPU ms per interaction over --repeats, and the baseline / this ratio):
 - new sentence: one session types a sentence no one typed before (a forward pass, figures drawn);
