@@ -1,6 +1,6 @@
 """Server CPU per interaction: what one click costs the Streamlit process, not how long it took.
 
-    python -m bench.server_work [--baseline REV] [--repeats 12] [--checkpoints DIR]
+    python -m bench.server_work [--baseline REV] [--repeats 12] [--reruns 0] [--checkpoints DIR]
 
 Starts `streamlit run app.py` from this working tree (and, with --baseline, a second server from a
 `git worktree` of REV, removed afterwards) on loopback ports, then drives them one interaction at a time
@@ -25,6 +25,8 @@ Rows (mean CPU ms per interaction over --repeats, and the baseline / this ratio)
 - rerun, same input: the typing session asks for the attention page again, nothing changed;
 - switch to <page>: from the attention page to that page;
 - switch back to attention: from that page back (the page keeps its sentence in the session);
+- rerun <page> (with --reruns N): each page asked again N times with nothing changed, after the rows above: a
+  page's own fixed cost with steadier means than one switch per repeat (not in the geometric mean);
 - bench.load mix (estimated): the rows weighted as bench.load's 30-session mix meets them (`load_mix`: 35% new
   sentences, 23% switches back to Attention, 42% switches to the other pages); issue 45's target is <= 12 ms.
 
@@ -122,8 +124,8 @@ class Client:
         await self.b.close()
 
 
-async def drive(clients: list[Client], repeats: int, pages: list[str], floor: FloorClient | None = None
-                ) -> dict[str, list[list[float]]]:
+async def drive(clients: list[Client], repeats: int, pages: list[str], floor: FloorClient | None = None,
+                reruns: int = 0) -> dict[str, list[list[float]]]:
     """{row: [per client: CPU seconds of each repeat]}; the clients take turns on every interaction, the floor's
     client after them (its row holds the one server's measures in every client's column)."""
     rows: dict[str, list[list[float]]] = {FLOOR: [[] for _ in clients]} if floor else {}
@@ -156,6 +158,11 @@ async def drive(clients: list[Client], repeats: int, pages: list[str], floor: Fl
         for page in pages:
             await each(f"switch to {page or 'home'}", "a", page)
             await each("switch back to attention", "a", "attention")  # it keeps the sentence in session state
+    for page in pages + ["attention"] if reruns else []:  # each page's rerun with nothing changed, `reruns` times
+        for client in clients:
+            await client.a.rerun(page_hash=client.a.pages[page])  # the switch there, not measured
+        for _ in range(reruns):
+            await each(f"rerun {page or 'home'}", "a", page)
     for client in clients:
         await client.close()
     if floor:
@@ -207,7 +214,7 @@ def report(rows: dict[str, list[list[float]]], labels: list[str]) -> float:
         if len(means) == 2:
             ratio = means[0] / max(means[1], 1e-9)
             line += f"  {ratio:6.2f}x"
-            if row != "new sentence":
+            if row != "new sentence" and not row.startswith("rerun "):  # "rerun <page>": --reruns only
                 ratios.append(ratio)
         print(line + over(means))
     if any(row.startswith("switch to ") for row in rows):
@@ -222,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", help="a git revision to measure in the same run (a temporary worktree)")
     parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
+    parser.add_argument("--reruns", type=int, default=0,
+                        help="also rerun each page this many times with nothing changed (a row per page)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     pages = [page.url_path for page in APP_PAGES if page.url_path != "attention"]
@@ -241,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             servers.append(start_healthy(Path(tmp) / "hello.log", script=hello, root=ROOT))
             print(f"checkpoints {args.checkpoints}; {args.repeats} repeats; server CPU (user+system) per "
                   f"interaction, one interaction at a time", flush=True)
-            rows = asyncio.run(drive([Client(s) for s in servers[:-1]], args.repeats, pages, FloorClient(servers[-1])))
+            rows = asyncio.run(drive([Client(s) for s in servers[:-1]], args.repeats, pages, FloorClient(servers[-1]),
+                                     args.reruns))
         finally:
             for server in servers:
                 server.stop()
