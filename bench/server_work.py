@@ -1,6 +1,6 @@
 """Server CPU per interaction: what one click costs the Streamlit process, not how long it took.
 
-    python -m bench.server_work [--baseline REV] [--repeats 12] [--checkpoints DIR]
+    python -m bench.server_work [--baseline REV] [--repeats 12] [--reruns 0] [--checkpoints DIR]
 
 Starts `streamlit run app.py` from this working tree (and, with --baseline, a second server from a
 `git worktree` of REV, removed afterwards) on loopback ports, then drives them one interaction at a time
@@ -8,7 +8,15 @@ with Streamlit's websocket protocol (serve/streamlit_ws.py, as bench.load) and r
 (user + system, /proc/PID/stat) before and after the interaction: a count of work done, which a busy
 shared box slows down but hardly changes (wall time would). The two servers take turns, interaction by
 interaction, so any drift on the box falls on both. File watching is off on both (its polling would be
-counted as work).
+counted as work; Streamlit still polls its config.toml files every 0.2 s whatever the setting, ~1.5 ms of CPU a
+second in every server, the floor's included: bench/README.md, issue 45 (fixed)).
+
+A third server runs bench.browser_latency's two-page hello-world app (HELLO_APP: a title, a text box, a line;
+from this tree's folder, so with this tree's .streamlit/config.toml) and takes its turn after every
+interaction of the others, with the same client: a page switch there, to one page and back, is the cost of a
+rerun in Streamlit itself, whatever an app draws. Its row, "hello world (Streamlit's floor)", is printed first
+(one server, so one number; not in the geometric mean) and each row's "over the floor" column is what the app
+adds to that, per server.
 
 Rows (mean CPU ms per interaction over --repeats, and the baseline / this ratio):
 - new sentence: one session types a sentence no one typed before (a forward pass, figures drawn);
@@ -17,6 +25,8 @@ Rows (mean CPU ms per interaction over --repeats, and the baseline / this ratio)
 - rerun, same input: the typing session asks for the attention page again, nothing changed;
 - switch to <page>: from the attention page to that page;
 - switch back to attention: from that page back (the page keeps its sentence in the session);
+- rerun <page> (with --reruns N): each page asked again N times with nothing changed, after the rows above: a
+  page's own fixed cost with steadier means than one switch per repeat (not in the geometric mean);
 - bench.load mix (estimated): the rows weighted as bench.load's 30-session mix meets them (`load_mix`: 35% new
   sentences, 23% switches back to Attention, 42% switches to the other pages); issue 45's target is <= 12 ms.
 
@@ -39,6 +49,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.browser_latency import HELLO_APP
 from bench.load_servers import cpu_seconds
 from pages import APP_PAGES
 from serve.streamlit_process import StreamlitServer, start_healthy
@@ -51,6 +62,38 @@ PLACES = ["London", "Paris", "Leeds", "Berlin", "Vienna", "Madrid", "Rome", "Dub
 def start(root: Path, checkpoints: Path, log: Path) -> StreamlitServer:
     """`streamlit run app.py` of the tree at `root` (this one or the baseline's worktree), healthy."""
     return start_healthy(log, root=root, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(checkpoints)})
+
+
+FLOOR = "hello world (Streamlit's floor)"
+
+
+class FloorClient:
+    """One session on the hello-world server, switching between its two pages: one measured switch per call."""
+
+    def __init__(self, server) -> None:
+        from serve.streamlit_ws import StreamlitSession
+
+        self.pid = server.process.pid
+        self.session = StreamlitSession(server.url, 120)
+        self.turns = 0
+
+    async def open(self) -> None:
+        await self.session.connect()
+        await self.session.rerun()
+        for page in ("other", "", "other", ""):  # warm: both pages run once and back
+            await self.session.rerun(page_hash=self.session.pages[page])
+
+    async def switch(self) -> float:
+        page = ("other", "")[self.turns % 2]
+        self.turns += 1
+        await asyncio.sleep(0.05)  # as Client.measured
+        before = cpu_seconds(self.pid)
+        await self.session.rerun(page_hash=self.session.pages[page])
+        await asyncio.sleep(0.05)
+        return cpu_seconds(self.pid) - before
+
+    async def close(self) -> None:
+        await self.session.close()
 
 
 class Client:
@@ -81,9 +124,11 @@ class Client:
         await self.b.close()
 
 
-async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[str, list[list[float]]]:
-    """{row: [per client: CPU seconds of each repeat]}; the clients take turns on every interaction."""
-    rows: dict[str, list[list[float]]] = {}
+async def drive(clients: list[Client], repeats: int, pages: list[str], floor: FloorClient | None = None,
+                reruns: int = 0) -> dict[str, list[list[float]]]:
+    """{row: [per client: CPU seconds of each repeat]}; the clients take turns on every interaction, the floor's
+    client after them (its row holds the one server's measures in every client's column)."""
+    rows: dict[str, list[list[float]]] = {FLOOR: [[] for _ in clients]} if floor else {}
 
     async def each(row: str, who: str, page: str, text: str | None = None, switch: bool = False) -> None:
         cells = rows.setdefault(row, [[] for _ in clients])
@@ -93,7 +138,13 @@ async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[s
             action = session.rerun(page_hash=session.pages[page], text=text and {"Sentence": text},
                                    query_string="" if switch else None)
             cells[index].append(await client.measured(action, chart=text is not None))
+        if floor:
+            spent = await floor.switch()
+            for cells in rows[FLOOR]:
+                cells.append(spent)
 
+    if floor:
+        await floor.open()
     for client in clients:
         await client.open()
         await client.a.rerun(page_hash=client.a.pages["attention"], text={"Sentence": "warm up the model"})
@@ -110,8 +161,15 @@ async def drive(clients: list[Client], repeats: int, pages: list[str]) -> dict[s
             await each(f"switch to {page or 'home'}", "a", page, switch=True)
             # back: the page keeps its sentence in session state
             await each("switch back to attention", "a", "attention", switch=True)
+    for page in pages + ["attention"] if reruns else []:  # each page's rerun with nothing changed, `reruns` times
+        for client in clients:
+            await client.a.rerun(page_hash=client.a.pages[page], query_string="")  # the switch there, not measured
+        for _ in range(reruns):
+            await each(f"rerun {page or 'home'}", "a", page)
     for client in clients:
         await client.close()
+    if floor:
+        await floor.close()
     return rows
 
 
@@ -140,22 +198,32 @@ def report(rows: dict[str, list[list[float]]], labels: list[str]) -> float:
     """Print the table; return the geometric mean of baseline / this over the rows a cache can serve."""
     import math
 
+    floor = 1000 * sum(rows[FLOOR][0]) / len(rows[FLOOR][0]) if FLOOR in rows else None
     head = f"{'interaction':34}" + "".join(f"{label:>14}" for label in labels)
-    print(head + ("   ratio" if len(labels) == 2 else ""))
+    print(head + ("   ratio" if len(labels) == 2 else "")
+          + ("   over the floor (" + " -> ".join(labels) + ")" if floor is not None else ""))
+
+    def over(means: list[float]) -> str:
+        return "   " + " -> ".join(f"{m - floor:+.1f} ms" for m in means) if floor is not None else ""
+
+    if floor is not None:
+        print(f"{FLOOR:34}{floor:11.1f} ms  (one server, {len(rows[FLOOR][0])} page switches)")
     ratios = []
     for row, cells in rows.items():
+        if row == FLOOR:
+            continue
         means = [1000 * sum(c) / len(c) for c in cells]
         line = f"{row:34}" + "".join(f"{m:11.1f} ms" for m in means)
         if len(means) == 2:
             ratio = means[0] / max(means[1], 1e-9)
             line += f"  {ratio:6.2f}x"
-            if row != "new sentence":
+            if row != "new sentence" and not row.startswith("rerun "):  # "rerun <page>": --reruns only
                 ratios.append(ratio)
-        print(line)
+        print(line + over(means))
     if any(row.startswith("switch to ") for row in rows):
         mix = load_mix(rows)
         print(f"{'bench.load mix (estimated)':34}" + "".join(f"{m:11.1f} ms" for m in mix)
-              + (f"  {mix[0] / max(mix[1], 1e-9):6.2f}x" if len(mix) == 2 else ""))
+              + (f"  {mix[0] / max(mix[1], 1e-9):6.2f}x" if len(mix) == 2 else "") + over(mix))
     return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
 
 
@@ -164,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", help="a git revision to measure in the same run (a temporary worktree)")
     parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
+    parser.add_argument("--reruns", type=int, default=0,
+                        help="also rerun each page this many times with nothing changed (a row per page)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     pages = [page.url_path for page in APP_PAGES if page.url_path != "attention"]
@@ -178,9 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for index, root in enumerate(roots):
                 servers.append(start(root, args.checkpoints, Path(tmp) / f"server{index}.log"))
+            hello = Path(tmp) / "hello.py"
+            hello.write_text(HELLO_APP)
+            servers.append(start_healthy(Path(tmp) / "hello.log", script=hello, root=ROOT))
             print(f"checkpoints {args.checkpoints}; {args.repeats} repeats; server CPU (user+system) per "
                   f"interaction, one interaction at a time", flush=True)
-            rows = asyncio.run(drive([Client(s) for s in servers], args.repeats, pages))
+            rows = asyncio.run(drive([Client(s) for s in servers[:-1]], args.repeats, pages, FloorClient(servers[-1]),
+                                     args.reruns))
         finally:
             for server in servers:
                 server.stop()

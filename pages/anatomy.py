@@ -5,13 +5,13 @@ Storyboard: a model (the selected checkpoint, or a course preset built on the me
 `core.lens.anatomy.masks.mask_input` -> the causal and padding masks as matrices.
 """
 
-import pandas as pd
 import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
 from pages.display import show_figure, within_limit
 from pages.model_picker import PageModels, checkpoint_picker, require_model, selected_info
+from pages.page_caches import checkpoint_anatomy, parts_frame, preset_anatomy  # cached once per server
 from pages.shared_caches import figure, model_version
 
 checkpoint_picker(PageModels("anatomy", ("lm-learned",), "lm"))
@@ -22,28 +22,6 @@ st.write("Where a model's parameters are, with the formula you would write by ha
 
 SELECTED = "selected checkpoint"
 INPUT_CHARS = 500  # what the masks section reads of the typed input (it pads to at most 48 tokens)
-
-
-@st.cache_resource(show_spinner="Building the model on the meta device…")  # shared, read-only
-def preset_anatomy(name: str) -> tuple[list[table.PartRow], table.ParameterTotals]:
-    model = references.build_preset(name)  # no memory: shapes only
-    return table.parameter_table(model), table.totals(model)
-
-
-@st.cache_resource(show_spinner=False, max_entries=32)  # shared, read-only: counted once per model version
-def checkpoint_anatomy(version: tuple, _model) -> tuple[list[table.PartRow], table.ParameterTotals]:
-    return table.parameter_table(_model), table.totals(_model)
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)  # shared, read-only: st.dataframe only reads it
-def parts_frame(source: str, version: tuple | None, _rows: list[table.PartRow]) -> pd.DataFrame:
-    """The table's rows, count, check and the whole formula first (at 1024 px they fit side by side); empty
-    cells "" rather than "None"."""
-    return pd.DataFrame([{
-        "module": r.module, "parameters": r.parameters, "formula = count": "✓" if r.matches else "✗",
-        "formula": r.formula, "part": r.role, "formula value": r.formula_value, "where": r.where,
-        "buffers": r.buffers, "note": r.note,
-    } for r in _rows]).fillna("")
 
 
 info = selected_info()

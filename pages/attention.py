@@ -20,7 +20,7 @@ from pages import attention_records, page_state, where_from_view
 from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, words_toggle
 from pages.model_picker import PageModels, checkpoint_picker, require_model
 from pages.page_state import AttentionState
-from pages.shared_caches import attention_run, training_words
+from pages.shared_caches import attention_run, derived, training_words
 from pages.training_steps import step_slider
 
 
@@ -28,7 +28,8 @@ def restore_widgets(loaded) -> None:
     """Widget defaults from the page's state (pages/page_state.py: the URL on a first visit or a link, else
     this session's last state), the sentence following a newly picked model while nobody has edited it."""
     page_state.restore(AttentionState)
-    default = av.default_sentence(loaded.task, loaded.tokenizer)
+    # once per loaded model, not per rerun (it tokenizes the candidate sentences)
+    default = derived(loaded, "default sentence", lambda: av.default_sentence(loaded.task, loaded.tokenizer))
     previous_default = st.session_state.get("attn_default")
     if previous_default is not None and st.session_state.get("attn_text") == previous_default:
         st.session_state["attn_text"] = default  # untouched default: follow the newly picked model

@@ -8,7 +8,6 @@ marked on loss curves; a click on one opens the Attention page at that step (pag
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -31,7 +30,6 @@ from core.lens.history.records import (
     LoadedHistory,
     combine,
     label_runs,
-    read_checkpoint_history,
     read_uploaded_history,
     to_csv,
 )
@@ -39,6 +37,8 @@ from core.text import markdown_escape as plain
 from pages import page_state
 from pages.display import show_figure, shown_table
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
+from pages.page_caches import checkpoint_history  # cached once per server
+from pages.page_caches import curves_shared as shared
 from pages.page_state import CurvesState
 from pages.shared_caches import FIGURE_CELLS, all_checkpoints, available_checkpoints
 from pages.training_steps import has_marks, open_clicked_step, step_marks
@@ -62,11 +62,6 @@ def show_notes(notes: list[str]) -> None:
     if notes:
         more = [f"- …and {len(notes) - MAX_NOTES_SHOWN} more."] if len(notes) > MAX_NOTES_SHOWN else []
         st.warning("\n".join([f"- {plain(n)}" for n in notes[:MAX_NOTES_SHOWN]] + more))
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def checkpoint_history(path: str, signature: tuple[int, int], source: str) -> LoadedHistory:
-    return read_checkpoint_history(path, source)
 
 
 def uploaded_histories(files) -> dict[str, LoadedHistory]:
@@ -105,17 +100,6 @@ def checkpoint_runs_key(names, sources: dict[str, RunSource], uploads: dict[str,
         key.append((name, str(source.path), file_signature(source.path),
                     file_signature(snapshots_path(source.path))))
     return tuple(key)
-
-
-@st.cache_resource(show_spinner=False, max_entries=32)
-def _shared(key: tuple, _compute: Callable):
-    return _compute()
-
-
-def shared(key: tuple | None, what: tuple, compute: Callable):
-    """`compute()` once per server for checkpoint runs (`key`: checkpoint_runs_key; `what`: the rest it depends
-    on), shared read-only by every session (a page switch reads it); computed per run where key is None."""
-    return compute() if key is None else _shared((key, *what), compute)
 
 
 def load_runs(names: list[str], sources: dict[str, RunSource],

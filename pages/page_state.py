@@ -24,6 +24,7 @@ page are prefixed `pos_` where a bare name would collide with another page's (`t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import string
 from collections.abc import Callable, Iterable, Mapping
@@ -160,12 +161,25 @@ def url_field(default: Any = None, *, url: str, parse: Callable[[str], Any], wid
     return dataclasses.field(default=default, metadata=metadata)
 
 
+@functools.cache
+def _class_fields(cls) -> tuple[dataclasses.Field, ...]:
+    return tuple(f for f in dataclasses.fields(cls) if "url" in f.metadata)
+
+
 def _fields(cls_or_state) -> tuple[dataclasses.Field, ...]:
-    return tuple(f for f in dataclasses.fields(cls_or_state) if "url" in f.metadata)
+    """A state class's URL fields, read once per class (every page's restore and bind ask on every rerun)."""
+    return _class_fields(cls_or_state if isinstance(cls_or_state, type) else type(cls_or_state))
 
 
-def url_keys(cls) -> set[str]:
-    return {f.metadata["url"] for f in _fields(cls)}
+@functools.cache
+def url_keys(cls) -> frozenset[str]:
+    return frozenset(f.metadata["url"] for f in _fields(cls))
+
+
+@functools.cache
+def _defaults(cls):
+    """The state with every field at its default (frozen, so one per class serves every comparison)."""
+    return cls()
 
 
 def _last(value: Any) -> str | None:
@@ -176,7 +190,7 @@ def _last(value: Any) -> str | None:
 
 def from_url(cls, params: Mapping[str, Any]):
     """(state, notes): every missing or refused value is the field's default; refusals with a note say so."""
-    state, values, notes = cls(), {}, []
+    state, values, notes = _defaults(cls), {}, []
     for f in _fields(cls):
         raw = _last(params.get(f.metadata["url"]))
         if raw is None:
@@ -192,7 +206,7 @@ def from_url(cls, params: Mapping[str, Any]):
 def to_url(state, short: bool = False) -> dict[str, str]:
     """State -> query parameters (strings); None, and values at their defaults unless `always`, left out
     (`short`: every value at its default left out, as in a link from another page)."""
-    default, params = type(state)(), {}
+    default, params = _defaults(type(state)), {}
     for f in _fields(state):
         value = getattr(state, f.name)
         if value is None or ((short or not f.metadata["always"]) and value == getattr(default, f.name)):
@@ -259,7 +273,7 @@ def restore(cls, prefix: str = "", params: Mapping[str, Any] | None = None, link
 
 def current(cls, last=None, prefix: str = "", **values):
     """The state the widgets hold now (fields without a drawn widget keep `last`'s value; `values` win)."""
-    base = last if last is not None else cls()
+    base = last if last is not None else _defaults(cls)
     now = {}
     for f in _fields(cls):
         key = f.metadata["widget"].format(prefix=prefix) if f.metadata["widget"] else None

@@ -13,6 +13,7 @@ from core.figures import teaching as figs
 from core.lens import playground as pg
 from pages.display import show_figure
 from pages.model_picker import PageModels, checkpoint_picker
+from pages.page_caches import noisy_experiment  # cached once per server
 from pages.shared_caches import figure
 
 checkpoint_picker(PageModels("playground"))
@@ -21,11 +22,6 @@ st.title("Attention playground")
 st.write("Small attention calculations to do by hand before any training: choose a query so that "
          "attention copies one value or averages two, then see why one head is fragile when a key's "
          "norm varies and two heads are not. No checkpoint is needed.")
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)  # shared, read-only: the page only reads the samples
-def noisy_experiment(n: int, d: int, alpha: float, beta: float, samples: int, seed: int):
-    return pg.noisy_keys_experiment(n, d, alpha, beta, samples, seed)
 
 
 def show_table(frame: pd.DataFrame, **kwargs) -> None:

@@ -26,6 +26,7 @@ from core.text import markdown_escape as plain
 from pages import page_state, where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.model_picker import PageModels, checkpoint_picker
+from pages.page_caches import cached_people, probe_data  # cached once per server
 from pages.page_state import PROBE_TABS, ProbeState
 from pages.probe_edit import edit_tab
 from pages.probe_views import PERCENT, Probe, cached_answers, dev_tab, pick_focus, show_example, warn_unknown
@@ -35,16 +36,6 @@ from pages.training_steps import show_answers_by_step
 TABS = tuple(PROBE_TABS.values())
 # The model whose details the page opens on: pretrained on the corpus, so it can retrieve what it read
 PROBE_MODELS = ("birth-vanilla-pretrained", "birth-vanilla-scratch", "birth-synthesizer-pretrained")
-
-
-@st.cache_resource(show_spinner="Reading the corpus…", max_entries=4)
-def probe_data(folder: str, stamp: tuple[float, ...]) -> corpus.ProbeData:
-    return corpus.load_probe_data(folder)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def cached_people(n: int, locales: tuple[str, ...], seed: int, stamp: tuple, _data) -> list[tuple[str, str]]:
-    return fabricated.fabricated_people(n, locales, seed, _data.index, _data.train_names)
 
 
 def restore_state(data: corpus.ProbeData) -> ProbeState:

@@ -24,13 +24,18 @@ from pages.shared_caches import load_cached
 STEP_KEY = page_state.widget_key(AttentionState, "step")  # the attention page's step slider
 
 
-def _stamp(loaded: LoadedCheckpoint) -> tuple[str, float, float]:
-    side = snap_files.snapshots_path(loaded.path)
-    return str(loaded.path), Path(loaded.path).stat().st_mtime, side.stat().st_mtime if side.exists() else 0.0
+def _stamp(loaded: LoadedCheckpoint) -> tuple[str, float, float | None]:
+    """(file, its modification time, its snapshot file's; None: it has none)."""
+    try:
+        side_modified = snap_files.snapshots_path(loaded.path).stat().st_mtime
+    except FileNotFoundError:
+        side_modified = None
+    return str(loaded.path), Path(loaded.path).stat().st_mtime, side_modified
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
-def cached_snapshots(path: str, modified: float, side_modified: float, _loaded) -> snap_files.SnapshotFile | None:
+def cached_snapshots(path: str, modified: float, side_modified: float | None,
+                     _loaded) -> snap_files.SnapshotFile | None:
     """Read and check (sha256 per step) once per version of the checkpoint and of its snapshot file, and shared
     read-only by every session (st.cache_data unpickled a copy on every rerun of the Attention page)."""
     return snap_files.snapshots_of(_loaded)
@@ -43,7 +48,7 @@ def snapshots_for(loaded: LoadedCheckpoint | None) -> snap_files.SnapshotFile | 
 
 
 @st.cache_resource(show_spinner="Loading the weights of that step…", max_entries=32)
-def cached_at_step(path: str, modified: float, side_modified: float, step: int, _loaded,
+def cached_at_step(path: str, modified: float, side_modified: float | None, step: int, _loaded,
                    _snapshots) -> LoadedCheckpoint:
     return snap_files.at_step(_loaded, _snapshots, step)
 
@@ -52,7 +57,8 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
     """The training-step slider when the model kept snapshots: the checkpoint as it was at the chosen step
     (the last position is the checkpoint itself). Without snapshots: `loaded`, and no slider."""
     stamp = None if Path(loaded.path).is_dir() else _stamp(loaded)  # snapshots_for's, once per rerun
-    found = None if stamp is None else cached_snapshots(*stamp, loaded)
+    # no snapshot file (most checkpoints): nothing to read, no cache to ask
+    found = None if stamp is None or stamp[2] is None else cached_snapshots(*stamp, loaded)
     if found is not None and found.note:
         st.info(plain(found.note))
     if found is None or not found.snapshots:
@@ -123,7 +129,7 @@ def open_attention_at(name: str, step: int) -> None:
 # --- the probe page -----------------------------------------------------------------------------------
 
 @st.cache_data(show_spinner="Asking the model at every kept step…", max_entries=32)
-def cached_answers_by_step(path: str, modified: float, side_modified: float, question: str,
+def cached_answers_by_step(path: str, modified: float, side_modified: float | None, question: str,
                            places: tuple[str, ...], truth: str | None, _loaded, _snapshots) -> ts.StepAnswers:
     return ts.answers_by_step(_loaded, _snapshots, question, places, truth)
 

@@ -1,0 +1,98 @@
+"""The page scripts' own cached functions, defined here once per server process: a page file's body runs on every
+rerun, and a function decorated with st.cache_resource / st.cache_data there was wrapped anew each time (Streamlit
+reads the function's source to key its cache: 0.2-0.3 ms a function, every rerun of that page; bench/README.md,
+issue 45 (fixed)). tests/test_rerun_fixed_cost.py checks that no page file decorates one again.
+
+One section per page; core imports inside the functions (they run on a cache miss only), so importing this module
+for one page does not import another page's core modules. Shared objects are read-only, as in pages.shared_caches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from core.lens.anatomy import table
+    from core.lens.history.records import LoadedHistory
+    from core.lens.probe import corpus
+
+# --- Model anatomy ---------------------------------------------------------------------------------------
+
+
+@st.cache_resource(show_spinner="Building the model on the meta device…")  # shared, read-only
+def preset_anatomy(name: str) -> tuple[list[table.PartRow], table.ParameterTotals]:
+    from core.lens.anatomy import references, table
+
+    model = references.build_preset(name)  # no memory: shapes only
+    return table.parameter_table(model), table.totals(model)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)  # shared, read-only: counted once per model version
+def checkpoint_anatomy(version: tuple, _model) -> tuple[list[table.PartRow], table.ParameterTotals]:
+    from core.lens.anatomy import table
+
+    return table.parameter_table(_model), table.totals(_model)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)  # shared, read-only: st.dataframe only reads it
+def parts_frame(source: str, version: tuple | None, _rows: list[table.PartRow]) -> pd.DataFrame:
+    """The table's rows, count, check and the whole formula first (at 1024 px they fit side by side); empty
+    cells "" rather than "None"."""
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "module": r.module, "parameters": r.parameters, "formula = count": "✓" if r.matches else "✗",
+        "formula": r.formula, "part": r.role, "formula value": r.formula_value, "where": r.where,
+        "buffers": r.buffers, "note": r.note,
+    } for r in _rows]).fillna("")
+
+
+# --- Attention playground ----------------------------------------------------------------------------------
+
+@st.cache_resource(show_spinner=False, max_entries=64)  # shared, read-only: the page only reads the samples
+def noisy_experiment(n: int, d: int, alpha: float, beta: float, samples: int, seed: int):
+    from core.lens import playground as pg
+
+    return pg.noisy_keys_experiment(n, d, alpha, beta, samples, seed)
+
+
+# --- Training curves ---------------------------------------------------------------------------------------
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def checkpoint_history(path: str, signature: tuple[int, int], source: str) -> LoadedHistory:
+    from core.lens.history.records import read_checkpoint_history
+
+    return read_checkpoint_history(path, source)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _curves_shared(key: tuple, _compute: Callable):
+    return _compute()
+
+
+def curves_shared(key: tuple | None, what: tuple, compute: Callable):
+    """`compute()` once per server for checkpoint runs (`key`: the curves page's checkpoint_runs_key; `what`: the
+    rest it depends on), shared read-only by every session (a page switch reads it); computed per run where key
+    is None."""
+    return compute() if key is None else _curves_shared((key, *what), compute)
+
+
+# --- Birthplace probe --------------------------------------------------------------------------------------
+
+@st.cache_resource(show_spinner="Reading the corpus…", max_entries=4)
+def probe_data(folder: str, stamp: tuple[float, ...]) -> corpus.ProbeData:
+    from core.lens.probe import corpus
+
+    return corpus.load_probe_data(folder)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_people(n: int, locales: tuple[str, ...], seed: int, stamp: tuple, _data) -> list[tuple[str, str]]:
+    from core.lens.probe import fabricated
+
+    return fabricated.fabricated_people(n, locales, seed, _data.index, _data.train_names)
