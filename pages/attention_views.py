@@ -22,6 +22,7 @@ from core.lens import attention as av
 from core.lens import query_key as qk
 from core.model.positional import scheme_label
 from core.text import visible_token
+from pages.browser_tables import arrow_table
 from pages.display import fitted_columns, show_figure
 from pages.model_picker import selected_info
 from pages.page_state import COMBINE_METHODS
@@ -363,24 +364,18 @@ def show_output(output: av.ModelOutput) -> None:
         st.dataframe(table, hide_index=True, column_config=widths)
 
 
-def _arrow(frame: pd.DataFrame):
-    """The frame as Streamlit sends it (Arrow; its own conversion, pyarrow.Table.from_pandas), made once per run
-    rather than on every rerun that draws it."""
-    import pyarrow as pa
-
-    return pa.Table.from_pandas(frame)
-
-
 def _output_table(output: av.ModelOutput) -> tuple:
+    """The table as the browser gets it (pages.browser_tables) and its column widths: once per run (derived)."""
     table = pd.DataFrame(output.rows)
-    return _arrow(table), fitted_columns(table)
+    return arrow_table(table), fitted_columns(table)
 
 
 def _sanity(run: av.AttentionRun) -> tuple[list[str], object]:
     checks = av.sanity_checks(run)
-    return [c.name for c in checks if c.passed is False], _arrow(pd.DataFrame(
-        [{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed], "detail": c.detail}
-         for c in checks]).set_index("check"))
+    # the checks' names as the index, given as one (set_index on a frame of records was 3x the work: same table)
+    table = pd.DataFrame({"result": [{True: "pass", False: "FAIL", None: "n/a"}[c.passed] for c in checks],
+                          "detail": [c.detail for c in checks]}, index=pd.Index([c.name for c in checks], name="check"))
+    return [c.name for c in checks if c.passed is False], arrow_table(table)
 
 
 def show_sanity(run: av.AttentionRun) -> None:
