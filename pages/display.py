@@ -52,8 +52,8 @@ def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, in
     label = {c: str((config.get(c) or {}).get("label") or c) for c in frame.columns}
 
     def longest(column) -> int:
-        values = (frame.index if column is None else frame[column].iloc)[:200].tolist()  # Python values, as iterating
-        cells = [len(f"{v:,.4g}" if isinstance(v, float) else str(v)) for v in values
+        values = frame.index if column is None else frame[column]
+        cells = [len(f"{v:,.4g}" if isinstance(v, float) else str(v)) for v in list(values)[:200]
                  if not (isinstance(v, float) and pd.isna(v))]  # a float as a table formats it, not its repr
         return max([len(label.get(column, "")), *cells, 3])
 
