@@ -18,7 +18,7 @@ from core.lens import attention as av
 from tests.conftest import ROOT
 
 PAGES = {"home": "pages/home.py", "attention": "pages/attention.py", "anatomy": "pages/anatomy.py",
-         "curves": "pages/curves.py"}
+         "curves": "pages/curves.py", "errors": "pages/errors.py"}
 
 
 def page(name: str, **params) -> AppTest:
@@ -56,7 +56,8 @@ def as_before(monkeypatch) -> None:
 @pytest.mark.parametrize("name, params", [("home", {}), ("attention", {"model": "tiny-lm"}),
                                           ("attention", {"model": "tiny-classifier"}),
                                           ("attention", {"model": "tiny-birthplace"}),
-                                          ("anatomy", {"model": "tiny-lm"}), ("curves", {})])
+                                          ("anatomy", {"model": "tiny-lm"}), ("curves", {}),
+                                          ("errors", {"model": "tiny-lm"})])
 def test_the_browser_gets_the_bytes_the_frame_gave(folder, monkeypatch, name, params):
     now = sent(page(name, **params))
     assert now, "the page draws a table"
@@ -119,7 +120,8 @@ def test_a_table_is_converted_once_per_frame_and_records_once_per_content(monkey
 
 
 @pytest.mark.parametrize("name, params", [("home", {}), ("attention", {"model": "tiny-lm"}),
-                                          ("anatomy", {"model": "tiny-lm"}), ("curves", {})])
+                                          ("anatomy", {"model": "tiny-lm"}), ("curves", {}),
+                                          ("errors", {"model": "tiny-lm"})])
 def test_a_second_session_and_a_rerun_convert_no_table(folder, monkeypatch, name, params):
     """The first session may convert (nothing cached yet); a rerun of it, and a second session on the same page,
     convert no table: they send the one kept Arrow table. Before: Home and Anatomy converted on every run."""
