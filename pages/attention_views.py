@@ -22,7 +22,7 @@ from core.lens import attention as av
 from core.lens import query_key as qk
 from core.model.positional import scheme_label
 from core.text import visible_token
-from pages.browser_tables import arrow_table
+from pages.browser_tables import arrow_table, columns_table
 from pages.display import fitted_columns, show_figure
 from pages.model_picker import selected_info
 from pages.page_state import COMBINE_METHODS
@@ -366,16 +366,18 @@ def show_output(output: av.ModelOutput) -> None:
 
 def _output_table(output: av.ModelOutput) -> tuple:
     """The table as the browser gets it (pages.browser_tables) and its column widths: once per run (derived)."""
-    table = pd.DataFrame(output.rows)
-    return arrow_table(table), fitted_columns(table)
+    table, names = pd.DataFrame(output.rows), list(output.rows[0])
+    if any(list(row) != names for row in output.rows):  # rows of other columns: as pandas reads them
+        return arrow_table(table), fitted_columns(table)
+    return columns_table({name: [row[name] for row in output.rows] for name in names}), fitted_columns(table)
 
 
 def _sanity(run: av.AttentionRun) -> tuple[list[str], object]:
     checks = av.sanity_checks(run)
-    # the checks' names as the index, given as one (set_index on a frame of records was 3x the work: same table)
-    table = pd.DataFrame({"result": [{True: "pass", False: "FAIL", None: "n/a"}[c.passed] for c in checks],
-                          "detail": [c.detail for c in checks]}, index=pd.Index([c.name for c in checks], name="check"))
-    return [c.name for c in checks if c.passed is False], arrow_table(table)
+    # the checks' names are the index
+    table = columns_table({"result": [{True: "pass", False: "FAIL", None: "n/a"}[c.passed] for c in checks],
+                           "detail": [c.detail for c in checks]}, index=("check", [c.name for c in checks]))
+    return [c.name for c in checks if c.passed is False], table
 
 
 def show_sanity(run: av.AttentionRun) -> None:

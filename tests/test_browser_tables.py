@@ -15,6 +15,7 @@ import pages.browser_tables
 import pages.errors_views
 from core.io.checkpoint import load
 from core.lens import attention as av
+from pages.display import fitted_columns
 from tests.conftest import ROOT
 
 PAGES = {"home": "pages/home.py", "attention": "pages/attention.py", "anatomy": "pages/anatomy.py",
@@ -43,13 +44,27 @@ def folder(monkeypatch, tiny_checkpoints):
     return tiny_checkpoints
 
 
+def output_before(output: av.ModelOutput) -> tuple:
+    """The Attention page's output table as it was built: a frame of the records, handed to Streamlit."""
+    table = pd.DataFrame(output.rows)
+    return table, fitted_columns(table)
+
+
+def sanity_before(run: av.AttentionRun) -> tuple:
+    checks = av.sanity_checks(run)
+    return [c.name for c in checks if c.passed is False], pd.DataFrame(
+        [{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed], "detail": c.detail}
+         for c in checks]).set_index("check")
+
+
 def as_before(monkeypatch) -> None:
     """The pages as they were: the frame (or the records) handed to Streamlit, which converts it on every run;
-    nothing kept (the Attention page's output and sanity tables built on the run)."""
+    nothing kept (the Attention page's output and sanity tables built on the run, as they were built)."""
     monkeypatch.setattr(pages.browser_tables, "arrow_table", lambda frame: frame)
     monkeypatch.setattr(pages.browser_tables, "records_table", lambda rows: rows)
-    for views in (pages.attention_views, pages.errors_views):
-        monkeypatch.setattr(views, "arrow_table", lambda frame: frame)
+    monkeypatch.setattr(pages.errors_views, "arrow_table", lambda frame: frame)
+    monkeypatch.setattr(pages.attention_views, "_output_table", output_before)
+    monkeypatch.setattr(pages.attention_views, "_sanity", sanity_before)
     monkeypatch.setattr(pages.attention_views, "derived", lambda owner, what, build: build())
 
 
@@ -68,17 +83,48 @@ def test_the_browser_gets_the_bytes_the_frame_gave(folder, monkeypatch, name, pa
     assert now == then
 
 
-def test_sanity_table_is_the_table_set_index_made(folder):
-    """The sanity checks' frame is built with its index rather than by set_index on records: the same bytes."""
-    loaded = load(folder / "tiny-lm.safetensors")
-    run = av.run_attention(loaded.model, loaded.tokenizer, loaded.task, "Ada was born", loaded.labels)
-    checks = av.sanity_checks(run)
-    records = pd.DataFrame([{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed],
-                             "detail": c.detail} for c in checks]).set_index("check")
-    failed, table = pages.attention_views._sanity(run)
-    assert failed == []
-    assert dataframe_util.convert_arrow_table_to_arrow_bytes(table) == \
-        dataframe_util.convert_pandas_df_to_arrow_bytes(records)
+def test_output_and_sanity_tables_are_the_tables_pandas_made(folder):
+    """The Attention page's tables, built from their columns (the first time a layout is met through pandas, then
+    without): the bytes of the frames they were built as before, for each task's output."""
+    for name, text in (("tiny-lm", "Ada was born"), ("tiny-lm", "Alan was born"), ("tiny-classifier", "Ada was"),
+                       ("tiny-birthplace", "Where was Ada born?")):
+        loaded = load(folder / f"{name}.safetensors")
+        run = av.run_attention(loaded.model, loaded.tokenizer, loaded.task, text, loaded.labels)
+        failed, table = pages.attention_views._sanity(run)
+        assert (failed, arrow_bytes(table)) == (sanity_before(run)[0], arrow_bytes(sanity_before(run)[1]))
+        if run.output.rows:
+            table, widths = pages.attention_views._output_table(run.output)
+            frame, widths_before = output_before(run.output)
+            assert (arrow_bytes(table), widths) == (arrow_bytes(frame), widths_before)
+
+
+def arrow_bytes(table) -> bytes:
+    """What st.dataframe sends for a pyarrow Table or a pandas frame."""
+    if isinstance(table, pd.DataFrame):
+        return dataframe_util.convert_pandas_df_to_arrow_bytes(table)
+    return dataframe_util.convert_arrow_table_to_arrow_bytes(table)
+
+
+@pytest.mark.parametrize("columns, index", [
+    ({"pos": [0, 1, 2], "token": ["a", "␣", "b"], "next #1": ["x 1.0%", "y 2.0%", "z 97.0%"]}, None),
+    ({"label": ["England", "France"], "probability": [0.25, 0.75]}, None),
+    ({"result": ["pass", "FAIL"], "detail": ["ok", "largest = 1e-3"]}, ("check", ["Rows sum to 1", "Causal"])),
+    ({"flag": [True, False], "n": [-(2**63), 2**63 - 1]}, None),
+    ({"x": [1.5, float("nan")], "n": [1, 2]}, None),  # NaN: pandas keeps its bits under the null
+    ({"n": [1, 2**63]}, None),  # past int64: pandas makes it uint64
+    ({"mixed": [1, "a"], "s": ["p", "q"]}, None),  # Streamlit's fix for a column Arrow cannot hold
+    ({"empty": []}, None),
+])
+def test_columns_table_is_streamlits_conversion_of_the_frame(monkeypatch, columns, index):
+    conversions = Conversions(monkeypatch)
+    frame = pd.DataFrame(columns, index=pd.Index(index[1], name=index[0]) if index else None)
+    expected = dataframe_util.convert_pandas_df_to_arrow_bytes(frame)
+    conversions.count = 0
+    first = pages.browser_tables.columns_table(columns, index)
+    again = pages.browser_tables.columns_table({name: list(values) for name, values in columns.items()}, index)
+    assert arrow_bytes(first) == expected and arrow_bytes(again) == expected
+    plain = all(pages.browser_tables._kind(v) is not None for v in [*columns.values(), *(index[1:] if index else [])])
+    assert conversions.count <= 1 if plain else conversions.count == 2  # a layout met again: no pandas
 
 
 def test_frames_with_holes_and_mixed_columns_keep_streamlits_fixes():
@@ -134,3 +180,12 @@ def test_a_second_session_and_a_rerun_convert_no_table(folder, monkeypatch, name
     second = page(name, **params)
     assert conversions.count == 0
     assert sent(first) == tables and sent(second) == tables
+
+
+@pytest.mark.parametrize("first, then", [([1, 2], [3, 2**63]), ([5, 2**63], [1, 2])])
+def test_a_layout_met_again_with_numbers_past_int64_is_converted_as_pandas_holds_them(first, then):
+    """Two frames of one layout but for numbers pandas holds as uint64: neither is built with the other's schema."""
+    name = f"n {first} {then}"  # a layout no other test meets
+    for values in (first, then):
+        frame = pd.DataFrame({name: values})
+        assert arrow_bytes(pages.browser_tables.columns_table({name: values})) == arrow_bytes(frame)
