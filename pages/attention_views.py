@@ -366,10 +366,12 @@ def show_output(output: av.ModelOutput) -> None:
 
 def _output_table(output: av.ModelOutput) -> tuple:
     """The table as the browser gets it (pages.browser_tables) and its column widths: once per run (derived)."""
-    table, names = pd.DataFrame(output.rows), list(output.rows[0])
+    names = list(output.rows[0])
     if any(list(row) != names for row in output.rows):  # rows of other columns: as pandas reads them
+        table = pd.DataFrame(output.rows)
         return arrow_table(table), fitted_columns(table)
-    return columns_table({name: [row[name] for row in output.rows] for name in names}), fitted_columns(table)
+    columns = {name: [row[name] for row in output.rows] for name in names}
+    return columns_table(columns), fitted_columns(columns)
 
 
 def _sanity(run: av.AttentionRun) -> tuple[list[str], object]:
