@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
+from pages.browser_tables import arrow_table
 from pages.display import show_figure, within_limit
 from pages.model_picker import PageModels, checkpoint_picker, require_model, selected_info
 from pages.page_caches import checkpoint_anatomy, parts_frame, preset_anatomy  # cached once per server
@@ -55,7 +56,7 @@ if stated is not None:
 frame = parts_frame(source, version, rows)
 every_column = st.toggle("Every column (part, formula value, where, buffers, notes)", key="anatomy_columns",
                          help="Off: the columns that fit a 1024 px projector.")
-st.dataframe(frame, hide_index=True, width="stretch", height="content",  # every row
+st.dataframe(arrow_table(frame), hide_index=True, width="stretch", height="content",  # every row; Arrow once
              column_order=None if every_column else ("module", "parameters", "formula = count", "formula"),
              column_config={"module": st.column_config.TextColumn(pinned=True),
                             "formula = count": st.column_config.TextColumn(

@@ -22,6 +22,7 @@ from core.lens import attention as av
 from core.lens import query_key as qk
 from core.model.positional import scheme_label
 from core.text import visible_token
+from pages.browser_tables import arrow_table, columns_table
 from pages.display import fitted_columns, show_figure
 from pages.model_picker import selected_info
 from pages.page_state import COMBINE_METHODS
@@ -363,24 +364,22 @@ def show_output(output: av.ModelOutput) -> None:
         st.dataframe(table, hide_index=True, column_config=widths)
 
 
-def _arrow(frame: pd.DataFrame):
-    """The frame as Streamlit sends it (Arrow; its own conversion, pyarrow.Table.from_pandas), made once per run
-    rather than on every rerun that draws it."""
-    import pyarrow as pa
-
-    return pa.Table.from_pandas(frame)
-
-
 def _output_table(output: av.ModelOutput) -> tuple:
-    table = pd.DataFrame(output.rows)
-    return _arrow(table), fitted_columns(table)
+    """The table as the browser gets it (pages.browser_tables) and its column widths: once per run (derived)."""
+    names = list(output.rows[0])
+    if any(list(row) != names for row in output.rows):  # rows of other columns: as pandas reads them
+        table = pd.DataFrame(output.rows)
+        return arrow_table(table), fitted_columns(table)
+    columns = {name: [row[name] for row in output.rows] for name in names}
+    return columns_table(columns), fitted_columns(columns)
 
 
 def _sanity(run: av.AttentionRun) -> tuple[list[str], object]:
     checks = av.sanity_checks(run)
-    return [c.name for c in checks if c.passed is False], _arrow(pd.DataFrame(
-        [{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed], "detail": c.detail}
-         for c in checks]).set_index("check"))
+    # the checks' names are the index
+    table = columns_table({"result": [{True: "pass", False: "FAIL", None: "n/a"}[c.passed] for c in checks],
+                           "detail": [c.detail for c in checks]}, index=("check", [c.name for c in checks]))
+    return [c.name for c in checks if c.passed is False], table
 
 
 def show_sanity(run: av.AttentionRun) -> None:

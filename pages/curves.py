@@ -35,6 +35,7 @@ from core.lens.history.records import (
 )
 from core.text import markdown_escape as plain
 from pages import page_state
+from pages.browser_tables import arrow_table
 from pages.display import show_figure, shown_table
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
 from pages.page_caches import checkpoint_history  # cached once per server
@@ -274,7 +275,7 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
         st.caption(plain(line))
     show_notes(current.notes + plot.notes)
     st.subheader("Final and best values")
-    st.dataframe(summary, hide_index=True, width="stretch", column_config={
+    st.dataframe(arrow_table(summary), hide_index=True, width="stretch", column_config={  # Arrow once per summary
         "run": st.column_config.TextColumn(width=150),
         **{c: st.column_config.Column(width=78) for c in summary.columns if c != "run"}})
     # A callable: the CSV (megabytes for long runs) is built only when someone clicks, not every refresh.

@@ -43,13 +43,15 @@ def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, in
     """A column_config whose widths add up to `room` px, each column's share by its longest text (header or
     cell, between MIN_COLUMN and MAX_COLUMN), so a table never scrolls sideways at 1024 px: a long cell is cut
     with "…" inside the table instead. `config` entries keep their other settings (format, label, help);
-    `index`: the table shows its index (the first column)."""
+    `index`: the table shows its index (the first column). `frame`: a DataFrame, or its columns as a dict of lists
+    (a table made without pandas, pages.browser_tables.columns_table)."""
     import pandas as pd
 
     config = dict(config or {})
-    hidden = {c: None for c in frame.columns if c in config and config[c] is None}
-    columns = ([None] if index else []) + [c for c in frame.columns if c not in hidden]
-    label = {c: str((config.get(c) or {}).get("label") or c) for c in frame.columns}
+    names = list(frame)  # a DataFrame's column names, a dict's keys
+    hidden = {c: None for c in names if c in config and config[c] is None}
+    columns = ([None] if index else []) + [c for c in names if c not in hidden]
+    label = {c: str((config.get(c) or {}).get("label") or c) for c in names}
 
     def longest(column) -> int:
         values = frame.index if column is None else frame[column]

@@ -32,6 +32,7 @@ from core.lens.history.logs import file_signature
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
 from pages import page_state
+from pages.browser_tables import arrow_table
 from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, csv_download, fitted_columns, show_figure, shown_table
 from pages.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRORS_UNITS, AttentionState, ErrorsState
 from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
@@ -334,7 +335,7 @@ def examples_view(loaded, name: str, source: inputs.EvalText, result) -> None:
         with st.expander("The most common mistakes (gold, predicted, times)"):
             top, config = derived(loaded, name, source, ("mistakes",), lambda: _with_widths(
                 result.mistakes().head(20), EXPANDER_WIDTH))
-            st.dataframe(top, hide_index=True, column_config=config)
+            st.dataframe(arrow_table(top), hide_index=True, column_config=config)  # Arrow once per result
     view, filters = _filtered(loaded, name, source, result)
     wrong = per_view(loaded, name, source, filters, "wrong", lambda: int((~view["right"]).sum()))
     st.caption(f"{len(view)} of {len(frame)} examples match; {wrong} of them wrong. Click a row to open it.")
@@ -593,12 +594,12 @@ def documents_view(loaded, name: str, source: inputs.EvalText, result: lm.Langua
         docs.sort_values("loss", ascending=False, kind="stable").drop(columns=["file"] if single else []),
         MAIN_WIDTH + 120, {"loss": PROBABILITY, "perplexity": st.column_config.NumberColumn(format="%.4g")}))
     st.caption(f"{len(docs)} documents, hardest first (the highest mean loss per piece).")
-    st.dataframe(ordered, hide_index=True, height=260, column_config=config)
+    st.dataframe(arrow_table(ordered), hide_index=True, height=260, column_config=config)  # once per result
     _csv(docs, "Every document (CSV)", f"{_safe_name(name)}-documents.csv", "err_csv_docs")
     st.subheader("The most surprising pieces")
     worst, config = derived(loaded, name, source, ("surprising",), lambda: _with_widths(
         result.surprising(20).drop(columns=["file"] if single else []), MAIN_WIDTH + 120, {"loss": PROBABILITY}))
-    st.dataframe(worst, hide_index=True, column_config=config)
+    st.dataframe(arrow_table(worst), hide_index=True, column_config=config)
     _csv(result.tokens, "Every piece (CSV)", f"{_safe_name(name)}-pieces.csv", "err_csv_tokens")
 
 

@@ -1,6 +1,7 @@
 import streamlit as st
 
 from core.io.checkpoint import checkpoint_dir
+from pages.browser_tables import records_table
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints
 
@@ -39,5 +40,6 @@ else:
     st.subheader("Checkpoints")
     rows = [{"name": i.name, "task": i.task or "", "attention": i.config.get("attention", ""),
              "positional": i.config.get("positional", ""), "status": i.error or "ok"} for i in infos]
-    # Tall enough for every row (35 px each, plus the header): the default height hid the last one.
-    st.dataframe(rows, hide_index=True, width="stretch", height=35 * (len(rows) + 1) + 3)
+    # Tall enough for every row (35 px each, plus the header): the default height hid the last one. The rows as
+    # Arrow once per listing's content, not on every rerun of every session (pages.browser_tables).
+    st.dataframe(records_table(rows), hide_index=True, width="stretch", height=35 * (len(rows) + 1) + 3)
