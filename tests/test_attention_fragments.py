@@ -9,6 +9,7 @@ fragment the changed widget's element carried, or the whole page when it is in n
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import pytest
@@ -18,7 +19,7 @@ import pages.shared_caches
 from core.lens import query_key as qk
 from core.lens import where_from as wf
 from tests.test_attention_page import assert_no_exception, open_page
-from tests.test_where_from_fragment import browser_rerun, fragment_of, sent  # noqa: F401
+from tests.test_where_from_fragment import browser_rerun, counting, fragment_of, sent  # noqa: F401
 
 
 @dataclasses.dataclass
@@ -31,18 +32,13 @@ class Calls:
 @pytest.fixture
 def counted(monkeypatch) -> Calls:
     calls = Calls()
-
-    def counting(function, field):
-        def wrapper(*args, **kwargs):
-            setattr(calls, field, getattr(calls, field) + 1)
-            return function(*args, **kwargs)
-        return wrapper
+    count = functools.partial(counting, calls)
     # the page imports these by name on each run of its script, so the counting ones are what it calls
-    monkeypatch.setattr(pages.shared_caches, "attention_run", counting(pages.shared_caches.attention_run, "page"))
+    monkeypatch.setattr(pages.shared_caches, "attention_run", count(pages.shared_caches.attention_run, "page"))
     monkeypatch.setattr(pages.model_picker, "checkpoint_picker",
-                        counting(pages.model_picker.checkpoint_picker, "page"))
-    monkeypatch.setattr(qk, "decompose", counting(qk.decompose, "decompose"))
-    monkeypatch.setattr(wf, "logit_lens", counting(wf.logit_lens, "lens"))
+                        count(pages.model_picker.checkpoint_picker, "page"))
+    monkeypatch.setattr(qk, "decompose", count(qk.decompose, "decompose"))
+    monkeypatch.setattr(wf, "logit_lens", count(wf.logit_lens, "lens"))
     return calls
 
 

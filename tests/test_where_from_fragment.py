@@ -8,6 +8,7 @@ page reruns, and the counts below say so)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import pytest
@@ -29,21 +30,24 @@ class Calls:
     figures: int = 0  # the view's figures built (lens, attribution, causal trace, salience)
 
 
+def counting(calls, function, field: str):
+    """`function`, adding one to `calls.<field>` on every call (the fragment tests' counters)."""
+    def wrapper(*args, **kwargs):
+        setattr(calls, field, getattr(calls, field) + 1)
+        return function(*args, **kwargs)
+    return wrapper
+
+
 @pytest.fixture
 def counted(monkeypatch) -> Calls:
     calls = Calls()
-
-    def counting(function, field):
-        def wrapper(*args, **kwargs):
-            setattr(calls, field, getattr(calls, field) + 1)
-            return function(*args, **kwargs)
-        return wrapper
-    monkeypatch.setattr(pages.probe_views, "show_example", counting(pages.probe_views.show_example, "page"))
+    count = functools.partial(counting, calls)
+    monkeypatch.setattr(pages.probe_views, "show_example", count(pages.probe_views.show_example, "page"))
     monkeypatch.setattr(pages.training_steps, "show_answers_by_step",
-                        counting(pages.training_steps.show_answers_by_step, "page"))
-    monkeypatch.setattr(wf, "causal_trace", counting(wf.causal_trace, "traces"))
+                        count(pages.training_steps.show_answers_by_step, "page"))
+    monkeypatch.setattr(wf, "causal_trace", count(wf.causal_trace, "traces"))
     for name in ("logit_lens_heatmap", "attribution_bars", "causal_trace_panels", "salience_chips"):
-        monkeypatch.setattr(viz, name, counting(getattr(viz, name), "figures"))
+        monkeypatch.setattr(viz, name, count(getattr(viz, name), "figures"))
     return calls
 
 
