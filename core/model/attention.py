@@ -44,6 +44,14 @@ class KVCache:
     def length(self) -> int:
         return 0 if self.v is None else self.v.size(2)
 
+    def expand(self, batch: int) -> KVCache:
+        """This one-row cache as `batch` rows that share it (a view, no copy): a prompt read once, continued by many."""
+        return KVCache(*(None if t is None else t.expand(batch, -1, -1, -1) for t in (self.k, self.v)))
+
+    def rows(self, index: torch.Tensor, length: int) -> KVCache:
+        """The given rows' first `length` positions (a copy)."""
+        return KVCache(*(None if t is None else t[index, :, :length] for t in (self.k, self.v)))
+
     def extend(self, k: torch.Tensor | None, v: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         if k is not None:
             self.k = k if self.k is None else torch.cat((self.k, k), dim=2)

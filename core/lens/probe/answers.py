@@ -101,8 +101,7 @@ def _after_one_prompt(model: Transformer, prompt: list[int], continuations: list
             idx[r, :len(c) - 1] = torch.tensor(c[:-1])
             targets[r, :len(c) - 1] = torch.tensor(c[1:])
             scored[r, :len(c) - 1] = True
-        shared = [KVCache(*(None if t is None else t.expand(len(chunk), -1, -1, -1) for t in (c.k, c.v)))
-                  for c in caches]
+        shared = [c.expand(len(chunk)) for c in caches]
         h, _ = model.hidden_states(idx.to(device), start=len(prompt), caches=shared)
         out[chunk] += _summed(model.head.unembed(h), targets.to(device), scored.to(device))
     return out

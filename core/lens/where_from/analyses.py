@@ -407,8 +407,7 @@ def last_logits(model, idx: torch.Tensor, hooks: Hooks, shared: int = 0) -> torc
     if shared > 0 and isinstance(model, Transformer):
         caches = [KVCache() for _ in model.blocks]
         model.hidden_states(idx[:1, :shared], caches=caches)  # the shared start, once
-        rows = [KVCache(*(None if t is None else t.expand(idx.size(0), -1, -1, -1) for t in (c.k, c.v)))
-                for c in caches]
+        rows = [c.expand(idx.size(0)) for c in caches]
         h, _ = model.hidden_states(idx[:, shared:], start=shared, caches=rows, hooks=hooks)
     else:
         h, _ = model.hidden_states(idx, hooks=hooks)  # (B, T, C) after the final LayerNorm
@@ -442,19 +441,19 @@ def restored_logits(model, idx: torch.Tensor, restore: _Restore, first: Sequence
     caches = [KVCache() for _ in model.blocks]
     if shared > 0:
         model.hidden_states(idx[:1, :shared], caches=caches)  # the shared start, once
-        caches = [KVCache(*(None if t is None else t.expand(len(bases), -1, -1, -1) for t in (c.k, c.v)))
-                  for c in caches]
+        caches = [c.expand(len(bases)) for c in caches]
     rows = torch.tensor(bases)
     plain = _Restore(restore.clean, {}, None if restore.noise is None else restore.noise[rows])
     h, _ = model.hidden_states(idx[rows, shared:], start=shared, caches=caches, hooks=plain)
-    out = torch.empty(B, model.head.unembed(h[:1, -1]).size(-1), dtype=h.dtype, device=h.device)
-    out[rows] = model.head.unembed(h[:, -1])
+    unrestored = model.head.unembed(h[:, -1])
+    out = unrestored.new_empty(B, unrestored.size(-1))
+    out[rows] = unrestored
     where = {b: i for i, b in enumerate(bases)}  # a base row -> its place in the base pass's caches
     base_t = torch.tensor([where[int(b)] for b in base])
     for g in sorted({int(f) for f in first_t.tolist()} - {T}):
         group = torch.nonzero(first_t == g).flatten()
         start = max(g, shared)
-        kept = [KVCache(*(None if t is None else t[base_t[group], :, :start] for t in (c.k, c.v))) for c in caches]
+        kept = [c.rows(base_t[group], start) for c in caches]
         part = _Restore({kind: [x[start - shared:] for x in states] for kind, states in restore.clean.items()},
                         {key: mask[group, start - shared:] for key, mask in restore.masks.items()},
                         None if restore.noise is None else restore.noise[group, start - shared:])
