@@ -429,6 +429,9 @@ def test_a_grid_that_cannot_teach_says_so_and_the_threshold_is_what_the_constant
     lesson = opening.lesson()
     assert lesson.startswith(f"No single restored state brings back more than {opening.best_share:.0%} of the "
                              f"{opening.total_effect:.3f} the corruption took away")
+    # the one cell the grid draws dark is named as left out, and it is the final state restoring all of it
+    assert lesson.endswith("restoring it brings back all of it, so it is left out.)")
+    assert opening.recovered("residual")[-1, -1] == pytest.approx(1.0, abs=1e-6)
     nela = trace("Nela Švecová", "noise")
     assert nela.best_share < wf.analyses.LOCALISED_SHARE and nela.lesson() is not None
     swapped = trace("Nela Švecová", "swap")

@@ -572,7 +572,9 @@ class CausalTrace:
             return (f"No single restored state brings back more than {self.best_share:.0%} of the {total:.3f} the "
                     f"corruption took away ({self.clean:.3f} clean, {self.corrupted:.3f} corrupted), so the grid is "
                     f"almost white: restoring one state at a time does not bring this answer back, and the grid "
-                    "cannot show where it is held.")
+                    "cannot show where it is held. (The residual stream's cell after the last layer at the last "
+                    "position is the model's final state itself: restoring it brings back all of it, so it is left "
+                    "out.)")
         return None
 
     def to_json(self) -> dict:
