@@ -1,6 +1,7 @@
 """Server CPU per interaction: what one click costs the Streamlit process, not how long it took.
 
-    python -m bench.server_work [--baseline REV] [--repeats 12] [--reruns 0] [--checkpoints DIR]
+    python -m bench.server_work [--baseline REV [--baseline-env NAME=VALUE]] [--repeats 12] [--reruns 0]
+                                [--checkpoints DIR]
 
 Starts `streamlit run app.py` from this working tree (and, with --baseline, a second server from a
 `git worktree` of REV, removed afterwards) on loopback ports, then drives them one interaction at a time
@@ -59,9 +60,9 @@ NAMES = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Marie Curie", "Emmy Noe
 PLACES = ["London", "Paris", "Leeds", "Berlin", "Vienna", "Madrid", "Rome", "Dublin"]
 
 
-def start(root: Path, checkpoints: Path, log: Path) -> StreamlitServer:
+def start(root: Path, checkpoints: Path, log: Path, env: dict[str, str] | None = None) -> StreamlitServer:
     """`streamlit run app.py` of the tree at `root` (this one or the baseline's worktree), healthy."""
-    return start_healthy(log, root=root, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(checkpoints)})
+    return start_healthy(log, root=root, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(checkpoints), **(env or {})})
 
 
 FLOOR = "hello world (Streamlit's floor)"
@@ -234,7 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
     parser.add_argument("--reruns", type=int, default=0,
                         help="also rerun each page this many times with nothing changed (a row per page)")
+    parser.add_argument("--baseline-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the baseline's server only (e.g. a PYTHONPATH whose "
+                             "uvloop module refuses to import, for a revision that did not require it)")
     args = parser.parse_args(argv)
+    if args.baseline_env and not args.baseline:
+        parser.error("--baseline-env needs --baseline")
+    if any("=" not in item for item in args.baseline_env):
+        parser.error("--baseline-env takes NAME=VALUE")
+    baseline_env = dict(item.split("=", 1) for item in args.baseline_env)
     sys.path.insert(0, str(ROOT))
     pages = [page.url_path for page in APP_PAGES if page.url_path != "attention"]
     with tempfile.TemporaryDirectory(prefix="attention-server-work-") as tmp:
@@ -247,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         servers = []
         try:
             for index, root in enumerate(roots):
-                servers.append(start(root, args.checkpoints, Path(tmp) / f"server{index}.log"))
+                env = baseline_env if args.baseline and index == 0 else None
+                servers.append(start(root, args.checkpoints, Path(tmp) / f"server{index}.log", env))
             hello = Path(tmp) / "hello.py"
             hello.write_text(HELLO_APP)
             servers.append(start_healthy(Path(tmp) / "hello.log", script=hello, root=ROOT))

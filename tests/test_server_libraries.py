@@ -1,0 +1,31 @@
+"""The two libraries the server runs faster with are installed and picked up (issue 45): plotly encodes chart
+JSON with orjson, and Streamlit runs its event loop on uvloop. Both are optional to their hosts, which fall back
+silently, so a missing pin would cost every rerun without failing anything else."""
+from __future__ import annotations
+
+import sys
+
+import plotly.io as pio
+import pytest
+
+
+def test_plotly_encodes_chart_json_with_orjson():
+    import orjson
+
+    assert pio.json.config.default_engine == "auto"  # "auto": orjson whenever it imports
+    fig = {"data": [{"type": "heatmap", "z": [[0.25, 0.5], [0.75, 1.0]]}], "layout": {}}
+    assert pio.to_json(fig, engine="auto") == pio.to_json(fig, engine="orjson")
+    assert orjson.__version__
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="uvloop does not support Windows; Streamlit uses asyncio's loop")
+def test_streamlit_runs_its_server_loop_on_uvloop():
+    from streamlit.web import bootstrap
+
+    factory = bootstrap._get_uvloop_loop_factory()  # what bootstrap.run asks before it starts the server's loop
+    assert factory is not None
+    loop = factory()
+    try:
+        assert type(loop).__module__.startswith("uvloop")
+    finally:
+        loop.close()
