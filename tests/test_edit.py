@@ -230,13 +230,16 @@ def test_a_place_of_several_pieces_is_written_whole(bundled, stats):
     # must be written too (the last layer at the last position reaches the first piece only)
     person, place = "Apolonia Zadworny", "New Orleans"
     assert len(tokenizer.encode(place)) == 3 and place in WORLD_CITIES
-    for method, site in (("rank-one", Site(1, "last")), ("rank-one", Site(0, "subject")), ("finetune", Site(1))):
+    for method, site in (("rank-one", Site(1, "last")), ("rank-one", Site(0, "subject")), ("finetune", Site(1)),
+                         ("memit", Site(1, "last"))):
         delta = edit(model, tokenizer, method, EditRequest(person, place), site, stats)
         session = EditedModel.copy_of(model)
         session.apply(delta)
         assert predict_birthplaces(session.model, tokenizer, [f"Where was {person} born?"]) == [place], (method, site)
         if method == "rank-one" and site.layer == 1:
             assert delta.record["updates"] == 2  # a second rank-one update wrote 'Orleans' where it is predicted
+        if method == "memit":
+            assert delta.record["keys"] == 2  # 'Orleans' got its own key, solved together with the first
     question = f"Where was {PERSON} born?"
     long_place = "Newcastle upon Tyne"  # five pieces, the model's own continuation after 'Newcastle'
     for method in ("rank-one", "memit"):

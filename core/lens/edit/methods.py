@@ -393,7 +393,13 @@ def memit_layers(site: Site, n_layer: int, span: int | None = None) -> list[int]
 def edit_together(model, tokenizer, requests: Sequence[EditRequest], site: Site, stats: KeyStatistics,
                   options: EditOptions | None = None, known_places: Sequence[str] | None = None) -> WeightDelta:
     """MEMIT: the residual stream after the site's layer is moved, for every request at once, and the change is
-    shared by the MLPs of `memit_layers` (bottom up, each taking its share of what is left)."""
+    shared by the MLPs of `memit_layers` (bottom up, each taking its share of what is left).
+
+    A place of several pieces is written whole, as the rank-one edit does it but in MEMIT's own terms: where a
+    later piece is not yet the answer's once the edit is made (the last layer at the last position reaches only
+    the first piece: nothing after reads it), the stream at the position that predicts that piece gets a target
+    too, and every target, the first ones included, is solved for again together from the original weights
+    (one more key per such piece: the record's "keys")."""
     options = options or EditOptions()
     start = time.perf_counter()
     if not requests:
@@ -403,37 +409,77 @@ def edit_together(model, tokenizer, requests: Sequence[EditRequest], site: Site,
     ids, _, positions, _ = _batch(items, device)
     top = site.layer
     layers = memit_layers(site, len(model.blocks))
-    deltas, steps, nll = _optimise_vectors(model, items, "resid_post", top, options)
-    rows = torch.arange(len(items))
+    reaches_later = top < len(model.blocks) - 1  # a later layer carries this stream to the later positions
+    scored = (0, None) if reaches_later or site.position != "last" else (0, 1)
+    deltas, steps, nll = _optimise_vectors(model, items, "resid_post", top, options, pieces=scored)
+    # the edited keys: (item row, position); their target streams after the top layer
+    rows, at = list(range(len(items))), positions.tolist()
+    targets = _top_stream(model, top, ids, rows, at, {}) + deltas.double().cpu()  # (K, C)
+    params = _memit_solve(model, top, layers, stats, options, ids, rows, at, targets)
+    for piece in range(1, max(len(it.target_ids) for it in items)):
+        missing = [i for i, it in enumerate(items)
+                   if piece < len(it.target_ids) and not _writes_piece(model, it, ids[i:i + 1], piece, params,
+                                                                       options.target_prob)]
+        if not missing:
+            continue
+        later = [len(items[i].prompt_ids) - 1 + piece for i in missing]  # the positions that predict the piece
+        more, more_steps, nll = _optimise_vectors(
+            model, [items[i] for i in missing], "resid_post", top, options,
+            at=torch.tensor(later), params=params, pieces=(piece, None if reaches_later else piece + 1))
+        steps += more_steps
+        targets = torch.cat([targets, _top_stream(model, top, ids, missing, later, params) + more.double().cpu()])
+        rows, at = rows + missing, at + later
+        params = _memit_solve(model, top, layers, stats, options, ids, rows, at, targets)
+    record = _record("memit", items[0], site, options, steps, nll, start)
+    record["layers"] = layers
+    record["keys"] = len(rows)
+    if len(items) > 1:
+        record["facts"] = [{"name": it.request.name, "new_place": it.request.new_place} for it in items]
+    return delta_from(model, params, record)
 
-    def top_stream(params: dict) -> torch.Tensor:
-        catcher = _Keep(top)
-        with torch.no_grad():
-            if params:
-                _call(model, params, lambda idx: model.hidden_states(idx, hooks=catcher)[0], ids)
-            else:
-                model.hidden_states(ids, hooks=catcher)
-        return catcher.kept[rows, positions].double().cpu()  # (B, C)
 
-    targets = top_stream({}) + deltas.double().cpu()  # (B, C)
+def _top_stream(model, top: int, ids: torch.Tensor, rows: list[int], at: list[int], params: dict
+                ) -> torch.Tensor:
+    """The residual stream after layer `top` at (row, position) pairs, with `params` standing in: (K, C)."""
+    catcher = _Keep(top)
+    batch = ids[torch.tensor(rows, device=ids.device)]
+    with torch.no_grad():
+        if params:
+            _call(model, params, lambda idx: model.hidden_states(idx, hooks=catcher)[0], batch)
+        else:
+            model.hidden_states(batch, hooks=catcher)
+    return catcher.kept[torch.arange(len(rows)), torch.tensor(at)].double().cpu()
+
+
+def _memit_solve(model, top: int, layers: list[int], stats: KeyStatistics, options: EditOptions,
+                 ids: torch.Tensor, rows: list[int], at: list[int], targets: torch.Tensor) -> dict:
+    """MEMIT's update, from the original weights, that moves the stream after `top` to `targets` (K, C) at the K
+    (row, position) pairs: the MLPs of `layers` from the bottom up, each solving dW = R K^T (lambda C + K K^T)^-1
+    for its share of what is left."""
+    device = model_device(model)
+    batch = ids[torch.tensor(rows, device=ids.device)]
+    where = torch.tensor(at, device=device)
     params: dict[str, torch.Tensor] = {}
     for i, layer in enumerate(layers):
         name = f"blocks.{layer}.mlp.2.weight"
         current = params.get(name, mlp_projection(model, layer).weight.detach()).double().cpu()
-        keys = _keys(model, layer, ids, positions, params).double().cpu().T  # (d_ff, B)
-        residual = (targets - top_stream(params)).T / (len(layers) - i)  # (C, B)
+        keys = _keys(model, layer, batch, where, params).double().cpu().T  # (d_ff, K)
+        residual = (targets - _top_stream(model, top, ids, rows, at, params)).T / (len(layers) - i)  # (C, K)
         c = stats.moments[layer].double()
         c = c + options.ridge * c.diagonal().mean() * torch.eye(c.size(0), dtype=c.dtype)
         # dW = R K^T (lambda C + K K^T)^-1, solved as a linear system (the matrix is symmetric)
         lhs = options.memit_lambda * c + keys @ keys.T
         change = torch.linalg.solve(lhs, keys @ residual.T).T  # (C, d_ff)
         params[name] = (current + change).to(mlp_projection(model, layer).weight.dtype).to(device)
-    item = items[0]
-    record = _record("memit", item, site, options, steps, nll, start)
-    record["layers"] = layers
-    if len(items) > 1:
-        record["facts"] = [{"name": it.request.name, "new_place": it.request.new_place} for it in items]
-    return delta_from(model, params, record)
+    return params
+
+
+def _writes_piece(model, item: Prepared, ids: torch.Tensor, piece: int, params: dict, target_prob: float) -> bool:
+    """Whether the edited model (teacher-forced on the new answer) gives the answer's `piece` at least
+    `target_prob` (ids: the item's own teacher-forced row, (1, T))."""
+    with torch.no_grad():
+        logits = _logits(model, ids, params=params)[0, len(item.prompt_ids) - 1 + piece].float()
+    return float(torch.softmax(logits, -1)[item.target_ids[piece]]) >= target_prob
 
 
 def memit(model, tokenizer, request: EditRequest, site: Site, stats: KeyStatistics,
