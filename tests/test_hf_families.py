@@ -21,8 +21,8 @@ from tests.conftest import require_hf_extra
 
 TOL = 1e-6
 TEXT = "Hello world, the cat sat on the mat."
-FAMILIES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gpt_neox", "phi", "opt")
-ROTARY = ("llama", "qwen2", "mistral", "gemma", "gpt_neox", "phi")
+FAMILIES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gpt_neox", "phi", "opt", "phi3")
+ROTARY = ("llama", "qwen2", "mistral", "gemma", "gpt_neox", "phi", "phi3")
 
 
 @pytest.fixture(scope="module")
@@ -129,11 +129,14 @@ def test_recorded_queries_are_the_projections_rotated_by_an_independent_rope(fol
         normed = layer.input_layernorm(x)
         if name == "gpt_neox":  # one projection, per head q | k | v
             q = attention.query_key_value(normed).view(len(x), -1, 3 * hs)[..., :hs].transpose(0, 1)
+        elif name == "phi3":  # one projection: every query head, then the key heads, then the value heads
+            n_head = config.num_attention_heads
+            q = attention.qkv_proj(normed)[..., : n_head * hs].view(len(x), n_head, hs).transpose(0, 1)
         else:
             q = attention.q_proj(normed).view(len(x), -1, hs).transpose(0, 1)  # (nh, T, hs)
     factor = config.rope_parameters.get("partial_rotary_factor", 1.0)
     rotary_dims = int(hs * factor)
-    if name in ("gpt_neox", "phi"):
+    if name in ("gpt_neox", "phi", "phi3"):
         assert rotary_dims == hs // 2  # partial rotary really is exercised
     expected = rope(q, config.rope_parameters["rope_theta"], rotary_dims)
     np.testing.assert_allclose(rec.queries_keys[1].q, expected.numpy(), atol=1e-5)
@@ -287,7 +290,7 @@ def test_input_attribution_on_a_hugging_face_decoder_equals_autograd_through_inp
     np.testing.assert_allclose(salience.integrated_gradients, (midpoints * x0).sum(-1).numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("model_type", ["gemma2", "mamba", "t5"])
+@pytest.mark.parametrize("model_type", ["gemma2", "mamba", "t5", "falcon", "mpt"])
 def test_a_family_the_lab_cannot_read_is_named_in_one_sentence(folders, tmp_path, model_type):
     import shutil
 
@@ -378,3 +381,22 @@ def test_bloom_alibi_is_the_score_bias_and_rebuilds_the_attention(folders):
     with pytest.raises(wf.WhereFromError, match="adds its residual inside its attention module"):
         wf.logit_lens(loaded.model, loaded.tokenizer, rec, 0)
     assert not wf.patchable(loaded.model)
+
+
+def test_phi3_keys_are_the_fused_projections_key_heads_and_the_note_names_its_partial_rotary(folders):
+    """Phi-3's one qkv_proj: the lab's keys (before rotary, in the dimensions rotary passes) are the slice after all
+    query heads, one block per key/value head, each shared by two query heads; the query-key note says half of
+    each head's dimensions are rotated (Phi-4-mini's partial_rotary_factor)."""
+    loaded, tokenized = opened(folders, "phi3")
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True)
+    model, out = reference(folders["phi3"], tokenized.ids)
+    layer = model.base_model.layers[0]
+    with torch.no_grad():
+        qkv = layer.self_attn.qkv_proj(layer.input_layernorm(out.hidden_states[0][0]))  # (T, (4 + 2 + 2) * 8)
+    keys = qkv[:, 32:48].view(len(tokenized.ids), 2, 8).transpose(0, 1)  # (2 key heads, T, 8)
+    recorded = rec.queries_keys[0].k  # (4 query heads, T, 8)
+    for head in range(4):  # dimensions 4..7 carry no position: the projection itself
+        np.testing.assert_allclose(recorded[head][:, 4:], keys[head // 2][:, 4:].numpy(), atol=1e-6)
+    note = loaded.model.config.position_note
+    assert "the first 4 of each head's 8 dimensions (the other 4 carry no position)" in note
+    assert "4 query heads share 2 key/value head(s)" in note

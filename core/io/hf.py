@@ -5,7 +5,7 @@
 `transformers` returns them with `output_attentions=True` and eager attention; `.tokenizer.tokenize`
 gives display tokens people can read (byte-level `Ġ` becomes a visible space, WordPiece `##x` becomes
 `·x`, special tokens keep their names). The families read are the entries of `core.io.hf_families.FAMILIES`
-(GPT-2, LLaMA, Mistral, Qwen2/3, Gemma, GPT-NeoX, Phi, OPT decoders; the BERT family of encoders); a model
+(GPT-2, LLaMA, Mistral, Qwen2/3, Gemma, Phi-3, GPT-NeoX, Phi, OPT decoders; the BERT family of encoders); a model
 type not there is named in one sentence.
 
 `transformers` is an optional extra (requirements-hf.txt). Nothing is ever downloaded: the offline
@@ -471,6 +471,14 @@ def _model_class(transformers: Any, task: str):
             "classify": transformers.AutoModelForSequenceClassification}.get(task, transformers.AutoModel)
 
 
+def _rotated_dims(model: HFModel, attention: nn.Module, head_size: int) -> int:
+    """How many leading dimensions of each head rotary rotates: the attention's own `rotary_ndims` (GPT-NeoX, Phi),
+    else twice the model's rotary frequencies (Phi-3's partial_rotary_factor: 0.75 in Phi-4-mini), else all."""
+    frequencies = getattr(getattr(model.base, "rotary_emb", None), "inv_freq", None)
+    return int(getattr(attention, "rotary_ndims", 0) or (2 * frequencies.numel() if frequencies is not None else 0)
+               or head_size)
+
+
 def position_note(model: HFModel) -> str:
     """One sentence for the query-key view, from the model's own attention module: how positions reach q and k,
     and which query heads share a key/value head."""
@@ -478,7 +486,7 @@ def position_note(model: HFModel) -> str:
     config = model.config
     if model.family.positions.endswith("rotary"):
         hs = int(getattr(attention, "head_dim", getattr(attention, "head_size", 0)))
-        rotated = int(getattr(attention, "rotary_ndims", hs))
+        rotated = _rotated_dims(model, attention, hs)
         which = ("each pair of dimensions" if rotated == hs else
                  f"the first {rotated} of each head's {hs} dimensions (the other {hs - rotated} carry no position)")
         note = (f"q and k are shown after {model.family.label}'s rotary embedding (its apply_rotary_pos_emb) rotated "

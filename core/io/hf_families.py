@@ -12,6 +12,7 @@ these paths; nothing here runs a model.
     qwen2         rotary (q/k biases), GQA     RMSNorm                    pre-norm
     qwen3         rotary after q/k RMSNorm     RMSNorm                    pre-norm
     gemma         rotary, GQA                  RMSNorm with (1 + w)       pre-norm; embeddings x sqrt(d)
+    phi3          rotary (partial: Phi-4-mini) RMSNorm                    pre-norm; one qkv_proj (q | k | v, GQA)
     gpt_neox      partial rotary (rotary_pct)  LayerNorm                  parallel (or serial) residual
     phi           partial rotary               LayerNorm; head has bias   parallel residual
     opt           learned absolute (offset 2)  LayerNorm                  pre-norm (post-norm: 350m)
@@ -117,6 +118,19 @@ def _rotary(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Ten
     return q, per_query_head(k, n_head), None
 
 
+def _phi3(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Phi-3 (Phi-3.5, Phi-4-mini): one qkv_proj laid out as all query heads | the key heads | the value heads
+    (grouped k/v), then the modeling file's apply_rotary_pos_emb, which rotates as many leading dimensions of each
+    head as its cos has (partial_rotary_factor) and passes the rest."""
+    hs = attention.head_dim
+    qkv = got["out"][0]  # (B, T, (nh + 2 n_kv) hs)
+    q, k = qkv[..., : n_head * hs], qkv[..., n_head * hs: (n_head + attention.num_key_value_heads) * hs]
+    q, k = _heads(q, hs), _heads(k, hs)  # (B, nh, T, hs), (B, n_kv, T, hs)
+    cos, sin = got["kwargs"]["position_embeddings"]
+    q, k = _rotary_function(attention)(q, k, cos, sin)
+    return q, per_query_head(k, n_head), None
+
+
 def _neox(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
     """GPT-NeoX: one projection laid out per head as q | k | v; the modeling file's apply_rotary_pos_emb
     rotates the first rotary_ndims dimensions (cos has that width) and passes the rest."""
@@ -167,6 +181,7 @@ FAMILIES: dict[str, Family] = {
     "qwen2": Family("Qwen2", **_LLAMA_LIKE),
     "qwen3": Family("Qwen3", **_LLAMA_LIKE),
     "gemma": Family("Gemma", **{**_LLAMA_LIKE, "norm": "rms (1 + w)"}),
+    "phi3": Family("Phi-3", **{**_LLAMA_LIKE, "projections": ("qkv_proj",), "queries_keys": _phi3}),
     "gpt_neox": Family("GPT-NeoX", causal=True, positions="partial rotary", layers="layers",
                        attention="attention", projections=("query_key_value",), queries_keys=_neox, out_proj="dense",
                        mlp="mlp", embed="embed_in", final_norm="final_layer_norm",
