@@ -93,6 +93,10 @@ DECODER_CONFIGS: dict[str, dict] = {
     "gpt_neox": dict(_TINY, rotary_pct=0.5, use_parallel_residual=True),
     "phi": dict(_TINY, partial_rotary_factor=0.5, num_key_value_heads=2),
     "phi3": dict(_TINY, partial_rotary_factor=0.5, num_key_value_heads=2),  # Phi-4-mini's partial rotary, GQA
+    # one sliding-window layer (local rotary base 100) then one global layer (base 10000); scores scaled by 20^-0.5
+    "gemma3_text": dict(_TINY, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=20, sliding_window=48,
+                        layer_types=["sliding_attention", "full_attention"], rope_theta=10000.0,
+                        rope_local_base_freq=100.0),
     "opt": dict(hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
                 word_embed_proj_dim=32),
     "bloom": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4),

@@ -21,7 +21,7 @@ from tests.conftest import require_hf_extra
 
 TOL = 1e-6
 TEXT = "Hello world, the cat sat on the mat."
-FAMILIES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gpt_neox", "phi", "opt", "phi3")
+FAMILIES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gpt_neox", "phi", "opt", "phi3", "gemma3_text")
 ROTARY = ("llama", "qwen2", "mistral", "gemma", "gpt_neox", "phi", "phi3")
 
 
@@ -68,6 +68,11 @@ def test_attention_logits_and_stream_equal_transformers_own(folders, name):
     if acts.attn_bias is not None and acts.attn_bias[0] is not None:
         summed = summed + acts.attn_bias.sum(0)
     np.testing.assert_allclose(summed, acts.resid_post[-1], atol=1e-4)
+    for layer in range(2):  # and layer by layer: the heads' shares add up to what the attention adds
+        added = acts.head_out[layer].sum(0) + (acts.attn_bias[layer] if acts.attn_bias is not None else 0)
+        np.testing.assert_allclose(added, acts.attn_out[layer], atol=1e-5)
+        np.testing.assert_allclose(acts.resid_pre[layer] + acts.attn_out[layer] + acts.mlp_out[layer],
+                                   acts.resid_post[layer], atol=1e-5)
     assert rec.allowed.tolist() == np.tril(np.ones((len(tokenized.ids),) * 2, dtype=bool)).tolist()
 
 
@@ -148,7 +153,7 @@ def own_norm(name: str, norm, x: torch.Tensor) -> torch.Tensor:
     x = x.double()
     if name in ("gpt_neox", "phi", "opt"):
         return torch.nn.functional.layer_norm(x, x.shape[-1:], norm.weight.double(), norm.bias.double(), norm.eps)
-    gain = 1 + norm.weight.double() if name == "gemma" else norm.weight.double()
+    gain = 1 + norm.weight.double() if name.startswith("gemma") else norm.weight.double()
     eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gain
 
@@ -185,11 +190,21 @@ def test_logit_lens_and_attribution_read_through_the_familys_own_final_norm(fold
     centred = name in ("gpt_neox", "phi", "opt")
     divisor = torch.sqrt((stream.var(unbiased=False) if centred else (stream * stream).mean()) + (
         norm.eps if centred else getattr(norm, "variance_epsilon", getattr(norm, "eps", None))))
-    gain = norm.weight.detach().double() + (1 if name == "gemma" else 0)
+    gain = norm.weight.detach().double() + (1 if name.startswith("gemma") else 0)
     embedded = out.hidden_states[0][0, -1].double()
     embedded = embedded - embedded.mean() if centred else embedded
     assert attribution.by_layer()["embeddings"] == pytest.approx(float((embedded * gain / divisor) @ W[answer]),
                                                                  abs=1e-5)
+
+
+def added_by(layers) -> dict[str, list]:
+    """The modules whose outputs a decoder layer adds to its stream: the attention and the MLP, or (Gemma 2/3) the
+    norms after them."""
+    if hasattr(layers[0], "post_feedforward_layernorm"):
+        return {"attention": [la.post_attention_layernorm for la in layers],
+                "MLP": [la.post_feedforward_layernorm for la in layers]}
+    return {"attention": [getattr(la, "self_attn", None) or la.attention for la in layers],
+            "MLP": [la.mlp for la in layers]}
 
 
 def _reference_trace(model, ids, names, answer, noise_rows, clean_pass):
@@ -197,8 +212,7 @@ def _reference_trace(model, ids, names, answer, noise_rows, clean_pass):
     embeddings, one clean state restored at (kind, layer, position)."""
     base = model.base_model
     layers = base.layers
-    modules = {"residual": list(layers), "attention": [getattr(la, "self_attn", None) or la.attention
-                                                       for la in layers], "MLP": [la.mlp for la in layers]}
+    modules = {"residual": list(layers), **added_by(layers)}
     embed = base.embed_tokens if hasattr(base, "embed_tokens") else base.embed_in
 
     def run(sample, restore=None):
@@ -225,7 +239,7 @@ def _reference_trace(model, ids, names, answer, noise_rows, clean_pass):
     return corrupted, grids
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt_neox"])
+@pytest.mark.parametrize("name", ["llama", "gpt_neox", "gemma3_text"])
 def test_causal_tracing_patches_each_decoder_layers_attention_and_mlp_as_hooks_written_here_do(folders, name):
     loaded, tokenized = opened(folders, name)
     ids = tokenized.ids
@@ -247,9 +261,8 @@ def test_causal_tracing_patches_each_decoder_layers_attention_and_mlp_as_hooks_w
     noise_rows[:, 0, names] = draws * noise * std
     clean_pass = {"residual": [h[0] for h in out.hidden_states[1:-1]] + [None], "attention": [], "MLP": []}
     handles = [module.register_forward_hook(lambda _m, _i, o, kind=kind: clean_pass[kind].append(
-        (o[0] if isinstance(o, tuple) else o)[0])) for kind, attr in (("attention", None), ("MLP", "mlp"))
-        for layer in model.base_model.layers
-        for module in [getattr(layer, attr) if attr else (getattr(layer, "self_attn", None) or layer.attention)]]
+        (o[0] if isinstance(o, tuple) else o)[0])) for kind, modules in added_by(model.base_model.layers).items()
+        for module in modules]
     last = []
     handles.append(model.base_model.layers[-1].register_forward_hook(lambda _m, _i, o: last.append(o[0])))
     with torch.no_grad():
@@ -400,3 +413,75 @@ def test_phi3_keys_are_the_fused_projections_key_heads_and_the_note_names_its_pa
     note = loaded.model.config.position_note
     assert "the first 4 of each head's 8 dimensions (the other 4 carry no position)" in note
     assert "4 query heads share 2 key/value head(s)" in note
+
+
+def test_gemma3_queries_are_normed_then_rotated_with_each_layers_own_base_and_scaled_by_query_pre_attn_scalar(folders):
+    """Gemma 3: q = RoPE(q_norm(q_proj(norm(x)))) with base 100 on the sliding-window layer 0 and base 10000 on the
+    full-attention layer 1 (the layer's own position_embeddings), q_norm's gain 1 + w, scale 20^-0.5 (the config's
+    query_pre_attn_scalar, not the head size 8); RMSNorm and RoPE written here."""
+    loaded, tokenized = opened(folders, "gemma3_text")
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True)
+    model, out = reference(folders["gemma3_text"], tokenized.ids)
+    T = len(tokenized.ids)
+
+    def rms(norm, x):  # Gemma's RMSNorm, (1 + w)
+        x = x.double()
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + norm.eps) * (1 + norm.weight.double())
+
+    for layer, theta in ((0, 100.0), (1, 10000.0)):
+        block = model.base_model.layers[layer]
+        attention = block.self_attn
+        with torch.no_grad():
+            q = attention.q_proj(rms(block.input_layernorm, out.hidden_states[layer][0]).float())
+            q = rms(attention.q_norm, q.view(T, 4, 8)).transpose(0, 1)  # (nh, T, hs)
+        np.testing.assert_allclose(rec.queries_keys[layer].q, rope(q, theta, 8).numpy(), atol=1e-5)
+        other = 10000.0 if theta == 100.0 else 100.0
+        assert not np.allclose(rec.queries_keys[layer].q, rope(q, other, 8).numpy(), atol=1e-3)  # the base matters
+        assert rec.queries_keys[layer].scale == pytest.approx(20 ** -0.5)
+    assert "10000 on full-attention layers, 100 on sliding-attention layers" in loaded.model.config.position_note
+
+
+def test_gemma3_multimodal_and_bidirectional_folders_are_refused_in_one_sentence(folders, tmp_path):
+    import shutil
+
+    for name, edit, expected in (
+            ("vision", {"model_type": "gemma3"}, "is a Gemma 3 image-and-text model, which the lab does not read"),
+            ("embedding", {"use_bidirectional_attention": True}, "attends in both directions")):
+        folder = tmp_path / name
+        shutil.copytree(folders["gemma3_text"], folder)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **edit}))
+        with pytest.raises(CheckpointError) as refused:
+            load(folder)
+        message = str(refused.value)
+        assert expected in message and "\n" not in message and message.endswith(".")
+
+
+def test_a_soft_capped_output_is_read_as_the_model_reads_it(tmp_path):
+    """final_logit_softcapping (Gemma 2's; a Gemma 3 config may set it): logits = cap tanh(z / cap). The lens's last
+    row and causal tracing's clean probability are transformers' own capped output; direct attribution splits the
+    logit before the cap (lm_head(norm(x))) and its sentence says so, with the capped value."""
+    require_hf_extra()
+    from bench.hf_folders import decoder_folder
+
+    folder = decoder_folder(tmp_path / "capped", "gemma3_text", final_logit_softcapping=2.0)
+    loaded = load(folder)
+    tokenized = loaded.tokenizer.tokenize(TEXT)
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, activations=True)
+    model, out = reference(folder, tokenized.ids)
+    assert out.logits.abs().max() < 2.0  # capped
+    with torch.no_grad():
+        z = model.lm_head(out.hidden_states[-1][0, -1])  # hidden_states[-1]: after the final norm
+    np.testing.assert_allclose(2.0 * torch.tanh(z / 2.0).numpy(), out.logits[0, -1].numpy(), atol=1e-6)
+    answer = int(out.logits[0, -1].argmax())
+    lens = wf.logit_lens(loaded.model, loaded.tokenizer, rec, answer)
+    np.testing.assert_allclose(lens.probs_last[-1], torch.softmax(out.logits[0, -1].double(), -1).numpy(), atol=1e-6)
+    attribution = wf.direct_attribution(loaded.model, rec, answer)
+    assert attribution.logit == pytest.approx(float(z[answer]), abs=1e-5)
+    assert attribution.total == pytest.approx(float(z[answer]), abs=1e-4)
+    assert attribution.capped == pytest.approx(float(out.logits[0, -1, answer]), abs=1e-6)
+    assert f"before the model's soft cap (2 tanh(logit / 2) = {attribution.capped:.2f}" in attribution.sentence()
+    q = wf.Question(question=TEXT, ids=tokenized.ids, tokens=tokenized.tokens, raw=tokenized.tokens, name="",
+                    name_positions=[2], answer_id=answer, answer_piece="", truth=None, own_answer=True)
+    traced = wf.causal_trace(loaded.model, loaded.tokenizer, q, corruption="noise", samples=1, seed=0)
+    assert traced.clean == pytest.approx(torch.softmax(out.logits[0, -1].double(), -1)[answer].item(), abs=1e-6)

@@ -13,6 +13,10 @@ these paths; nothing here runs a model.
     qwen3         rotary after q/k RMSNorm     RMSNorm                    pre-norm
     gemma         rotary, GQA                  RMSNorm with (1 + w)       pre-norm; embeddings x sqrt(d)
     phi3          rotary (partial: Phi-4-mini) RMSNorm                    pre-norm; one qkv_proj (q | k | v, GQA)
+    gemma3_text   rotary after q/k RMSNorm;    RMSNorm with (1 + w); the  pre-norm, and each sublayer's output
+                  local base on sliding-       output logits soft-capped  normed again before it joins the stream
+                  window layers, global base   where the config caps them (attn_out, mlp: the post-norms); the
+                  on full-attention layers                                score scale is query_pre_attn_scalar^-0.5
     gpt_neox      partial rotary (rotary_pct)  LayerNorm                  parallel (or serial) residual
     phi           partial rotary               LayerNorm; head has bias   parallel residual
     opt           learned absolute (offset 2)  LayerNorm                  pre-norm (post-norm: 350m)
@@ -54,13 +58,17 @@ class Family:
     projections: tuple[str, ...]  # on the attention module: ("q_proj", "k_proj")
     queries_keys: QueriesKeys
     out_proj: str | None = None  # on the attention module: its output projection ("o_proj")
-    mlp: str | None = None  # on the layer: the MLP whose output joins the residual ("mlp"; OPT: "fc2")
+    mlp: str | None = None  # on the layer: what joins the residual after the MLP ("mlp"; OPT: "fc2"; Gemma 3: a norm)
     embed: str | None = None  # the token embedding ("model.embed_tokens")
     final_norm: str | None = None  # ("model.norm")
     lm_head: str | None = None  # ("lm_head")
     norm: str = "layernorm"  # "layernorm" | "rms" | "rms (1 + w)"
     conv1d: bool = False  # GPT-2's Conv1D: y = x @ W + b, W (in, out)
     scaling: str = "scaling"  # the attention module's attribute holding its score scale
+    # on the layer: the norm whose output joins the stream after attention (Gemma 2/3: "post_attention_layernorm");
+    # None: the attention module's own output does. The heads' shares are read through it with its scale frozen.
+    attn_out: str | None = None
+    final_softcap: str | None = None  # the config attribute capping the output logits: cap * tanh(z / cap)
     # why the lab does not split this family's residual stream (no logit lens, attribution or patching); None: it does
     stream_refusal: str | None = None
     default_length: int | None = None  # for a family without a position table (ALiBi): the length read at most
@@ -169,6 +177,9 @@ def _bloom(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tens
 _LLAMA_LIKE = dict(causal=True, positions="rotary", layers="layers", attention="self_attn",
                    projections=("q_proj", "k_proj"), queries_keys=_rotary, out_proj="o_proj", mlp="mlp",
                    embed="embed_tokens", final_norm="norm", lm_head="lm_head", norm="rms")
+# Gemma 2/3: a norm before and after each sublayer; what joins the stream is the second norm's output
+_GEMMA_SANDWICH = dict(_LLAMA_LIKE, norm="rms (1 + w)", attn_out="post_attention_layernorm",
+                       mlp="post_feedforward_layernorm", final_softcap="final_logit_softcapping")
 _BERT = dict(causal=False, positions="learned absolute", attention="attention.self", projections=("query", "key"),
              queries_keys=_separate)
 
@@ -181,6 +192,7 @@ FAMILIES: dict[str, Family] = {
     "qwen2": Family("Qwen2", **_LLAMA_LIKE),
     "qwen3": Family("Qwen3", **_LLAMA_LIKE),
     "gemma": Family("Gemma", **{**_LLAMA_LIKE, "norm": "rms (1 + w)"}),
+    "gemma3_text": Family("Gemma 3", **_GEMMA_SANDWICH),  # its attention ignores attn_logit_softcapping
     "phi3": Family("Phi-3", **{**_LLAMA_LIKE, "projections": ("qkv_proj",), "queries_keys": _phi3}),
     "gpt_neox": Family("GPT-NeoX", causal=True, positions="partial rotary", layers="layers",
                        attention="attention", projections=("query_key_value",), queries_keys=_neox, out_proj="dense",
@@ -205,6 +217,13 @@ FAMILIES: dict[str, Family] = {
     "distilbert": Family("DistilBERT", causal=False, positions="learned absolute",
                          layers="transformer.layer", attention="attention",
                          projections=("q_lin", "k_lin"), queries_keys=_separate),
+}
+
+
+# model types the lab refuses with a sentence of their own (the others: "cannot read yet")
+NOT_READ: dict[str, str] = {
+    "gemma3": "a Gemma 3 image-and-text model, which the lab does not read; it reads Gemma 3's text-only models "
+              "(model type gemma3_text: gemma-3-270m, gemma-3-1b)",
 }
 
 
