@@ -97,6 +97,10 @@ DECODER_CONFIGS: dict[str, dict] = {
     "gemma3_text": dict(_TINY, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=20, sliding_window=48,
                         layer_types=["sliding_attention", "full_attention"], rope_theta=10000.0,
                         rope_local_base_freq=100.0),
+    # Gemma 3's layout with one rotary base, and strong soft caps on the scores and on the output logits
+    "gemma2": dict(_TINY, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=20, sliding_window=48,
+                   layer_types=["sliding_attention", "full_attention"], attn_logit_softcapping=2.0,
+                   final_logit_softcapping=3.0),
     "opt": dict(hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
                 word_embed_proj_dim=32),
     "bloom": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4),

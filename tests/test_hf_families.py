@@ -21,8 +21,8 @@ from tests.conftest import require_hf_extra
 
 TOL = 1e-6
 TEXT = "Hello world, the cat sat on the mat."
-FAMILIES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gpt_neox", "phi", "opt", "phi3", "gemma3_text")
-ROTARY = ("llama", "qwen2", "mistral", "gemma", "gpt_neox", "phi", "phi3")
+FAMILIES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gpt_neox", "phi", "opt", "phi3", "gemma3_text", "gemma2")
+ROTARY = ("llama", "qwen2", "mistral", "gemma", "gpt_neox", "phi", "phi3", "gemma2")
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +91,13 @@ def test_grouped_key_value_heads_are_shown_per_query_head(folders):
     assert all(np.array_equal(keys[0], keys[h]) for h in range(4))
 
 
-def rebuilt(rec, layer: int) -> np.ndarray:
-    """softmax(q k^T * scale) over the allowed keys, from the recorded queries and keys (float64)."""
+def rebuilt(rec, layer: int, capped: bool = True) -> np.ndarray:
+    """softmax(q k^T * scale) over the allowed keys, from the recorded queries and keys (float64); where the layer
+    soft-caps its scores (Gemma 2), softmax(cap * tanh(q k^T * scale / cap)) unless `capped` is False."""
     record = rec.queries_keys[layer]
     scores = np.einsum("htd,hsd->hts", record.q.astype(np.float64), record.k.astype(np.float64)) * record.scale
+    if record.softcap is not None and capped:
+        scores = record.softcap * np.tanh(scores / record.softcap)
     scores = np.where(rec.allowed, scores, -np.inf)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     return weights / weights.sum(-1, keepdims=True)
@@ -175,13 +178,20 @@ def test_logit_lens_and_attribution_read_through_the_familys_own_final_norm(fold
         norm = getattr(norm, part)
     W = model.lm_head.weight.detach().double()
     b = model.lm_head.bias.detach().double() if model.lm_head.bias is not None else 0.0
+    cap = getattr(model.config, "final_logit_softcapping", None)  # Gemma 2: logits = cap * tanh(z / cap)
     for row in range(len(out.hidden_states) - 1):  # every row before the last, from transformers' own streams
         with torch.no_grad():
-            probs = torch.softmax(own_norm(name, norm, out.hidden_states[row][0]) @ W.T + b, -1)
+            z = own_norm(name, norm, out.hidden_states[row][0]) @ W.T + b
+            probs = torch.softmax(z if cap is None else cap * torch.tanh(z / cap), -1)
         np.testing.assert_allclose(lens.answer_prob[row], probs[:, answer].numpy(), atol=1e-5)
     attribution = wf.direct_attribution(loaded.model, rec, answer)
-    assert attribution.total == pytest.approx(float(out.logits[0, -1, answer]), abs=1e-4)  # completeness
-    assert attribution.logit == pytest.approx(float(out.logits[0, -1, answer]), abs=1e-5)
+    logit = float(out.logits[0, -1, answer])
+    if cap is not None:  # the pieces add up to the logit before the cap (hidden_states[-1]: after the final norm)
+        with torch.no_grad():
+            logit = float(model.lm_head(out.hidden_states[-1][0, -1])[answer])
+        assert attribution.capped == pytest.approx(float(out.logits[0, -1, answer]), abs=1e-6)
+    assert attribution.total == pytest.approx(logit, abs=1e-4)  # completeness
+    assert attribution.logit == pytest.approx(logit, abs=1e-5)
     if name == "phi":
         assert "output head bias" in attribution.names
     # the embeddings' share from transformers' stream, through the frozen norm written here
@@ -303,7 +313,7 @@ def test_input_attribution_on_a_hugging_face_decoder_equals_autograd_through_inp
     np.testing.assert_allclose(salience.integrated_gradients, (midpoints * x0).sum(-1).numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("model_type", ["gemma2", "mamba", "t5", "falcon", "mpt"])
+@pytest.mark.parametrize("model_type", ["mamba", "t5", "falcon", "mpt"])
 def test_a_family_the_lab_cannot_read_is_named_in_one_sentence(folders, tmp_path, model_type):
     import shutil
 
@@ -485,3 +495,44 @@ def test_a_soft_capped_output_is_read_as_the_model_reads_it(tmp_path):
                     name_positions=[2], answer_id=answer, answer_piece="", truth=None, own_answer=True)
     traced = wf.causal_trace(loaded.model, loaded.tokenizer, q, corruption="noise", samples=1, seed=0)
     assert traced.clean == pytest.approx(torch.softmax(out.logits[0, -1].double(), -1)[answer].item(), abs=1e-6)
+
+
+def test_gemma2_soft_caps_its_scores_and_the_query_key_view_shows_the_cap(folders):
+    """Gemma 2: scores = cap * tanh(q k^T * scale / cap) before the mask (cap 2 here, 50 in the released models):
+    the recorded cap is the config's, the attention rebuilt with it is transformers' own, without it it is not, and
+    the query-key view's steps apply it and end at the head view's weight."""
+    from core.lens import query_key as qk
+
+    loaded, tokenized = opened(folders, "gemma2")
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True)
+    _, out = reference(folders["gemma2"], tokenized.ids)
+    for layer in range(2):
+        record = rec.queries_keys[layer]
+        assert record.softcap == 2.0 and record.scale == pytest.approx(20 ** -0.5)
+        assert np.abs(rebuilt(rec, layer) - out.attentions[layer][0].numpy()).max() <= TOL
+        assert np.abs(rebuilt(rec, layer, capped=False) - out.attentions[layer][0].numpy()).max() > 1e-2
+    query = len(tokenized.ids) - 1
+    row = qk.decompose(rec.queries_keys[1], rec.allowed[query], 1, 2, query)
+    key = row.best_key()
+    steps = qk.weight_steps(row, key)
+    scaled = float(row.dots[key] * row.scale)
+    assert steps[2].what == "soft cap 2·tanh(x / 2)" and steps[2].value == pytest.approx(2 * np.tanh(scaled / 2))
+    assert steps[-1].value == pytest.approx(float(rec.attention[1, 2, query, key]), abs=1e-6)
+    gemma3, tokenized = opened(folders, "gemma3_text")  # Gemma 3's attention applies no cap, whatever its config says
+    assert all(r.softcap is None for r in trace(gemma3.model, tokenized.ids, queries_keys=True).queries_keys)
+
+
+def test_the_attention_page_draws_a_soft_capped_gemma2(folders, monkeypatch):
+    from tests.test_attention_page import array, assert_no_exception, charts, open_page
+
+    at = open_page(monkeypatch, folders["llama"].parent, model="gemma2", text=TEXT)
+    loaded, tokenized = opened(folders, "gemma2")
+    _, out = reference(folders["gemma2"], tokenized.ids)
+    at.selectbox(key="attn_layer").select(1)
+    at.selectbox(key="attn_head").select(3).run()
+    z = array(charts(at)[0]["data"][0]["z"])
+    shown = ~np.isnan(z)
+    assert np.abs(z[shown] - out.attentions[1][0, 3].numpy()[shown]).max() <= TOL
+    at.radio(key="attn_view").set_value("qk").run()
+    assert_no_exception(at)
+    assert "soft cap 2·tanh(x / 2)" in " ".join(c.value for c in at.code)

@@ -5,7 +5,7 @@
 `transformers` returns them with `output_attentions=True` and eager attention; `.tokenizer.tokenize`
 gives display tokens people can read (byte-level `Ġ` becomes a visible space, WordPiece `##x` becomes
 `·x`, special tokens keep their names). The families read are the entries of `core.io.hf_families.FAMILIES`
-(GPT-2, LLaMA, Mistral, Qwen2/3, Gemma, Gemma 3, Phi-3, GPT-NeoX, Phi, OPT decoders; the BERT family of
+(GPT-2, LLaMA, Mistral, Qwen2/3, Gemma, Gemma 2/3, Phi-3, GPT-NeoX, Phi, OPT decoders; the BERT family of
 encoders); a model type not there is named in one sentence.
 
 `transformers` is an optional extra (requirements-hf.txt). Nothing is ever downloaded: the offline
@@ -263,7 +263,9 @@ class HFModel(nn.Module):
                 hooks.resid_post(layer, after)
         for module, slot in zip(modules, captured):
             q, k, bias = self.family.queries_keys(module, slot, self.config.n_head)  # (B, nh, T, hs), (nh, T, T)
-            queries_keys.append(QueryKey(q, k, float(getattr(module, self.family.scaling)), bias))
+            cap = getattr(module, self.family.softcap, None) if self.family.softcap else None
+            queries_keys.append(QueryKey(q, k, float(getattr(module, self.family.scaling)), bias,
+                                         softcap=float(cap) if cap else None))
         return logits, attention  # (L, B, H, T, T)
 
     def hidden_states(self, idx: torch.Tensor, hooks: Hooks | None = None, **_unused) -> tuple[torch.Tensor, list]:

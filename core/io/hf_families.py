@@ -17,6 +17,9 @@ these paths; nothing here runs a model.
                   local base on sliding-       output logits soft-capped  normed again before it joins the stream
                   window layers, global base   where the config caps them (attn_out, mlp: the post-norms); the
                   on full-attention layers                                score scale is query_pre_attn_scalar^-0.5
+    gemma2        rotary; local and global     as gemma3_text (output     as gemma3_text, and the scaled scores
+                  layers share one base        logits capped: 30 in the   soft-capped, cap * tanh(s / cap), before
+                                               released models)           the mask (`softcap`: QueryKey.softcap)
     gpt_neox      partial rotary (rotary_pct)  LayerNorm                  parallel (or serial) residual
     phi           partial rotary               LayerNorm; head has bias   parallel residual
     opt           learned absolute (offset 2)  LayerNorm                  pre-norm (post-norm: 350m)
@@ -69,6 +72,7 @@ class Family:
     # None: the attention module's own output does. The heads' shares are read through it with its scale frozen.
     attn_out: str | None = None
     final_softcap: str | None = None  # the config attribute capping the output logits: cap * tanh(z / cap)
+    softcap: str | None = None  # the attention module's attribute capping its scaled scores (Gemma 2), as final_softcap
     # why the lab does not split this family's residual stream (no logit lens, attribution or patching); None: it does
     stream_refusal: str | None = None
     default_length: int | None = None  # for a family without a position table (ALiBi): the length read at most
@@ -193,6 +197,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3": Family("Qwen3", **_LLAMA_LIKE),
     "gemma": Family("Gemma", **{**_LLAMA_LIKE, "norm": "rms (1 + w)"}),
     "gemma3_text": Family("Gemma 3", **_GEMMA_SANDWICH),  # its attention ignores attn_logit_softcapping
+    "gemma2": Family("Gemma 2", **_GEMMA_SANDWICH, softcap="attn_logit_softcapping"),
     "phi3": Family("Phi-3", **{**_LLAMA_LIKE, "projections": ("qkv_proj",), "queries_keys": _phi3}),
     "gpt_neox": Family("GPT-NeoX", causal=True, positions="partial rotary", layers="layers",
                        attention="attention", projections=("query_key_value",), queries_keys=_neox, out_proj="dense",
