@@ -490,7 +490,8 @@ def test_a_soft_capped_output_is_read_as_the_model_reads_it(tmp_path):
     assert attribution.logit == pytest.approx(float(z[answer]), abs=1e-5)
     assert attribution.total == pytest.approx(float(z[answer]), abs=1e-4)
     assert attribution.capped == pytest.approx(float(out.logits[0, -1, answer]), abs=1e-6)
-    assert f"before the model's soft cap (2 tanh(logit / 2) = {attribution.capped:.2f}" in attribution.sentence()
+    assert (f"before the model's soft cap (2 tanh(logit / 2) = {attribution.capped:.2f}) is {attribution.logit:.2f}, "
+            "the sum of the pieces") in attribution.sentence()
     q = wf.Question(question=TEXT, ids=tokenized.ids, tokens=tokenized.tokens, raw=tokenized.tokens, name="",
                     name_positions=[2], answer_id=answer, answer_piece="", truth=None, own_answer=True)
     traced = wf.causal_trace(loaded.model, loaded.tokenizer, q, corruption="noise", samples=1, seed=0)
@@ -536,3 +537,26 @@ def test_the_attention_page_draws_a_soft_capped_gemma2(folders, monkeypatch):
     at.radio(key="attn_view").set_value("qk").run()
     assert_no_exception(at)
     assert "soft cap 2·tanh(x / 2)" in " ".join(c.value for c in at.code)
+
+
+def test_phi3_longrope_as_phi_3_5_and_phi_4_mini_configure_it(tmp_path):
+    """Phi-3.5-mini and Phi-4-mini scale their rotary with 'longrope' (per-frequency short factors below
+    original_max_position_embeddings, and cos/sin multiplied by sqrt(1 + ln(s) / ln(original))): the lab reads the
+    (cos, sin) the layer was given, so its attention and query-key rebuild are still transformers' own."""
+    require_hf_extra()
+    from bench.hf_folders import decoder_folder
+
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+            "short_factor": [1.0, 3.0], "long_factor": [2.0, 5.0]}
+    folder = decoder_folder(tmp_path / "phi3-longrope", "phi3", rope_parameters=rope, max_position_embeddings=256,
+                            original_max_position_embeddings=64)
+    loaded = load(folder)
+    tokenized = loaded.tokenizer.tokenize(TEXT)
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, queries_keys=True)
+    model, out = reference(folder, tokenized.ids)
+    assert model.config.rope_parameters["rope_type"] == "longrope"
+    assert np.abs(rec.attention - torch.stack(out.attentions)[:, 0].numpy()).max() <= TOL
+    for layer in range(2):
+        assert np.abs(rebuilt(rec, layer) - rec.attention[layer]).max() <= TOL
+    assert not np.allclose(rec.attention, trace(load(decoder_folder(tmp_path / "plain", "phi3")).model, tokenized.ids)
+                           .attention, atol=1e-3)  # the scaling changes the maps: it is really exercised

@@ -343,9 +343,8 @@ class Attribution:
             tail = (f"; 1 head pushes against it ({listed})" if len(against) == 1 else
                     f"; {len(against)} heads push against it ({listed})" if against else "")
         capped = "" if self.softcap is None else (
-            f" before the model's soft cap ({self.softcap:g} tanh(logit / {self.softcap:g}) = {self.capped:.2f}, "
-            "not a sum)")
-        return (f"The logit of {self.answer_piece!r} is {self.logit:.2f}{capped}, the sum of the pieces (the final "
+            f" before the model's soft cap ({self.softcap:g} tanh(logit / {self.softcap:g}) = {self.capped:.2f})")
+        return (f"The logit of {self.answer_piece!r}{capped} is {self.logit:.2f}, the sum of the pieces (the final "
                 f"{self.norm}'s scale frozen at its value in this pass). Largest: {top}{tail}.")
 
     def rows(self) -> list[dict]:
