@@ -13,10 +13,11 @@ these paths; nothing here runs a model.
     qwen3         rotary after q/k RMSNorm     RMSNorm                    pre-norm
     gemma         rotary, GQA                  RMSNorm with (1 + w)       pre-norm; embeddings x sqrt(d)
     phi3          rotary (partial: Phi-4-mini) RMSNorm                    pre-norm; one qkv_proj (q | k | v, GQA)
-    gemma3_text   rotary after q/k RMSNorm;    RMSNorm with (1 + w); the  pre-norm, and each sublayer's output
-                  local base on sliding-       output logits soft-capped  normed again before it joins the stream
-                  window layers, global base   where the config caps them (attn_out, mlp: the post-norms); the
-                  on full-attention layers                                score scale is query_pre_attn_scalar^-0.5
+    gemma3_text   rotary after q/k RMSNorm;    RMSNorm with (1 + w); the  pre-norm, embeddings x sqrt(d); each
+                  local base on sliding-       output logits soft-capped  sublayer's output normed again before it
+                  window layers, global base   where the config caps them joins the stream (attn_out, mlp: the
+                  on full-attention layers     (final_softcap)            post-norms); score scale
+                                                                          query_pre_attn_scalar^-0.5
     gemma2        rotary; local and global     as gemma3_text (output     as gemma3_text, and the scaled scores
                   layers share one base        logits capped: 30 in the   soft-capped, cap * tanh(s / cap), before
                                                released models)           the mask (`softcap`: QueryKey.softcap)
@@ -27,7 +28,8 @@ these paths; nothing here runs a model.
                                                                           attention and query-key only
     bert family   learned absolute             (post-norm: no lens)       encoder
 
-A model type not listed here is named in one sentence by `core.io.hf.check_folder` and never half-drawn.
+A model type not listed here is named in one sentence by `core.io.hf.check_folder` and never half-drawn (`NOT_READ`:
+the types with a sentence of their own, such as Gemma 3's image-and-text `gemma3`).
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def _gpt2(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tenso
 
 
 def _rotary(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """LLaMA, Mistral, Qwen2/3, Gemma: q_proj and k_proj (Qwen3: then q_norm/k_norm per head), then the
+    """LLaMA, Mistral, Qwen2/3, Gemma 1/2/3: q_proj and k_proj (Qwen3, Gemma 3: then q_norm/k_norm per head), then the
     module's apply_rotary_pos_emb with the (cos, sin) the layer was given."""
     hs = attention.head_dim
     q, k = _heads(got["out"][0], hs), _heads(got["out"][1], hs)  # (B, nh, T, hs), (B, nkv, T, hs)
