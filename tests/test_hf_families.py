@@ -560,3 +560,18 @@ def test_phi3_longrope_as_phi_3_5_and_phi_4_mini_configure_it(tmp_path):
         assert np.abs(rebuilt(rec, layer) - rec.attention[layer]).max() <= TOL
     assert not np.allclose(rec.attention, trace(load(decoder_folder(tmp_path / "plain", "phi3")).model, tokenized.ids)
                            .attention, atol=1e-3)  # the scaling changes the maps: it is really exercised
+
+
+def test_a_gemma_with_a_bias_inside_its_normed_attention_output_refuses_the_lens_in_one_sentence(tmp_path):
+    """attention_bias with Gemma's post-attention norm: the bias is scaled per position by the norm, so it is no
+    constant share (Activations.attn_bias): the lens and patching refuse, attention and query-key still work."""
+    require_hf_extra()
+    from bench.hf_folders import decoder_folder
+
+    loaded = load(decoder_folder(tmp_path / "biased", "gemma3_text", attention_bias=True))
+    tokenized = loaded.tokenizer.tokenize(TEXT)
+    rec = trace(loaded.model, tokenized.ids, tokenized.tokens, activations=True, queries_keys=True)
+    assert np.abs(rebuilt(rec, 1) - rec.attention[1]).max() <= TOL
+    with pytest.raises(wf.WhereFromError, match="output projection's bias inside"):
+        wf.logit_lens(loaded.model, loaded.tokenizer, rec, 0)
+    assert not wf.patchable(loaded.model)
