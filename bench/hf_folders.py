@@ -92,6 +92,15 @@ DECODER_CONFIGS: dict[str, dict] = {
     "gemma": dict(_TINY, num_key_value_heads=1, head_dim=8),
     "gpt_neox": dict(_TINY, rotary_pct=0.5, use_parallel_residual=True),
     "phi": dict(_TINY, partial_rotary_factor=0.5, num_key_value_heads=2),
+    "phi3": dict(_TINY, partial_rotary_factor=0.5, num_key_value_heads=2),  # Phi-4-mini's partial rotary, GQA
+    # one sliding-window layer (local rotary base 100) then one global layer (base 10000); scores scaled by 20^-0.5
+    "gemma3_text": dict(_TINY, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=20, sliding_window=48,
+                        layer_types=["sliding_attention", "full_attention"], rope_theta=10000.0,
+                        rope_local_base_freq=100.0),
+    # Gemma 3's layout with one rotary base, and strong soft caps on the scores and on the output logits
+    "gemma2": dict(_TINY, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=20, sliding_window=48,
+                   layer_types=["sliding_attention", "full_attention"], attn_logit_softcapping=2.0,
+                   final_logit_softcapping=3.0),
     "opt": dict(hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
                 word_embed_proj_dim=32),
     "bloom": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4),
@@ -135,7 +144,7 @@ def decoder_folder(path: Path, model_type: str, seed: int = 0, **overrides) -> P
         for name, p in model.named_parameters():
             if p.dim() == 2:
                 p.normal_(0.0, 0.3)
-            elif name.endswith("weight") and "norm" in name.lower() and model_type != "gemma":
+            elif name.endswith("weight") and "norm" in name.lower() and not model_type.startswith("gemma"):
                 p.uniform_(0.5, 1.5)
             else:
                 p.normal_(0.0, 0.1)

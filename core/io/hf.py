@@ -5,8 +5,8 @@
 `transformers` returns them with `output_attentions=True` and eager attention; `.tokenizer.tokenize`
 gives display tokens people can read (byte-level `Ġ` becomes a visible space, WordPiece `##x` becomes
 `·x`, special tokens keep their names). The families read are the entries of `core.io.hf_families.FAMILIES`
-(GPT-2, LLaMA, Mistral, Qwen2/3, Gemma, GPT-NeoX, Phi, OPT decoders; the BERT family of encoders); a model
-type not there is named in one sentence.
+(GPT-2, LLaMA, Mistral, Qwen2/3, Gemma, Gemma 2/3, Phi-3, GPT-NeoX, Phi, OPT decoders; the BERT family of
+encoders); a model type not there is named in one sentence.
 
 `transformers` is an optional extra (requirements-hf.txt). Nothing is ever downloaded: the offline
 switches are set before it is imported and every call passes `local_files_only=True`; folders are
@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.io.hf_families import FAMILIES, Family, decoders, encoders, family_of, path_get
+from core.io.hf_families import FAMILIES, NOT_READ, Family, decoders, encoders, family_of, path_get
 from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
 from core.model.attention import QueryKey
 from core.model.hooks import Hooks
@@ -115,8 +115,13 @@ def check_folder(folder: str | Path) -> dict[str, Any]:
     model_type = config.get("model_type")
     family = family_of(model_type)
     if family is None:
+        if str(model_type) in NOT_READ:
+            raise HFError(f"{name} is {NOT_READ[str(model_type)]}.")
         raise HFError(f"{name} is a {str(model_type)[:40]!r} model, which the lab cannot read yet; it reads "
                       f"{FAMILY_NAMES}.")
+    if family.causal and config.get("use_bidirectional_attention"):
+        raise HFError(f"{name} attends in both directions (use_bidirectional_attention, an embedding model); the lab "
+                      f"reads {family.label} as a causal language model only.")
     if config.get("auto_map"):
         raise HFError(f"{name} needs custom code from the Hub, which the lab never downloads or runs.")
     if not any((folder / f).is_file() for f in WEIGHT_FILES):
@@ -181,11 +186,18 @@ class HFModel(nn.Module):
         self.config = view
         self.family = family
         self._max_positions = max_positions
-        self.head = _Head(self._module(family.lm_head, base=False)) if family.lm_head else None
+        self.head = _Head(_OutputHead(self._module(family.lm_head, base=False), self.logit_softcap)) \
+            if family.lm_head else None
 
     @property
     def max_length(self) -> int:
         return self._max_positions
+
+    @property
+    def logit_softcap(self) -> float | None:
+        """Gemma 2's (and some Gemma 3's) cap on the output logits: logits = cap * tanh(z / cap); None: none."""
+        cap = getattr(self.inner.config, self.family.final_softcap, None) if self.family.final_softcap else None
+        return float(cap) if cap else None
 
     @property
     def base(self) -> nn.Module:
@@ -251,7 +263,9 @@ class HFModel(nn.Module):
                 hooks.resid_post(layer, after)
         for module, slot in zip(modules, captured):
             q, k, bias = self.family.queries_keys(module, slot, self.config.n_head)  # (B, nh, T, hs), (nh, T, T)
-            queries_keys.append(QueryKey(q, k, float(getattr(module, self.family.scaling)), bias))
+            cap = getattr(module, self.family.softcap, None) if self.family.softcap else None
+            queries_keys.append(QueryKey(q, k, float(getattr(module, self.family.scaling)), bias,
+                                         softcap=float(cap) if cap else None))
         return logits, attention  # (L, B, H, T, T)
 
     def hidden_states(self, idx: torch.Tensor, hooks: Hooks | None = None, **_unused) -> tuple[torch.Tensor, list]:
@@ -279,6 +293,8 @@ class HFModel(nn.Module):
             return "normalises after each sublayer (post-norm)"
         if getattr(self.base, "decoder", None) is not None and getattr(self.base.decoder, "project_out", None):
             return "projects its stream to a narrower width before the output head"
+        if self.family.attn_out and getattr(self.attentions()[0], self.family.out_proj).bias is not None:
+            return "normalises its attention output with the output projection's bias inside (attention_bias)"
         return None
 
     def attentions(self) -> list[nn.Module]:
@@ -294,6 +310,7 @@ class HFModel(nn.Module):
         for i, layer in enumerate(self._module(family.layers)):
             attention = path_get(layer, family.attention)
             out_proj = getattr(attention, family.out_proj)
+            post_norm = path_get(layer, family.attn_out) if family.attn_out else None  # Gemma 2/3's sandwich norm
 
             def pre(_m, args, kwargs, i=i):
                 if args:
@@ -305,21 +322,28 @@ class HFModel(nn.Module):
                     return (hooks.resid_post(i, out[0]), *out[1:])
                 return hooks.resid_post(i, out)
 
-            def merged(_m, args, i=i, out_proj=out_proj):
+            def merged(_m, args, out, i=i, out_proj=out_proj, post_norm=post_norm):
                 z = args[0]  # the heads' sums, concatenated (B, T, nh * hs)
                 heads = z.view(*z.shape[:2], n_head, -1).transpose(1, 2)  # (B, nh, T, hs)
                 weight = out_proj.weight.T if family.conv1d else out_proj.weight  # (C, nh * hs)
+                if post_norm is not None:  # the layer adds norm(out) = out * gain / rms(out): with rms frozen at
+                    inverse = torch.rsqrt(out.float().pow(2).mean(-1, keepdim=True) + _eps(post_norm))  # (B, T, 1)
+                    heads = heads * inverse.to(heads.dtype).unsqueeze(1)  # its value, each head's share is linear
+                    weight = weight * self._gain(post_norm)[:, None]  # (C, nh * hs)
                 hooks.heads(i, heads, _Projection(weight, out_proj.bias))
 
             def attn(_m, _args, out, i=i):
-                return (hooks.attn_out(i, out[0]), *out[1:])
+                if isinstance(out, tuple):  # the attention module: (output, weights)
+                    return (hooks.attn_out(i, out[0]), *out[1:])
+                return hooks.attn_out(i, out)  # the post-attention norm: what the layer adds
 
             def mlp(_m, _args, out, i=i):
                 y = hooks.mlp_out(i, out.view(B, T, -1))  # OPT's fc2 works on (B * T, C)
                 return y.reshape(out.shape)
 
             handles += [layer.register_forward_pre_hook(pre, with_kwargs=True), layer.register_forward_hook(post),
-                        out_proj.register_forward_pre_hook(merged), attention.register_forward_hook(attn),
+                        out_proj.register_forward_hook(merged),
+                        (attention if post_norm is None else post_norm).register_forward_hook(attn),
                         getattr(layer, family.mlp).register_forward_hook(mlp)]
         return handles
 
@@ -334,13 +358,14 @@ class HFModel(nn.Module):
             raise ValueError(f"This {self.family.label} model {reason}, so the lab does not read its residual stream "
                              "out as next-token logits.")
         norm = self._module(self.family.final_norm)
-        weight = norm.weight.detach() if getattr(norm, "weight", None) is not None else None
-        if weight is not None and self.family.norm == "rms (1 + w)":
-            weight = 1.0 + weight  # Gemma's RMSNorm multiplies by (1 + w)
-        eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", None))
-        final = FinalNorm(norm, weight=weight, bias=getattr(norm, "bias", None), eps=float(eps),
+        weight = self._gain(norm).detach() if getattr(norm, "weight", None) is not None else None
+        final = FinalNorm(norm, weight=weight, bias=getattr(norm, "bias", None), eps=_eps(norm),
                           centered=self.family.norm == "layernorm")
         return final, self.head.unembed.weight
+
+    def _gain(self, norm: nn.Module) -> torch.Tensor:
+        """The gain a norm of this family multiplies by: its weight, or Gemma's (1 + w)."""
+        return 1.0 + norm.weight if self.family.norm == "rms (1 + w)" else norm.weight
 
     @property
     def unembed_bias(self) -> torch.Tensor | None:
@@ -386,6 +411,33 @@ class _Head:
     """The output head as causal tracing calls it (`model.head.unembed(h)`), like our Transformer's."""
 
     unembed: nn.Module
+
+
+class _OutputHead(nn.Module):
+    """The model's lm_head as the model applies it: with Gemma 2's soft-cap, logits = cap * tanh(z / cap), so what
+    patches and probes read is the model's own output. `weight` and `bias` are the head's (before the cap)."""
+
+    def __init__(self, lm_head: nn.Module, softcap: float | None) -> None:
+        super().__init__()
+        self.lm_head = lm_head
+        self.softcap = softcap
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.lm_head.weight
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        return self.lm_head.bias
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        z = self.lm_head(h)
+        return z if self.softcap is None else self.softcap * torch.tanh(z / self.softcap)
+
+
+def _eps(norm: nn.Module) -> float:
+    """A norm's epsilon under its class's name for it (LayerNorm, Gemma: eps; LLaMA's RMSNorm: variance_epsilon)."""
+    return float(getattr(norm, "eps", getattr(norm, "variance_epsilon", None)))
 
 
 @dataclass
@@ -471,6 +523,14 @@ def _model_class(transformers: Any, task: str):
             "classify": transformers.AutoModelForSequenceClassification}.get(task, transformers.AutoModel)
 
 
+def _rotated_dims(model: HFModel, attention: nn.Module, head_size: int) -> int:
+    """How many leading dimensions of each head rotary rotates: the attention's own `rotary_ndims` (GPT-NeoX, Phi),
+    else twice the model's rotary frequencies (Phi-3's partial_rotary_factor: 0.75 in Phi-4-mini), else all."""
+    frequencies = getattr(getattr(model.base, "rotary_emb", None), "inv_freq", None)
+    return int(getattr(attention, "rotary_ndims", 0) or (2 * frequencies.numel() if frequencies is not None else 0)
+               or head_size)
+
+
 def position_note(model: HFModel) -> str:
     """One sentence for the query-key view, from the model's own attention module: how positions reach q and k,
     and which query heads share a key/value head."""
@@ -478,11 +538,16 @@ def position_note(model: HFModel) -> str:
     config = model.config
     if model.family.positions.endswith("rotary"):
         hs = int(getattr(attention, "head_dim", getattr(attention, "head_size", 0)))
-        rotated = int(getattr(attention, "rotary_ndims", hs))
+        rotated = _rotated_dims(model, attention, hs)
         which = ("each pair of dimensions" if rotated == hs else
                  f"the first {rotated} of each head's {hs} dimensions (the other {hs - rotated} carry no position)")
         note = (f"q and k are shown after {model.family.label}'s rotary embedding (its apply_rotary_pos_emb) rotated "
                 f"{which} by the token's position, as the product uses them.")
+        rope = getattr(model.inner.config, "rope_parameters", None) or {}
+        bases = {kind: params.get("rope_theta") for kind, params in rope.items() if isinstance(params, dict)}
+        if len(bases) > 1:  # Gemma 3: a local base on sliding-window layers, a global one on full-attention layers
+            note += " Its rotary base differs by layer: " + ", ".join(
+                f"{theta:g} on {kind.replace('_', '-')} layers" for kind, theta in sorted(bases.items())) + "."
     elif model.family.positions == "ALiBi":
         note = (f"{model.family.label}'s ALiBi adds the head's slope times the key's position after the product (the "
                 "'+' line); per query that differs from minus the slope times the distance by a constant, which the "

@@ -12,6 +12,15 @@ these paths; nothing here runs a model.
     qwen2         rotary (q/k biases), GQA     RMSNorm                    pre-norm
     qwen3         rotary after q/k RMSNorm     RMSNorm                    pre-norm
     gemma         rotary, GQA                  RMSNorm with (1 + w)       pre-norm; embeddings x sqrt(d)
+    phi3          rotary (partial: Phi-4-mini) RMSNorm                    pre-norm; one qkv_proj (q | k | v, GQA)
+    gemma3_text   rotary after q/k RMSNorm;    RMSNorm with (1 + w); the  pre-norm, embeddings x sqrt(d); each
+                  local base on sliding-       output logits soft-capped  sublayer's output normed again before it
+                  window layers, global base   where the config caps them joins the stream (attn_out, mlp: the
+                  on full-attention layers     (final_softcap)            post-norms); score scale
+                                                                          query_pre_attn_scalar^-0.5
+    gemma2        rotary; local and global     as gemma3_text (output     as gemma3_text, and the scaled scores
+                  layers share one base        logits capped: 30 in the   soft-capped, cap * tanh(s / cap), before
+                                               released models)           the mask (`softcap`: QueryKey.softcap)
     gpt_neox      partial rotary (rotary_pct)  LayerNorm                  parallel (or serial) residual
     phi           partial rotary               LayerNorm; head has bias   parallel residual
     opt           learned absolute (offset 2)  LayerNorm                  pre-norm (post-norm: 350m)
@@ -19,7 +28,8 @@ these paths; nothing here runs a model.
                                                                           attention and query-key only
     bert family   learned absolute             (post-norm: no lens)       encoder
 
-A model type not listed here is named in one sentence by `core.io.hf.check_folder` and never half-drawn.
+A model type not listed here is named in one sentence by `core.io.hf.check_folder` and never half-drawn (`NOT_READ`:
+the types with a sentence of their own, such as Gemma 3's image-and-text `gemma3`).
 """
 
 from __future__ import annotations
@@ -53,13 +63,18 @@ class Family:
     projections: tuple[str, ...]  # on the attention module: ("q_proj", "k_proj")
     queries_keys: QueriesKeys
     out_proj: str | None = None  # on the attention module: its output projection ("o_proj")
-    mlp: str | None = None  # on the layer: the MLP whose output joins the residual ("mlp"; OPT: "fc2")
+    mlp: str | None = None  # on the layer: what joins the residual after the MLP ("mlp"; OPT: "fc2"; Gemma 3: a norm)
     embed: str | None = None  # the token embedding ("model.embed_tokens")
     final_norm: str | None = None  # ("model.norm")
     lm_head: str | None = None  # ("lm_head")
     norm: str = "layernorm"  # "layernorm" | "rms" | "rms (1 + w)"
     conv1d: bool = False  # GPT-2's Conv1D: y = x @ W + b, W (in, out)
     scaling: str = "scaling"  # the attention module's attribute holding its score scale
+    # on the layer: the norm whose output joins the stream after attention (Gemma 2/3: "post_attention_layernorm");
+    # None: the attention module's own output does. The heads' shares are read through it with its scale frozen.
+    attn_out: str | None = None
+    final_softcap: str | None = None  # the config attribute capping the output logits: cap * tanh(z / cap)
+    softcap: str | None = None  # the attention module's attribute capping its scaled scores (Gemma 2), as final_softcap
     # why the lab does not split this family's residual stream (no logit lens, attribution or patching); None: it does
     stream_refusal: str | None = None
     default_length: int | None = None  # for a family without a position table (ALiBi): the length read at most
@@ -105,13 +120,26 @@ def _gpt2(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tenso
 
 
 def _rotary(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """LLaMA, Mistral, Qwen2/3, Gemma: q_proj and k_proj (Qwen3: then q_norm/k_norm per head), then the
+    """LLaMA, Mistral, Qwen2/3, Gemma 1/2/3: q_proj and k_proj (Qwen3, Gemma 3: then q_norm/k_norm per head), then the
     module's apply_rotary_pos_emb with the (cos, sin) the layer was given."""
     hs = attention.head_dim
     q, k = _heads(got["out"][0], hs), _heads(got["out"][1], hs)  # (B, nh, T, hs), (B, nkv, T, hs)
     if hasattr(attention, "q_norm"):
         q = attention.q_norm(q.transpose(1, 2)).transpose(1, 2)
         k = attention.k_norm(k.transpose(1, 2)).transpose(1, 2)
+    cos, sin = got["kwargs"]["position_embeddings"]
+    q, k = _rotary_function(attention)(q, k, cos, sin)
+    return q, per_query_head(k, n_head), None
+
+
+def _phi3(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Phi-3 (Phi-3.5, Phi-4-mini): one qkv_proj laid out as all query heads | the key heads | the value heads
+    (grouped k/v), then the modeling file's apply_rotary_pos_emb, which rotates as many leading dimensions of each
+    head as its cos has (partial_rotary_factor) and passes the rest."""
+    hs = attention.head_dim
+    qkv = got["out"][0]  # (B, T, (nh + 2 n_kv) hs)
+    q, k = qkv[..., : n_head * hs], qkv[..., n_head * hs: (n_head + attention.num_key_value_heads) * hs]
+    q, k = _heads(q, hs), _heads(k, hs)  # (B, nh, T, hs), (B, n_kv, T, hs)
     cos, sin = got["kwargs"]["position_embeddings"]
     q, k = _rotary_function(attention)(q, k, cos, sin)
     return q, per_query_head(k, n_head), None
@@ -155,6 +183,9 @@ def _bloom(attention: nn.Module, got: Captured, n_head: int) -> tuple[torch.Tens
 _LLAMA_LIKE = dict(causal=True, positions="rotary", layers="layers", attention="self_attn",
                    projections=("q_proj", "k_proj"), queries_keys=_rotary, out_proj="o_proj", mlp="mlp",
                    embed="embed_tokens", final_norm="norm", lm_head="lm_head", norm="rms")
+# Gemma 2/3: a norm before and after each sublayer; what joins the stream is the second norm's output
+_GEMMA_SANDWICH = dict(_LLAMA_LIKE, norm="rms (1 + w)", attn_out="post_attention_layernorm",
+                       mlp="post_feedforward_layernorm", final_softcap="final_logit_softcapping")
 _BERT = dict(causal=False, positions="learned absolute", attention="attention.self", projections=("query", "key"),
              queries_keys=_separate)
 
@@ -167,6 +198,9 @@ FAMILIES: dict[str, Family] = {
     "qwen2": Family("Qwen2", **_LLAMA_LIKE),
     "qwen3": Family("Qwen3", **_LLAMA_LIKE),
     "gemma": Family("Gemma", **{**_LLAMA_LIKE, "norm": "rms (1 + w)"}),
+    "gemma3_text": Family("Gemma 3", **_GEMMA_SANDWICH),  # its attention ignores attn_logit_softcapping
+    "gemma2": Family("Gemma 2", **_GEMMA_SANDWICH, softcap="attn_logit_softcapping"),
+    "phi3": Family("Phi-3", **{**_LLAMA_LIKE, "projections": ("qkv_proj",), "queries_keys": _phi3}),
     "gpt_neox": Family("GPT-NeoX", causal=True, positions="partial rotary", layers="layers",
                        attention="attention", projections=("query_key_value",), queries_keys=_neox, out_proj="dense",
                        mlp="mlp", embed="embed_in", final_norm="final_layer_norm",
@@ -190,6 +224,13 @@ FAMILIES: dict[str, Family] = {
     "distilbert": Family("DistilBERT", causal=False, positions="learned absolute",
                          layers="transformer.layer", attention="attention",
                          projections=("q_lin", "k_lin"), queries_keys=_separate),
+}
+
+
+# model types the lab refuses with a sentence of their own (the others: "cannot read yet")
+NOT_READ: dict[str, str] = {
+    "gemma3": "a Gemma 3 image-and-text model, which the lab does not read; it reads Gemma 3's text-only models "
+              "(model type gemma3_text: gemma-3-270m, gemma-3-1b)",
 }
 
 

@@ -6,7 +6,8 @@ For one layer, head and query token i, from the queries and keys a `Trace` recor
     products[j, d] = q_i[d] * k_j[d]            per dimension d of the head
     dot_j          = sum_d products[j, d]        the query-key product
     scaled_j       = dot_j * scale               scale = 1/sqrt(d_head)
-    score_j        = scaled_j + bias_j           ALiBi's distance penalty; 0 for other schemes
+    capped_j       = cap * tanh(scaled_j / cap)  Gemma 2's soft cap on the scores; no cap: scaled_j
+    score_j        = capped_j + bias_j           ALiBi's distance penalty; 0 for other schemes
     weight         = softmax over the keys the mask allows (masked keys: exactly 0)
 
 `tests/test_query_key.py` checks `weights` equals the trace's attention to 1e-6 for every positional scheme
@@ -43,8 +44,9 @@ class QueryKeyRow:
     dots: np.ndarray  # (T,) sum over d
     scale: float
     bias: np.ndarray | None  # (T,) added after scaling, or None (no score bias in this scheme)
+    softcap: float | None  # the cap on the scaled scores (Gemma 2), or None
     allowed: np.ndarray  # (T,) bool: keys the mask lets this query attend
-    scores: np.ndarray  # (T,) scaled dot + bias (before the mask)
+    scores: np.ndarray  # (T,) scaled dot (capped) + bias (before the mask)
     weights: np.ndarray  # (T,) the softmax over allowed keys; masked keys exactly 0
 
     @property
@@ -77,14 +79,19 @@ def decompose(record: LayerQueryKey, allowed_row: np.ndarray, layer: int, head: 
     products = keys * q  # (T, hs)
     dots = products.sum(axis=1)  # (T,)
     bias = None if record.bias is None else record.bias[head, query].astype(np.float64)  # (T,)
-    scores = dots * record.scale + (0.0 if bias is None else bias)
+    softcap = getattr(record, "softcap", None)
+    scores = dots * record.scale
+    if softcap is not None:
+        scores = softcap * np.tanh(scores / softcap)
+    scores = scores + (0.0 if bias is None else bias)
     allowed = np.asarray(allowed_row, dtype=bool)
     weights = np.zeros_like(scores)
     if allowed.any():
         shifted = np.exp(scores[allowed] - scores[allowed].max())
         weights[allowed] = shifted / shifted.sum()
     return QueryKeyRow(layer=layer, head=head, query=query, q=q, keys=keys, products=products, dots=dots,
-                       scale=float(record.scale), bias=bias, allowed=allowed, scores=scores, weights=weights)
+                       scale=float(record.scale), bias=bias, softcap=softcap, allowed=allowed, scores=scores,
+                       weights=weights)
 
 
 def top_dimensions(row: QueryKeyRow, key: int, n: int = TOP_DIMENSIONS) -> tuple[np.ndarray, np.ndarray]:
@@ -107,6 +114,9 @@ def weight_steps(row: QueryKeyRow, key: int, bias_name: str = "position bias") -
     steps = [Step(f"q·k = sum of {row.head_size} products", float(row.dots[key])),
              Step(f"× scale {row.scale:.4g} (1/√{row.head_size})" if abs(row.scale * np.sqrt(row.head_size) - 1) < 1e-6
                   else f"× scale {row.scale:.4g}", float(row.dots[key] * row.scale))]
+    if row.softcap is not None:
+        capped = row.softcap * np.tanh(row.dots[key] * row.scale / row.softcap)
+        steps.append(Step(f"soft cap {row.softcap:g}·tanh(x / {row.softcap:g})", float(capped)))
     if row.bias is not None:
         steps.append(Step(f"+ {bias_name} {row.bias[key] + 0.0:+.4g}", float(row.scores[key])))  # +0.0: never '-0'
     if not row.allowed[key]:

@@ -52,12 +52,14 @@ class AttentionShape:
 
 @dataclass
 class LayerQueryKey:
-    """One layer's queries and keys as its scores used them: scores = q @ k^T * scale + bias, masked, softmax."""
+    """One layer's queries and keys as its scores used them: scores = q @ k^T * scale (soft-capped where `softcap`:
+    softcap * tanh(s / softcap)) + bias, masked, softmax."""
 
     q: np.ndarray  # (n_head, T, hs) float32, after the positional scheme (RoPE: rotated)
     k: np.ndarray  # (n_head, T, hs) float32
     scale: float  # 1/sqrt(hs), or what a Hugging Face module scales by
     bias: np.ndarray | None  # (n_head, T, T) added after scaling (ALiBi), or None
+    softcap: float | None = None  # the cap on the scaled scores (Gemma 2), or None
 
 
 def layer_queries_keys(records: list) -> list[LayerQueryKey | None]:
@@ -73,7 +75,7 @@ def layer_queries_keys(records: list) -> list[LayerQueryKey | None]:
             bias = last_bias  # ALiBi's bias is the same in every layer: kept (and cached) once
         last_bias = bias if bias is not None else last_bias
         out.append(LayerQueryKey(q=record.q[0].float().cpu().numpy(), k=record.k[0].float().cpu().numpy(),
-                                 scale=float(record.scale), bias=bias))
+                                 scale=float(record.scale), bias=bias, softcap=getattr(record, "softcap", None)))
     return out
 
 

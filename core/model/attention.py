@@ -61,12 +61,14 @@ class KVCache:
 
 @dataclass
 class QueryKey:
-    """What one layer's scores are made of: scores = (q @ k^T) * scale + bias, then the mask, then softmax."""
+    """What one layer's scores are made of: scores = (q @ k^T) * scale, soft-capped to softcap * tanh(s / softcap)
+    where there is a cap, + bias, then the mask, then softmax."""
 
     q: torch.Tensor  # (B, nh, Tq, hs): after the positional scheme (RoPE: rotated)
     k: torch.Tensor  # (B, nh, Tk, hs): likewise
     scale: float  # 1 / sqrt(hs) here; Hugging Face modules record their own `scaling`
     bias: torch.Tensor | None  # (nh, Tq, Tk) added after scaling (ALiBi), or None
+    softcap: float | None = None  # Gemma 2's attn_logit_softcapping; None: scores are not capped
 
 
 @dataclass

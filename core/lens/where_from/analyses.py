@@ -206,6 +206,11 @@ def unembed_bias(model) -> torch.Tensor | None:
     return getattr(model, "unembed_bias", None)
 
 
+def logit_softcap(model) -> float | None:
+    """The cap a model puts on its output logits, logits = cap * tanh(z / cap) (Gemma 2; core.io.hf), or None."""
+    return getattr(model, "logit_softcap", None)
+
+
 def patchable(model) -> bool:
     """Whether causal tracing and input attribution may patch the model through its hook points: our own
     Transformer, or a Hugging Face pre-norm decoder (core.io.hf)."""
@@ -278,6 +283,9 @@ def logit_lens(model, tokenizer, rec: Trace, answer_id: int) -> LogitLens:
         x = torch.from_numpy(streams(acts)).to(unembed.device, unembed.dtype)  # (L + 1, T, C)
         logits = ln(x) @ unembed.T
         logits = (logits if bias is None else logits + bias).double().cpu()  # (L + 1, T, V)
+        cap = logit_softcap(model)
+        if cap is not None:  # read out as the model reads its own output
+            logits = cap * torch.tanh(logits / cap)
     probs = torch.softmax(logits, dim=-1)
     top_prob, top_ids = probs.max(dim=-1)
     answer_logit = logits[..., answer_id]
@@ -304,6 +312,8 @@ class Attribution:
     answer_piece: str
     position: int
     norm: str = "LayerNorm"  # the final norm whose scale is frozen: "LayerNorm" or "RMSNorm"
+    softcap: float | None = None  # the model caps its logits: `logit` is before the cap, `capped` after it
+    capped: float | None = None
 
     @property
     def total(self) -> float:
@@ -332,7 +342,9 @@ class Attribution:
         else:
             tail = (f"; 1 head pushes against it ({listed})" if len(against) == 1 else
                     f"; {len(against)} heads push against it ({listed})" if against else "")
-        return (f"The logit of {self.answer_piece!r} is {self.logit:.2f}, the sum of the pieces (the final "
+        capped = "" if self.softcap is None else (
+            f" before the model's soft cap ({self.softcap:g} tanh(logit / {self.softcap:g}) = {self.capped:.2f})")
+        return (f"The logit of {self.answer_piece!r}{capped} is {self.logit:.2f}, the sum of the pieces (the final "
                 f"{self.norm}'s scale frozen at its value in this pass). Largest: {top}{tail}.")
 
     def rows(self) -> list[dict]:
@@ -390,8 +402,15 @@ def direct_attribution(model, rec: Trace, answer_id: int, position: int = -1, an
         layers.append(None)
         values.append(float(head_bias[answer_id].detach()))
     logit = float(rec.logits[0, t, answer_id]) if rec.logits.dim() == 3 else float("nan")
+    cap, capped = logit_softcap(model), None
+    if cap is not None:  # the pieces add up to the logit before the cap: that one, read through the model's own norm
+        capped = logit
+        with torch.inference_mode():
+            x = torch.from_numpy(acts.resid_post[-1, t]).to(unembed.device, unembed.dtype)  # (C,)
+            logit = float(ln(x) @ unembed[answer_id]) + (0.0 if head_bias is None else float(head_bias[answer_id]))
     return Attribution(names=names, kinds=kinds, layers=layers, values=np.asarray(values), logit=logit,
-                       answer_piece=answer_piece or str(answer_id), position=t, norm=norm_label(ln))
+                       answer_piece=answer_piece or str(answer_id), position=t, norm=norm_label(ln), softcap=cap,
+                       capped=capped)
 
 
 # --------------------------------------------------------------------------- causal tracing
