@@ -1,0 +1,134 @@
+"""Issue 45, session 15 (reruns): less per rerun where the page looks the same. The playground's five tables are
+converted once per content per server (pages.browser_tables.matrix_table) and reach the browser as the same bytes;
+the Attention page holds no placeholder element for its Words toggle; the trace key reads a model's file digest
+once per loaded model. Each test counts the work on reruns and a second session, then changes what the kept thing
+depends on and checks that the page follows."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.testing.v1 import AppTest
+
+import pages.browser_tables
+import pages.shared_caches
+from core.lens import playground as pg
+from tests.conftest import ROOT
+from tests.test_attention_page import assert_no_exception, open_page
+from tests.test_browser_tables import Conversions, arrow_bytes, sent
+
+PLAYGROUND = str(ROOT / "pages" / "playground.py")
+
+
+def playground(monkeypatch, folder) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    at = AppTest.from_file(PLAYGROUND, default_timeout=60).run()
+    assert_no_exception(at)
+    return at
+
+
+class Counter:
+    """Wraps a function; counts its calls."""
+
+    def __init__(self, real) -> None:
+        self.real, self.calls = real, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.real(*args, **kwargs)
+
+
+@pytest.mark.parametrize("preset", ["select", "average-two", "blank", "change-key-return-v2"])
+def test_the_playground_tables_are_the_bytes_their_frames_gave(monkeypatch, tiny_checkpoints, preset):
+    """Each table element as the browser gets it (Arrow bytes, column configs, index) equals what the page sent
+    when it handed Streamlit the frame on every run; the data editors are untouched."""
+    def drawn(at: AppTest) -> list[tuple[str, bytes]]:
+        at.selectbox(key="pg_preset").set_value(preset).run()
+        assert_no_exception(at)
+        return sent(at)
+
+    now = drawn(playground(monkeypatch, tiny_checkpoints))
+    with monkeypatch.context() as before:
+        before.setattr(pages.browser_tables, "matrix_table",
+                       lambda values, rows, columns: pd.DataFrame(values, index=rows, columns=columns))
+        then = drawn(playground(monkeypatch, tiny_checkpoints))
+    assert len(now) == len(then) >= 8  # three editors and five tables (four where the preset has no target)
+    assert now == then
+
+
+def test_the_output_table_with_its_distance_is_the_frame_the_page_built():
+    """The output table is one array now (the output and its distance to the target side by side); the page built
+    it as a frame and added the distance as a column: the same bytes."""
+    rng = np.random.default_rng(0)
+    output, target = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
+    distance = np.linalg.norm(output - target, axis=1)
+    frame = pg.to_frame(output, "c")
+    frame["‖c − target‖"] = distance
+    rows, columns = pg.labels(output, "c")
+    table = pages.browser_tables.matrix_table(np.column_stack([output, distance]), rows, [*columns, "‖c − target‖"])
+    assert arrow_bytes(table) == arrow_bytes(frame)
+
+
+def test_a_rerun_and_a_second_session_convert_no_playground_table(monkeypatch, tiny_checkpoints):
+    """Streamlit converts a frame handed to st.dataframe to Arrow on every run that draws it: the five tables were
+    converted on every rerun and page switch (the data editors convert their frames their own way, uncounted)."""
+    at = playground(monkeypatch, tiny_checkpoints)
+    conversions = Conversions(monkeypatch)
+    at.run()
+    playground(monkeypatch, tiny_checkpoints)  # another browser, the same settings
+    assert conversions.count == 0
+    at.slider(key="pg_beta").set_value(20.0).run()  # new numbers: new tables, converted once, and shown
+    assert_no_exception(at)
+    assert conversions.count == 4  # scores, weights, the solved query, the output: the target is the same table
+    at.run()
+    assert conversions.count == 4
+    weights = at.dataframe[4].value  # editors K, V, Q, then scores and weights
+    assert list(weights.columns) == ["k_0", "k_1", "k_2"] and weights.iloc[0, 0] == pytest.approx(1.0, abs=1e-6)
+
+
+class Sent:
+    """The kinds of the elements a run sends (every element goes through DeltaGenerator._enqueue), in order."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.kinds: list[str] = []
+        enqueue = DeltaGenerator._enqueue
+
+        def counted(generator, delta_type, *args, **kwargs):
+            self.kinds.append(delta_type)
+            return enqueue(generator, delta_type, *args, **kwargs)
+
+        monkeypatch.setattr(DeltaGenerator, "_enqueue", counted)
+
+
+def test_the_attention_page_holds_no_placeholder_for_the_words_toggle(monkeypatch, tiny_checkpoints):
+    """The Words toggle is drawn under the View radio, in the same column, where a placeholder (st.empty) was sent
+    first on every rerun and then filled: no empty element now, and the toggle still comes right after the radio."""
+    at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", text="Ada was born in Paris.")
+    sent_now = Sent(monkeypatch)
+    at.run()
+    assert_no_exception(at)
+    assert "empty" not in sent_now.kinds and "checkbox" in sent_now.kinds  # the toggle (a checkbox proto) is sent
+    assert [element.type for element in at.columns[0].children.values()] == ["radio", "toggle"]
+    assert at.columns[0].toggle[0].label == "Words"
+
+
+def test_the_trace_key_reads_the_file_digest_once_per_loaded_model(monkeypatch, tiny_checkpoints):
+    digest = Counter(pages.shared_caches.model_digest)
+    monkeypatch.setattr(pages.shared_caches, "model_digest", digest)
+    at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", text="Ada was born in Paris.")
+    asked = digest.calls
+    assert asked == 1
+    at.run()
+    at.text_area(key="attn_text").input("Alan was born in Leeds.").run()  # a new sentence: the same model
+    open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", text="Ada was born in Paris.")  # a second session
+    assert digest.calls == asked
+    path = tiny_checkpoints / "tiny-lm.safetensors"
+    stamp = path.stat().st_mtime + 10
+    os.utime(path, (stamp, stamp))  # a new file version: loaded anew, so its digest is read anew
+    at.run()
+    assert_no_exception(at)
+    assert digest.calls == asked + 1 and at.get("plotly_chart")
