@@ -132,3 +132,53 @@ def test_the_trace_key_reads_the_file_digest_once_per_loaded_model(monkeypatch, 
     at.run()
     assert_no_exception(at)
     assert digest.calls == asked + 1 and at.get("plotly_chart")
+
+
+def copying_spec(fig):
+    """browser_spec as it read a figure before: through plotly's public `to_plotly_json()` (a deep copy)."""
+    import hashlib
+    import pickle
+
+    from core.figures.browser import _listed, apply_template, plain
+
+    layout = fig.layout.to_plotly_json()
+    template = layout.pop("template", None)
+    layout = {key: plain(item) for key, item in layout.items()}
+    data = [{key: _listed(key, plain(item)) for key, item in trace.to_plotly_json().items()} for trace in fig.data]
+    spec = apply_template({"data": data, "layout": {**layout, "template": template}})
+    spec["layout"]["datarevision"] = hashlib.blake2b(pickle.dumps(spec["data"], protocol=5), digest_size=8).hexdigest()
+    return spec
+
+
+def app_figures() -> list:
+    """Figures of several kinds as pages build them: an unchecked attention map, a checked subplot figure with
+    numpy data and meta, a template whose axes carry a minor grid colour (the part `apply_template` writes)."""
+    import plotly.graph_objects as go
+
+    from core.figures.attention import attention_heatmap
+    from tests.test_figure_browser import heatmap_with_numpy
+
+    rng = np.random.default_rng(0)
+    weights = rng.random((6, 6))
+    minor = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout=dict(
+        template=dict(layout=dict(xaxis=dict(linecolor="#eee", minor=dict(gridcolor="#eee"))))))
+    return [attention_heatmap(weights / weights.sum(1, keepdims=True), list("abcdef"), title="Layer 0, head 0"),
+            heatmap_with_numpy(), minor]
+
+
+def test_the_browser_spec_is_read_without_copying_and_is_the_spec_the_copies_gave(monkeypatch):
+    """core.figures.browser.browser_spec reads the figure as plotly holds it: the same spec as the deep-copying
+    reading, no deep copy made, and the figure (its template included) left as it was."""
+    import plotly.basedatatypes
+
+    from core.figures.browser import browser_spec
+
+    for fig in app_figures():
+        expected, before = copying_spec(fig), fig.to_plotly_json()
+        copies = Counter(plotly.basedatatypes.deepcopy)  # what to_plotly_json copies with
+        with monkeypatch.context() as counting:
+            counting.setattr(plotly.basedatatypes, "deepcopy", copies)
+            spec = browser_spec(fig)
+        assert copies.calls == 0
+        assert spec == expected
+        assert fig.to_plotly_json() == before  # nothing written into the figure (the template's minor grid)
