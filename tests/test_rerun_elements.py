@@ -182,3 +182,28 @@ def test_the_browser_spec_is_read_without_copying_and_is_the_spec_the_copies_gav
         assert copies.calls == 0
         assert spec == expected
         assert fig.to_plotly_json() == before  # nothing written into the figure (the template's minor grid)
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"title": "Layer 0, head 0"}, {"diverging": True, "colorbar": False}, {"query_labels": False, "room": 300},
+    {"title": "A long title " * 12, "height": 200}, {"long": True}, {"many": True}, {"hovers": True}])
+def test_the_attention_map_is_fitted_as_built_and_fit_margins_would_change_nothing(monkeypatch, options):
+    """attention_heatmap's figure comes from unchecked_figure, which fits the margins to the labels: `built_fitted`
+    leaves out `finished`'s second fitting (fit_margins, not called now), and that fitting finds nothing to grow
+    in the figure, whatever the labels."""
+    import core.figures.common
+    from core.figures.attention import attention_heatmap
+    from core.figures.margins import fit_margins
+
+    options = dict(options)
+    n = 70 if options.pop("many", False) else 7
+    tokens = [f"token-{i}" * (4 if options.pop("long", False) and i == 3 else 1) for i in range(n)]
+    if options.pop("hovers", False):
+        options["hovers"] = [f"piece {t}" for t in tokens]
+    weights = np.tril(np.random.default_rng(n).random((n, n))) + 1e-3
+    fitting = Counter(fit_margins)
+    monkeypatch.setattr(core.figures.common, "fit_margins", fitting)
+    fig = attention_heatmap(weights / weights.sum(1, keepdims=True), tokens, **options)
+    assert fitting.calls == 0
+    built = fig.to_plotly_json()
+    assert fit_margins(fig).to_plotly_json() == built
