@@ -151,19 +151,25 @@ def apply_template(spec: dict[str, Any]) -> dict[str, Any]:
     return {**spec, "data": data, "layout": layout}
 
 
+def _held(obj) -> dict[str, Any]:
+    """The properties plotly holds for a layout or a trace, to be read only: what its public `to_plotly_json()` returns
+    a deep copy of. The one private plotly attribute read here (tests/test_layers.py SANCTIONED)."""
+    return obj._props or {}
+
+
 def browser_spec(fig: go.Figure) -> dict[str, Any]:
     """The figure dict `for_browser` wraps: template applied, lists, meta listed, datarevision.
 
-    The layout and each trace are read as plotly holds them (`_props`: what `to_plotly_json()` returns a deep copy
+    The layout and each trace are read as plotly holds them (`_held`: what `to_plotly_json()` returns a deep copy
     of), not through `fig.to_dict()`, which also base64-encodes numpy arrays that would only be decoded again.
     `plain` makes new dicts and lists all the way down, so the spec shares nothing with the figure but the
     template's values that `under` places (read, never written): a deep copy first copied everything twice, ~15%
     of a new attention map's build (bench/README.md, issue 45, session 15). tests/test_rerun_elements.py checks
     the spec against the copying reading."""
-    props = fig.layout._props or {}
+    props = _held(fig.layout)
     template = props.get("template")
     layout = {key: plain(item) for key, item in props.items() if key != "template"}
-    data = [{key: _listed(key, plain(item)) for key, item in (trace._props or {}).items()} for trace in fig.data]
+    data = [{key: _listed(key, plain(item)) for key, item in _held(trace).items()} for trace in fig.data]
     spec = apply_template({"data": data, "layout": {**layout, "template": template}})
     digest = hashlib.blake2b(pickle.dumps(spec["data"], protocol=5), digest_size=8)
     spec["layout"]["datarevision"] = digest.hexdigest()
