@@ -70,7 +70,6 @@ text = st.text_area("Sentence", key="attn_text", height=68,
 controls = st.columns([3, 1, 1, 2])
 view = controls[0].radio("View", list(VIEW_TITLES), key="attn_view", format_func=VIEW_TITLES.get,
                          horizontal=True)
-words_slot = controls[0].empty()  # the Words toggle, once the run says whether any word is several pieces
 with controls[1]:
     layer = index_select("Layer", "attn_layer", loaded.config.n_layer)
 with controls[2]:
@@ -93,7 +92,9 @@ for note in run.notes:
     st.info(note)
 if run.unknown:
     st.warning(av.unknown_message(run.unknown, run.fallback_token))
-words_toggle(run, view, words_slot)
+# under the View radio: nothing else goes into that column, so no placeholder is held for it (one element less a
+# rerun, issue 45)
+words_toggle(run, view, controls[0])
 view_fragment(view, run, run_key, layer, head, info.name, page_state.PageRun())  # the figure first (above the fold)
 if run.untrained:  # in the vocabulary, so read as themselves: a note under the map, not a warning over it
     words = training_words(loaded)  # how the training text was cut where these pieces' letters occur

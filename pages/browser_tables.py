@@ -12,6 +12,8 @@ compares the bytes):
   are read-only once shared;
 - `records_table(rows)`: records a page builds on every run (Home's checkpoint list), converted once per
   content per server;
+- `matrix_table(values, rows, columns)`: numbers under row and column labels a page makes on every run (the
+  playground's tables), converted once per content per server;
 - `columns_table(columns)`: a table made once per run of a model (the Attention page's output and sanity checks),
   built from its columns without pandas where a frame of the same layout was converted before: what Streamlit's
   conversion makes of a frame whose columns each hold one plain type (str, bool, int, float) depends on its
@@ -26,9 +28,11 @@ decide what a selection hides).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import streamlit as st
 from streamlit import dataframe_util
 
@@ -58,6 +62,23 @@ def records_table(rows: list[dict[str, Any]]) -> pa.Table:
     per server and shared. Draw it with `hide_index=True`: Streamlit hides a list's index by itself, not a
     table's. Values are str, int, float, bool or None: their repr is the cache key."""
     return _records_table(repr(rows), rows)
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _matrix_table(key: str, _values: np.ndarray, _rows: tuple[str, ...], _columns: tuple[str, ...]) -> pa.Table:
+    import pandas as pd
+
+    return _converted(pd.DataFrame(_values, index=list(_rows), columns=list(_columns)))
+
+
+def matrix_table(values: np.ndarray, rows: list[str], columns: list[str]) -> pa.Table:
+    """pd.DataFrame(values, index=rows, columns=columns) as st.dataframe sends it (float64 numbers under labels: the
+    playground's tables), converted once per content per server and shared: the same tables come back on every
+    rerun and page switch while nobody edits them. Keyed by the numbers' bytes, the shape and the labels."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    digest = hashlib.blake2b(values.tobytes(), digest_size=16).hexdigest()
+    key = repr((digest, values.shape, tuple(rows), tuple(columns)))
+    return _matrix_table(key, values, tuple(rows), tuple(columns))
 
 
 # (column names, one type per column, index name, rows) -> the Arrow schema (types and pandas metadata) Streamlit's

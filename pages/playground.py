@@ -11,6 +11,7 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens import playground as pg
+from pages.browser_tables import matrix_table
 from pages.display import show_figure
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.page_caches import noisy_experiment  # cached once per server
@@ -30,6 +31,13 @@ def show_table(frame: pd.DataFrame, **kwargs) -> None:
     four = {c: st.column_config.NumberColumn(format="%.4f") for c in frame.columns
             if pd.api.types.is_float_dtype(frame[c])}
     st.dataframe(frame, column_config=four, width="stretch", **kwargs)
+
+
+def show_matrix(values: np.ndarray, rows: list[str], columns: list[str]) -> None:
+    """Numbers under labels as `show_table` draws their frame, the same bytes; converted once per content per server
+    (pages.browser_tables.matrix_table): this tab's tables were converted on every rerun and page switch."""
+    four = {c: st.column_config.NumberColumn(format="%.4f") for c in columns}  # every column holds floats
+    st.dataframe(matrix_table(values, rows, columns), column_config=four, width="stretch")
 
 
 def edit_table(label: str, matrix: np.ndarray, row_name: str, key: str) -> np.ndarray:
@@ -108,27 +116,28 @@ def attention_by_hand() -> None:
         left, right = st.columns([1, 1])
         with left:
             st.markdown("**Scores** " + ("q·k_i / √d" if scaled else "q·k_i"))
-            show_table(pd.DataFrame(result.scores, index=queries, columns=keys))
+            show_matrix(result.scores, queries, keys)
             st.markdown("**Weights** softmax over the keys (each row sums to 1)")
-            show_table(pd.DataFrame(result.weights, index=queries, columns=keys))
+            show_matrix(result.weights, queries, keys)
         with right:
             st.markdown("**Least squares for your keys**: q = lstsq(K, t) with t = β at key i, 0 elsewhere")
             index = st.selectbox("select v_i with i =", list(range(n)), key="pg_solve_index")
             solved_q = pg.select_query(K, index, beta) / pg.score_scale(d, scaled)
             solved = pg.attend(solved_q, K, V, scaled)
-            show_table(pg.to_frame(solved_q[None, :], "q"))
+            show_matrix(solved_q[None, :], *pg.labels(solved_q[None, :], "q"))
             st.caption(f"This q puts weight {solved.weights[0, index]:.4f} on v_{index} for the keys above "
                        "(paste it into Q to try it).")
         # full width: d values and the distance to the target did not fit half a column at 1024 px
         st.markdown(r"**Output** $c = \sum_i \alpha_i v_i$, next to the preset's target "
                     f"{setup.target_label}")
-        outputs = pg.to_frame(result.output, "c")
+        rows, columns = pg.labels(result.output, "c")
         target = setup.target if setup.target.shape == result.output.shape else None
-        if target is not None:
-            outputs["‖c − target‖"] = np.linalg.norm(result.output - target, axis=1)
-        show_table(outputs)
-        if target is not None:
-            show_table(pg.to_frame(target, "target"))
+        if target is None:
+            show_matrix(result.output, rows, columns)
+        else:
+            distance = np.linalg.norm(result.output - target, axis=1)
+            show_matrix(np.column_stack([result.output, distance]), rows, [*columns, "‖c − target‖"])
+            show_matrix(target, *pg.labels(target, "target"))
 
 def one_head_vs_two() -> None:
     st.write("Keys are noisy: k_i ~ N(μ_i, αI) with orthonormal means μ_i = e_i (also the values, "

@@ -166,7 +166,8 @@ def _trace(digest: str, step: int | None, text: str, run_past_block: bool, queri
 
 def trace_key(loaded, text: str, past: bool, queries_keys: bool = False) -> tuple:
     """What a run is a function of: the model's content (and training step), the text, the options."""
-    digest = model_digest(str(loaded.path), Path(loaded.path).stat().st_mtime)
+    # once per loaded model (a new file version loads a new one): no stat and no cache asked on every rerun
+    digest = derived(loaded, "digest", lambda: model_digest(str(loaded.path), Path(loaded.path).stat().st_mtime))
     return digest, loaded.step, text, bool(past), bool(queries_keys)
 
 

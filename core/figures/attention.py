@@ -11,6 +11,7 @@ from core.figures.common import (
     LEGEND_RIGHT,
     SEQUENTIAL,
     TOKEN_FONT,
+    built_fitted,
     category_axis,
     colorscale,
     finished,
@@ -78,7 +79,7 @@ def _labels(tokens: list[str], positions) -> list[str]:
     return [html.escape(visible_token(tokens[int(p)]), quote=False) for p in positions]
 
 
-@finished
+@built_fitted  # unchecked_figure fits its margins
 def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, title: str | None = None,
                       diverging: bool = False, zmax: float | None = None,
                       height: int | None = None, colorbar: bool = True, query_labels: bool = True,

@@ -67,6 +67,8 @@ def _keep_switches(axis: dict[str, Any], template_axis: dict[str, Any], figure_a
         template = template_axis if level is None else template_axis.get(level) or {}
         if not isinstance(out, dict):
             continue
+        if level is not None:  # the template's own `minor` where the figure gave none: written into a copy
+            out = axis[level] = dict(out)
         for switch, parts, default in _IMPLIED:
             if (level is None and switch == "showgrid") or switch in given or switch in template \
                     or any(part in given for part in parts):
@@ -149,15 +151,25 @@ def apply_template(spec: dict[str, Any]) -> dict[str, Any]:
     return {**spec, "data": data, "layout": layout}
 
 
+def _held(obj) -> dict[str, Any]:
+    """The properties plotly holds for a layout or a trace, to be read only: what its public `to_plotly_json()` returns
+    a deep copy of. The one private plotly attribute read here (tests/test_layers.py SANCTIONED)."""
+    return obj._props or {}
+
+
 def browser_spec(fig: go.Figure) -> dict[str, Any]:
     """The figure dict `for_browser` wraps: template applied, lists, meta listed, datarevision.
 
-    Read through plotly's public API, the layout and each trace as plain dicts, not `fig.to_dict()`, which
-    also base64-encodes numpy arrays that would only be decoded again; `plain` makes the lists."""
-    layout = fig.layout.to_plotly_json()
-    template = layout.pop("template", None)
-    layout = {key: plain(item) for key, item in layout.items()}
-    data = [{key: _listed(key, plain(item)) for key, item in trace.to_plotly_json().items()} for trace in fig.data]
+    The layout and each trace are read as plotly holds them (`_held`: what `to_plotly_json()` returns a deep copy
+    of), not through `fig.to_dict()`, which also base64-encodes numpy arrays that would only be decoded again.
+    `plain` makes new dicts and lists all the way down, so the spec shares nothing with the figure but the
+    template's values that `under` places (read, never written): a deep copy first copied everything twice, ~15%
+    of a new attention map's build (bench/README.md, issue 45, session 15). tests/test_rerun_elements.py checks
+    the spec against the copying reading."""
+    props = _held(fig.layout)
+    template = props.get("template")
+    layout = {key: plain(item) for key, item in props.items() if key != "template"}
+    data = [{key: _listed(key, plain(item)) for key, item in _held(trace).items()} for trace in fig.data]
     spec = apply_template({"data": data, "layout": {**layout, "template": template}})
     digest = hashlib.blake2b(pickle.dumps(spec["data"], protocol=5), digest_size=8)
     spec["layout"]["datarevision"] = digest.hexdigest()

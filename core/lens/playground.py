@@ -131,11 +131,16 @@ def key_for_average_of_three(q: np.ndarray, beta: float, old_key: np.ndarray) ->
 
 # --- tables the user edits -----------------------------------------------------------------------
 
-def to_frame(matrix: np.ndarray, row_name: str, column_name: str = "x") -> pd.DataFrame:
+def labels(matrix: np.ndarray, row_name: str, column_name: str = "x") -> tuple[list[str], list[str]]:
     """Rows k_0, k_1, ... and columns x0, x1, ...: the labels the course uses."""
-    return pd.DataFrame(np.asarray(matrix, dtype=np.float64),
-                        index=[f"{row_name}_{i}" for i in range(len(matrix))],
-                        columns=[f"{column_name}{j}" for j in range(np.shape(matrix)[1])])
+    return ([f"{row_name}_{i}" for i in range(len(matrix))],
+            [f"{column_name}{j}" for j in range(np.shape(matrix)[1])])
+
+
+def to_frame(matrix: np.ndarray, row_name: str, column_name: str = "x") -> pd.DataFrame:
+    """The matrix as a frame under `labels`."""
+    rows, columns = labels(matrix, row_name, column_name)
+    return pd.DataFrame(np.asarray(matrix, dtype=np.float64), index=rows, columns=columns)
 
 
 def from_frame(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
