@@ -13,6 +13,7 @@ from core.figures.common import (
     SEQUENTIAL,
     TOKEN_FONT,
     base_layout,
+    built_fitted,
     colorscale,
     finished,
     index_axis,
@@ -33,7 +34,7 @@ PROBE_TRUTH_COLOR = "#1CA71C"
 PROBE_TRAINING_COLOR = "#7F7F7F"
 
 
-@finished
+@built_fitted  # unchecked_figure fits its margins
 def candidate_bars(places: list[str], probabilities, greedy: str | None = None, truth: str | None = None,
                    title: str | None = None) -> go.Figure:
     """Top candidates as horizontal bars (best on top), probability normalised over the candidate list.
@@ -66,7 +67,7 @@ def candidate_bars(places: list[str], probabilities, greedy: str | None = None, 
 STRIP_LABELS = 22  # key labels the answer's attention strip names at most (~400 px of plot at 1024x768)
 
 
-@finished
+@built_fitted  # unchecked_figure fits its margins
 def answer_attention_heatmap(weights, tokens: list[str], row_labels: list[str],
                              title: str | None = None, unit: str = "character") -> go.Figure:
     """(rows, T): where the last prompt position (⁇, which predicts the answer's first `unit`: a character,

@@ -16,9 +16,9 @@ from core.figures.common import (
     DIVERGING,
     SEQUENTIAL,
     TOKEN_FONT,
+    built_fitted,
     category_axis,
     colorscale,
-    finished,
     index_axis,
     layout_base,
     subplot_grid,
@@ -42,7 +42,7 @@ def _labels(tokens: Sequence[str], bold: Sequence[int] = (), pieces: bool = True
     return token_categories(shown)
 
 
-@finished
+@built_fitted  # unchecked_figure fits its margins
 def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens: Sequence[str],
                        row_labels: Sequence[str], answer_piece: str, title: str | None = None,
                        measured: str = FIRST_PIECE) -> go.Figure:
@@ -69,7 +69,7 @@ def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens:
     return unchecked_figure([heatmap], {**layout, "height": margin["t"] + margin["b"] + 20 * max(z.shape[0], 4)})
 
 
-@finished
+@built_fitted  # unchecked_figure fits its margins
 def attribution_bars(names: Sequence[str], values, logit: float, answer_piece: str, top: int = 20,
                      title: str | None = None) -> go.Figure:
     """Each piece's share of the answer's logit, sorted by size (largest on top), the `top` largest by absolute
@@ -97,7 +97,7 @@ def attribution_bars(names: Sequence[str], values, logit: float, answer_piece: s
     return unchecked_figure([bars], layout)
 
 
-@finished
+@built_fitted  # unchecked_figure fits its margins
 def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray, columns: Sequence[str],
                         bold: Sequence[int] = (), measure: str = "share recovered", title: str | None = None,
                         pieces: bool = True) -> go.Figure:
@@ -138,7 +138,7 @@ def causal_trace_panels(grids: Mapping[str, np.ndarray], impossible: np.ndarray,
     return unchecked_figure(traces, layout)
 
 
-@finished
+@built_fitted  # unchecked_figure fits its margins
 def salience_chips(tokens: Sequence[str], rows: Mapping[str, Sequence[float]], title: str | None = None,
                    pieces: str = "the question's pieces, in order") -> go.Figure:
     """LIT's salience chips: one column per method (gradient x input, integrated gradients), one chip per input
