@@ -1,5 +1,6 @@
 """Issue 45: what a rerun of the probe's Ask tab does again, and what it does not.
 
+- A new name reruns the Ask tab alone (a fragment): the sidebar, the title and the tabs are not sent again.
 - The verdicts, the answers table and the name's evidence are derived once per answers (pages.page_caches.
   example_answers): a rerun that changes only a view (the candidates' number, the attention view, the model for
   the details) derives none of them again. The namesake search behind the verdicts runs once per name, not once
@@ -11,9 +12,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
 from core.lens.probe import answers, corpus
 from tests.test_probe_page import TWO_MODELS, models, open_page, small_world  # noqa: F401
-from tests.test_where_from_fragment import counting
+from tests.test_where_from_fragment import browser_rerun, counting, fragment_of, sent  # noqa: F401
+from tests.test_where_from_page import KNOWLEDGE, bundled_one, open_probe, param  # noqa: F401
 
 TEXT = ("Ada Lovelace. Ada Lovelace was born in London and worked in Paris .\n"
         "Karl Dunn. Karl Dunn was born in Leeds .\n"
@@ -78,3 +82,30 @@ def test_a_view_rerun_derives_no_verdict_table_or_evidence_again(monkeypatch, mo
     assert [m.value for m in at.markdown if "-badge[" in m.value and "Prompt" not in m.value] == shown
     at.text_input(key="probe_ask").input("Quentin Rerunsworth-Two").run()  # a new name derives again
     assert calls == Derived(2, 2, 2)
+
+
+def new_elements(messages: list[ForwardMsg]) -> list[tuple[tuple[int, ...], str]]:
+    """(delta path, element type) of every element a run sent."""
+    return [(tuple(m.metadata.delta_path), m.delta.new_element.WhichOneof("type")) for m in messages
+            if m.HasField("delta") and m.delta.WhichOneof("type") == "new_element"]
+
+
+def test_a_new_name_reruns_the_ask_tab_alone(monkeypatch, bundled_one, sent):  # noqa: F811
+    """The Ask tab is a fragment: a name typed in the browser reruns the tab, not the sidebar, the title and the
+    tabs (each element sent is drawn again by the browser); the link follows the name, and the tab shows it."""
+    at = open_probe(monkeypatch, bundled_one, KNOWLEDGE, tab="ask", name="Michelle Lefort", wf="1", wf_samples="1")
+    whole = new_elements(sent)
+    assert any(path[0] == 1 for path, _ in whole) and ((0, 0), "heading") in whole  # the sidebar, the title
+    fragment = fragment_of(sent, "probe_ask")
+    assert fragment and fragment == fragment_of(sent, "probe_focus")  # the name and its model: one fragment
+    browser_rerun(monkeypatch, at, fragment, lambda: at.text_input(key="probe_ask").input("Lise Meitner"))
+    part = new_elements(sent)
+    assert not any(path[0] == 1 for path, _ in part), "the sidebar was sent again"
+    assert all(len(path) > 3 for path, _ in part), "elements outside the Ask tab were sent again"
+    assert len(part) <= len(whole) - 8, (len(part), len(whole))
+    assert [kind for _, kind in part].count("plotly_chart") == 6  # candidates, attention and the four views'
+    assert param(at, "name") == "Lise Meitner"  # the link follows the name
+    assert any("Where was Lise Meitner born" in m.value.replace("\\", "") for m in at.markdown)
+    focus_then = at.selectbox(key="probe_focus").value
+    browser_rerun(monkeypatch, at, fragment, lambda: at.radio(key="probe_ask_view").set_value("heads"))
+    assert at.selectbox(key="probe_focus").value == focus_then and param(at, "name") == "Lise Meitner"
