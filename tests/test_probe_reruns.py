@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import shutil
 
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -109,3 +110,33 @@ def test_a_new_name_reruns_the_ask_tab_alone(monkeypatch, bundled_one, sent):  #
     focus_then = at.selectbox(key="probe_focus").value
     browser_rerun(monkeypatch, at, fragment, lambda: at.radio(key="probe_ask_view").set_value("heads"))
     assert at.selectbox(key="probe_focus").value == focus_then and param(at, "name") == "Lise Meitner"
+
+
+def corpus_caption(at) -> str:
+    return next(c.value for c in at.caption if c.value.startswith("Corpus")).replace("\\", "")
+
+
+def test_a_focus_model_of_another_world_reruns_the_whole_page(monkeypatch, models, small_world, sent,  # noqa: F811
+                                                             tmp_path):
+    """The page reads the focus model's world (its training corpus): a focus chosen inside the Ask tab's fragment
+    that reads another world reruns the page, so the corpus, the candidates and the caption are that world's."""
+    other = tmp_path / "other_world"
+    shutil.copytree(small_world, other)
+    real = corpus.world_dir
+
+    def by_focus(trained_on=()):  # the synthesizer model "trained on" the other world
+        import streamlit as st
+        return other if st.session_state.get("probe_focus") == "tiny-birthplace-synth" else real(trained_on)
+    at = open_page(monkeypatch, models, small_world)
+    monkeypatch.setattr(corpus, "world_dir", by_focus)
+    at.selectbox(key="probe_focus").set_value("tiny-birthplace")
+    at.run()
+    assert str(small_world) in corpus_caption(at)
+    fragment = fragment_of(sent, "probe_focus")
+    browser_rerun(monkeypatch, at, fragment, lambda: at.selectbox(key="probe_focus").set_value("tiny-birthplace"))
+    assert not any(path[0] == 1 for path, _ in new_elements(sent))  # the same world: the tab alone
+    browser_rerun(monkeypatch, at, fragment,
+                  lambda: at.selectbox(key="probe_focus").set_value("tiny-birthplace-synth"))
+    assert any(path[0] == 1 for path, _ in new_elements(sent)), "another world, but only the tab reran"
+    assert str(other) in corpus_caption(at)  # the page's caption names the other world
+    assert at.selectbox(key="probe_focus").value == "tiny-birthplace-synth"
