@@ -39,6 +39,7 @@ from core.lens.probe.questions import (
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
 from pages import where_from_view
+from pages.browser_tables import arrow_table
 from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
 from pages.page_caches import example_answers
 from pages.page_state import AttentionState, link_text, page_url
@@ -180,8 +181,8 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
         f"{label}: {meaning}" for label, meaning in corpus.VERDICTS.items()))
     # "a place?" and "on the list" read like approval and are left out (the verdict says where the answer comes
     # from; the candidates chart shows the list)
-    table = derived.table
-    st.dataframe(table, hide_index=True, column_config=fitted_columns(table, room, {
+    table = derived.table  # shared: converted for the browser once (pages.browser_tables)
+    st.dataframe(arrow_table(table), hide_index=True, column_config=fitted_columns(table, room, {
         "greedy answer": st.column_config.TextColumn("answer"), "confidence": WHOLE_ANSWER_COLUMN,
         "probability on the candidate list": None, "answer is a training label": None, "rank of the truth": RANK,
         "verdict": VERDICT}))

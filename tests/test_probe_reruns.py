@@ -15,6 +15,7 @@ import shutil
 
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
+import pages.probe_views
 from core.lens.probe import answers, corpus
 from tests.test_probe_page import TWO_MODELS, models, open_page, small_world  # noqa: F401
 from tests.test_where_from_fragment import browser_rerun, counting, fragment_of, sent  # noqa: F401
@@ -140,3 +141,15 @@ def test_a_focus_model_of_another_world_reruns_the_whole_page(monkeypatch, model
     assert any(path[0] == 1 for path, _ in new_elements(sent)), "another world, but only the tab reran"
     assert str(other) in corpus_caption(at)  # the page's caption names the other world
     assert at.selectbox(key="probe_focus").value == "tiny-birthplace-synth"
+
+
+def test_the_answers_table_is_sent_as_streamlit_converted_its_frame(monkeypatch, models, small_world):  # noqa: F811
+    """The kept answers table goes to the browser converted once (pages.browser_tables.arrow_table): the same
+    element, byte for byte, as when Streamlit converted the frame on every run."""
+    at = open_page(monkeypatch, models, small_world)
+    at.text_input(key="probe_ask").input("Quentin Tablesworth").run()
+    kept = [d.proto.SerializeToString() for d in at.dataframe]
+    monkeypatch.setattr(pages.probe_views, "arrow_table", lambda frame: frame)  # the frame, as before
+    at.run()
+    assert not at.exception
+    assert [d.proto.SerializeToString() for d in at.dataframe] == kept and len(kept) == 1
