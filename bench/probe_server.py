@@ -1,6 +1,6 @@
 """The probe's slowest click, server side: a new name with "Where from" open, against a baseline revision.
 
-    python -m bench.probe_server [--baseline REV] [--names 12] [--checkpoints DIR]
+    python -m bench.probe_server [--baseline REV] [--names 12] [--typed] [--checkpoints DIR]
 
 Starts `streamlit run app.py` from this tree (and, with --baseline, from a temporary `git worktree` of REV) on
 loopback ports, opens the probe's Ask tab with "Where from" open in one session per server (Streamlit's websocket
@@ -9,6 +9,10 @@ no one asked before (every cache misses: three models' answers, the reading, the
 Per rerun it records the wall time until the server's script_finished and the server's CPU seconds (user +
 system, /proc): medians over the names, and baseline / this. No browser draws here: bench.browser_latency's
 "probe: name, with 'Where from' open" row adds the browser's drawing on the same 2 cores.
+
+Each name comes as a link (the name in the URL: the whole page runs) or, with `--typed`, typed into the name box as
+a browser sends it: only the fragment the box is drawn in reruns, if it is in one (the Ask tab is, since issue 45's
+session 15; the whole page where it is not).
 
 The last line is `RESULT probe_server measured=<CPU ratio baseline / this> ...` (not in bench.run_all's list: it
 starts two servers).
@@ -34,7 +38,10 @@ NAMES = ["Lise Meitner", "Paul Dirac", "Max Born", "Otto Hahn", "Rosalind Frankl
          "Otto Stern", "Jan Oort", "Carl Bosch", "Ida Noddack", "Fritz Haber", "Mary Somerville"]
 
 
-async def drive(servers, names: list[str]) -> list[dict[str, list[float]]]:
+LABEL = "A name, or a question 'Where was NAME born?'"  # the Ask tab's name box
+
+
+async def drive(servers, names: list[str], typed: bool = False) -> list[dict[str, list[float]]]:
     from serve.streamlit_ws import StreamlitSession
 
     sessions = []
@@ -50,12 +57,15 @@ async def drive(servers, names: list[str]) -> list[dict[str, list[float]]]:
         for server, session, times in zip(servers, sessions, out, strict=True):
             await asyncio.sleep(0.05)  # the previous run's sending finished
             before, start_s = cpu_seconds(server.process.pid), time.perf_counter()
-            drawn = await session.rerun(page_hash=session.pages["probe"], query_string=query)
+            drawn = (await session.rerun(page_hash=session.pages["probe"], text={LABEL: name}, as_typed=True) if typed
+                     else await session.rerun(page_hash=session.pages["probe"], query_string=query))
             times["wall"].append(time.perf_counter() - start_s)
             await asyncio.sleep(0.05)
             times["cpu"].append(cpu_seconds(server.process.pid) - before)
             if drawn.get("plotly_chart", 0) < 6:
                 raise RuntimeError(f"{name}: {drawn.get('plotly_chart', 0)} charts, not the probe's 6 with Where from")
+            if urllib.parse.parse_qs(session.query_string).get("name") != [name]:
+                raise RuntimeError(f"{name}: the page did not take the name (its link says {session.query_string})")
     for session in sessions:
         await session.close()
     return out
@@ -65,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.probe_server", description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="a git revision measured in the same run (a temporary worktree)")
     parser.add_argument("--names", type=int, default=12, help=f"new names asked of each server (at most {len(NAMES)})")
+    parser.add_argument("--typed", action="store_true",
+                        help="type each name into the box as a browser does (its fragment reruns), not as a link")
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -74,12 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for index, root in enumerate(roots):
                 servers.append(start(root, args.checkpoints, Path(tmp) / f"server{index}.log"))
-            results = asyncio.run(drive(servers, NAMES[:max(1, min(args.names, len(NAMES)))]))
+            results = asyncio.run(drive(servers, NAMES[:max(1, min(args.names, len(NAMES)))], args.typed))
         finally:
             for server in servers:
                 server.stop()
     print(f"probe: a new name with 'Where from' open, server side, medians of {len(results[0]['wall'])} names "
-          "(servers taking turns)")
+          f"(servers taking turns; names {'typed' if args.typed else 'as links'})")
     print(f"{'':12}" + "".join(f"{label:>16}" for label in labels) + ("     ratio" if len(labels) == 2 else ""))
     ratios = {}
     for what, unit in (("wall", "s"), ("cpu", "s CPU")):

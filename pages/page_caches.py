@@ -10,6 +10,7 @@ for one page does not import another page's core modules. Shared objects are rea
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import streamlit as st
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
     from core.lens.anatomy import table
     from core.lens.history.records import LoadedHistory
-    from core.lens.probe import corpus
+    from core.lens.probe import answers, corpus
 
 # --- Model anatomy ---------------------------------------------------------------------------------------
 
@@ -96,3 +97,32 @@ def cached_people(n: int, locales: tuple[str, ...], seed: int, stamp: tuple, _da
     from core.lens.probe import fabricated
 
     return fabricated.fabricated_people(n, locales, seed, _data.index, _data.train_names)
+
+
+@dataclass(frozen=True)
+class ExampleAnswers:
+    """What one example's answers say by the corpus, beside the models' answers themselves (shared, read-only)."""
+
+    verdicts: dict[str, corpus.Verdict]  # model -> where its answer can come from
+    table: pd.DataFrame  # answers.answers_frame: one row per model, with its verdict's label
+    evidence: corpus.Evidence  # what the corpus says about the name (and the truth)
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _example_answers(key: str, _index, _name: str, _truth: str | None,
+                     _by_model: dict[str, answers.ProbeAnswer]) -> ExampleAnswers:
+    from core.lens.probe import answers, corpus
+
+    found = corpus.verdicts(_index, _name, (a.answer for a in _by_model.values()))
+    verdicts = {m: found[a.answer] for m, a in _by_model.items()}
+    return ExampleAnswers(verdicts, answers.answers_frame(_by_model, _truth, {m: v.label for m, v in verdicts.items()}),
+                          _index.evidence(_name, _truth))
+
+
+def example_answers(models: tuple, question: str, name: str, truth: str | None, world: tuple, index,
+                    by_model: dict[str, answers.ProbeAnswer]) -> ExampleAnswers:
+    """The verdicts, the answers table and the name's evidence of one example, once per (the models' versions,
+    question, name, truth, world: `by_model` and `index` are functions of these) per server: a rerun that changes
+    only a view (the candidates' number, the attention view, the focus model) derives nothing again (~9 ms a
+    rerun on the bundled corpus, most of it the namesake search). `models`: (name, *model_version) per model."""
+    return _example_answers(repr((models, question, name, truth, world)), index, name, truth, by_model)

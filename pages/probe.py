@@ -13,6 +13,8 @@ escaped plotly.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from core.data.datasets import DataError
@@ -53,7 +55,30 @@ def save_state(focus: str) -> None:
     page_state.write(state, shown=state if state.tab == "ask" else state.replace(name=None))
 
 
+def world_folder(models: dict, focus: str | None) -> Path:
+    """The world the probe reads for these models: the focus model's training corpus first (corpus.world_dir)."""
+    trained_on = [d.get("path", "") for m in (focus, *models) if m in models
+                  for d in models[m].metadata.get("data") or [] if isinstance(d, dict)]
+    return corpus.world_dir(trained_on)
+
+
 def ask_tab(p: Probe) -> None:
+    """A fragment (issue 45): a new name, the model for the details and the tab's views rerun the tab alone, not
+    the sidebar, the title and the tabs, which the browser drew again on every name; the URL follows."""
+    _ask_fragment(p, page_state.PageRun())
+
+
+@st.fragment
+def _ask_fragment(p: Probe, page_run: page_state.PageRun) -> None:
+    rerun = page_run.fragment_rerun()
+    if rerun and world_folder(p.models, st.session_state.get("probe_focus")) != p.data.folder:
+        st.rerun(scope="app")  # a model for the details trained on another world: the page reads that world
+    ask_view(p)
+    if rerun:
+        save_state(p.focus)  # the page's run saves after its tabs; the fragment's own rerun saves here
+
+
+def ask_view(p: Probe) -> None:
     name_box, focus_box = st.columns([3, 2])  # one row: the answers start above the fold at 1024x768
     pick_focus(p, focus_box)
     text = name_box.text_input("A name, or a question 'Where was NAME born?'", key="probe_ask")
@@ -140,9 +165,7 @@ if not models:
     st.info("Choose at least one birthplace model above.")
     st.stop()
 try:
-    trained_on = [d.get("path", "") for m in (st.session_state.get("probe_focus"), *models) if m in models
-                  for d in models[m].metadata.get("data") or [] if isinstance(d, dict)]
-    folder = corpus.world_dir(trained_on)
+    folder = world_folder(models, st.session_state.get("probe_focus"))
     stamp = corpus.world_stamp(folder)
     data = probe_data(str(folder), stamp)
 except DataError as exc:

@@ -39,7 +39,9 @@ from core.lens.probe.questions import (
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
 from pages import where_from_view
+from pages.browser_tables import arrow_table
 from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
+from pages.page_caches import example_answers
 from pages.page_state import AttentionState, link_text, page_url
 from pages.shared_caches import figure, load_cached, model_version, training_words
 
@@ -171,15 +173,16 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
     st.markdown(f"**Prompt:** {plain(question)} :violet-badge[{MASK_LABEL}] · {known}",
                 help="The page appends the MASK character (⁇, U+2047) to the question: the model writes its "
                      "answer after it, as in the assignment. You type '?' (or nothing); never the MASK.")
-    verdicts = {m: corpus.verdict(data.index, name, a.answer) for m, a in by_model.items()}
-    found, answer = verdicts[focus], by_model[focus].answer
+    derived = example_answers(tuple((m, *model_version(loaded)) for m, loaded in models.items()), question, name,
+                              truth, world, data.index, by_model)  # kept per answers: a view's rerun derives nothing
+    found, answer = derived.verdicts[focus], by_model[focus].answer
     st.markdown(f":{VERDICT_COLOURS[found.label]}-badge[{found.label}] " + plain(corpus.verdict_sentence(
-        focus, name, answer, found, bool(data.index.documents_about(name)))), help="; ".join(
+        focus, name, answer, found, derived.evidence.in_corpus)), help="; ".join(
         f"{label}: {meaning}" for label, meaning in corpus.VERDICTS.items()))
     # "a place?" and "on the list" read like approval and are left out (the verdict says where the answer comes
     # from; the candidates chart shows the list)
-    table = answers.answers_frame(by_model, truth, {m: v.label for m, v in verdicts.items()})
-    st.dataframe(table, hide_index=True, column_config=fitted_columns(table, room, {
+    table = derived.table  # shared: converted for the browser once (pages.browser_tables)
+    st.dataframe(arrow_table(table), hide_index=True, column_config=fitted_columns(table, room, {
         "greedy answer": st.column_config.TextColumn("answer"), "confidence": WHOLE_ANSWER_COLUMN,
         "probability on the candidate list": None, "answer is a training label": None, "rank of the truth": RANK,
         "verdict": VERDICT}))
@@ -200,7 +203,7 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
             with chart:
                 show_figure(fig, f"{focus}-candidates", key=f"{key}_candidates")
     with right:
-        show_evidence(data.index.evidence(name, truth))
+        show_evidence(derived.evidence)
     show_attention(p, question, key)
 
 

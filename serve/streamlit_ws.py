@@ -21,6 +21,7 @@ class StreamlitSession:
         self.drawn = b""  # with keep_drawn: every element of the last run, serialized (to look for text in)
         self.pages: dict[str, str] = {}  # url path ("" for the default page) -> page script hash
         self.text_boxes: dict[str, str] = {}  # label -> widget id, of the last page drawn
+        self.text_box_fragments: dict[str, str] = {}  # label -> the fragment a box is drawn in ("" for none)
         self.query_string = ""  # the URL's query string as the app last set it
         self.cookies: dict[str, str] = {}
         self.ws = None
@@ -57,8 +58,10 @@ class StreamlitSession:
             await self.ws.close()
 
     async def rerun(self, page_name: str = "", page_hash: str = "", text: dict[str, str] | None = None,
-                    query_string: str | None = None) -> dict[str, int]:
-        """Ask for a run (a page, with typed text) and read until it finished: element counts by type."""
+                    query_string: str | None = None, as_typed: bool = False) -> dict[str, int]:
+        """Ask for a run (a page, with typed text) and read until it finished: element counts by type.
+        `as_typed`: rerun only the fragment the typed box is drawn in, as a browser does (the whole page when the
+        box is in none)."""
         from streamlit.proto.BackMsg_pb2 import BackMsg
 
         message = BackMsg()
@@ -68,6 +71,8 @@ class StreamlitSession:
         for label, value in (text or {}).items():
             widget = state.widget_states.widgets.add()
             widget.id, widget.string_value = self.text_boxes[label], value
+            if as_typed:
+                state.fragment_id = self.text_box_fragments.get(label, "")
         await self.ws.send(message.SerializeToString())
         return await asyncio.wait_for(self._until_finished(), self.timeout_s)
 
@@ -76,6 +81,7 @@ class StreamlitSession:
 
         elements: dict[str, int] = {}
         text_boxes: dict[str, str] = {}
+        fragments: dict[str, str] = {}
         drawn: list[bytes] = []
         while True:
             message = ForwardMsg()
@@ -92,6 +98,7 @@ class StreamlitSession:
                 if element_type in ("text_area", "text_input"):
                     widget = getattr(element, element_type)
                     text_boxes[widget.label] = widget.id
+                    fragments[widget.label] = message.delta.fragment_id
                 if self.keep_drawn:
                     drawn.append(element.SerializeToString())
                 if element_type == "exception":
@@ -100,6 +107,7 @@ class StreamlitSession:
                 if message.script_finished == message.FINISHED_WITH_COMPILE_ERROR:
                     raise RuntimeError("the page failed to compile")
                 if message.script_finished != message.FINISHED_EARLY_FOR_RERUN:
-                    self.text_boxes = text_boxes or self.text_boxes
+                    if text_boxes:
+                        self.text_boxes, self.text_box_fragments = text_boxes, fragments
                     self.drawn = b"".join(drawn)
                     return elements

@@ -185,15 +185,27 @@ class Verdict:
 def verdict(index: CorpusIndex, name: str, answer: str) -> Verdict:
     """Retrieved, borrowed or made up: does a document about `name` name `answer` (whole words, the name
     itself blanked); if not, does a document about a namesake (`name_parts`) name it."""
+    return verdicts(index, name, [answer])[answer]
+
+
+def verdicts(index: CorpusIndex, name: str, answers: Iterable[str]) -> dict[str, Verdict]:
+    """`verdict` of each distinct answer to one name (several models' answers), the name's own documents and its
+    namesakes searched once for all of them (the namesake search reads every name of the corpus: ~2.4 ms on the
+    bundled one, once per model before)."""
     name = normalise_name(name)
     own = [index.documents[i] for i in index.documents_about(name)]
-    if names_word(own, answer, name):
-        return Verdict("retrieved")
-    others = tuple(namesakes(index, name))
-    sources = tuple(n.name for n in others if names_word(n.documents, answer, n.name))
-    if sources:
-        return Verdict("borrowed", sources[0], sources, others)
-    return Verdict("made up", None, (), others)
+    others: tuple[Namesake, ...] | None = None  # searched at the first answer the own documents do not name
+    found: dict[str, Verdict] = {}
+    for answer in dict.fromkeys(answers):
+        if names_word(own, answer, name):
+            found[answer] = Verdict("retrieved")
+            continue
+        if others is None:
+            others = tuple(namesakes(index, name))
+        sources = tuple(n.name for n in others if names_word(n.documents, answer, n.name))
+        found[answer] = (Verdict("borrowed", sources[0], sources, others) if sources
+                         else Verdict("made up", None, (), others))
+    return found
 
 
 def _and(items: list[str], more: int = 0, what: str = "") -> str:
