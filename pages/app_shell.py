@@ -19,6 +19,18 @@ from pages import streamlit_pages
 # under load (measured by bench/attention_page.py while other jobs ran).
 torch.set_num_threads(1)
 
+# The collector's thresholds for a server of many sessions. Each rerun allocates ~10^4-10^5 container objects that
+# mostly die young (reference counting frees them), but the survivors (session state, cached results) pile into the
+# oldest generation, and after gc.freeze (settled, below) that generation holds little, so Python's rule "a full
+# collection once the survivors grow by 25%" fired every few seconds: under 500 sessions, 46-49 full collections per
+# replica in two minutes, ~0.12 s each, ~10% of all server CPU (timed by gc.callbacks in each replica). Collecting
+# the youngest generation every 10,000 allocations instead of 700, and the oldest after 50 middle ones instead of
+# 10, costs the same for the two young generations (their work follows what is allocated), and full collections
+# fell to 13-17 per replica, 0.25-0.28 s in all: 8.5 -> 2.9 s of collecting per replica, for ~0.4 MB more per
+# session (bench/README.md, issue 45, session 15).
+GC_THRESHOLDS = (10_000, 20, 50)
+gc.set_threshold(*GC_THRESHOLDS)
+
 
 @st.cache_resource(show_spinner=False)
 def page_list(folder: str) -> tuple[st.Page, ...]:
