@@ -16,10 +16,12 @@ from streamlit.testing.v1 import AppTest
 
 import pages.browser_tables
 import pages.shared_caches
+from bench.attention_map_build import copying_spec
 from core.lens import playground as pg
 from tests.conftest import ROOT
 from tests.test_attention_page import assert_no_exception, open_page
 from tests.test_browser_tables import Conversions, arrow_bytes, sent
+from tests.test_rerun_fixed_cost import Counting
 
 PLAYGROUND = str(ROOT / "pages" / "playground.py")
 
@@ -29,17 +31,6 @@ def playground(monkeypatch, folder) -> AppTest:
     at = AppTest.from_file(PLAYGROUND, default_timeout=60).run()
     assert_no_exception(at)
     return at
-
-
-class Counter:
-    """Wraps a function; counts its calls."""
-
-    def __init__(self, real) -> None:
-        self.real, self.calls = real, 0
-
-    def __call__(self, *args, **kwargs):
-        self.calls += 1
-        return self.real(*args, **kwargs)
 
 
 @pytest.mark.parametrize("preset", ["select", "average-two", "blank", "change-key-return-v2"])
@@ -117,7 +108,7 @@ def test_the_attention_page_holds_no_placeholder_for_the_words_toggle(monkeypatc
 
 
 def test_the_trace_key_reads_the_file_digest_once_per_loaded_model(monkeypatch, tiny_checkpoints):
-    digest = Counter(pages.shared_caches.model_digest)
+    digest = Counting(pages.shared_caches.model_digest)
     monkeypatch.setattr(pages.shared_caches, "model_digest", digest)
     at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", text="Ada was born in Paris.")
     asked = digest.calls
@@ -132,22 +123,6 @@ def test_the_trace_key_reads_the_file_digest_once_per_loaded_model(monkeypatch, 
     at.run()
     assert_no_exception(at)
     assert digest.calls == asked + 1 and at.get("plotly_chart")
-
-
-def copying_spec(fig):
-    """browser_spec as it read a figure before: through plotly's public `to_plotly_json()` (a deep copy)."""
-    import hashlib
-    import pickle
-
-    from core.figures.browser import _listed, apply_template, plain
-
-    layout = fig.layout.to_plotly_json()
-    template = layout.pop("template", None)
-    layout = {key: plain(item) for key, item in layout.items()}
-    data = [{key: _listed(key, plain(item)) for key, item in trace.to_plotly_json().items()} for trace in fig.data]
-    spec = apply_template({"data": data, "layout": {**layout, "template": template}})
-    spec["layout"]["datarevision"] = hashlib.blake2b(pickle.dumps(spec["data"], protocol=5), digest_size=8).hexdigest()
-    return spec
 
 
 def app_figures() -> list:
@@ -175,7 +150,7 @@ def test_the_browser_spec_is_read_without_copying_and_is_the_spec_the_copies_gav
 
     for fig in app_figures():
         expected, before = copying_spec(fig), fig.to_plotly_json()
-        copies = Counter(plotly.basedatatypes.deepcopy)  # what to_plotly_json copies with
+        copies = Counting(plotly.basedatatypes.deepcopy)  # what to_plotly_json copies with
         with monkeypatch.context() as counting:
             counting.setattr(plotly.basedatatypes, "deepcopy", copies)
             spec = browser_spec(fig)
@@ -201,7 +176,7 @@ def test_the_attention_map_is_fitted_as_built_and_fit_margins_would_change_nothi
     if options.pop("hovers", False):
         options["hovers"] = [f"piece {t}" for t in tokens]
     weights = np.tril(np.random.default_rng(n).random((n, n))) + 1e-3
-    fitting = Counter(fit_margins)
+    fitting = Counting(fit_margins)
     monkeypatch.setattr(core.figures.common, "fit_margins", fitting)
     fig = attention_heatmap(weights / weights.sum(1, keepdims=True), tokens, **options)
     assert fitting.calls == 0
@@ -251,7 +226,7 @@ def test_the_probe_figures_are_fitted_as_built_and_fit_margins_would_change_noth
     from core.figures.margins import fit_margins
 
     _, make, args, kwargs = case
-    fitting = Counter(fit_margins)
+    fitting = Counting(fit_margins)
     monkeypatch.setattr(core.figures.common, "fit_margins", fitting)
     fig = make(*args, **kwargs)
     assert fitting.calls == 0
