@@ -417,9 +417,7 @@ def edit_together(model, tokenizer, requests: Sequence[EditRequest], site: Site,
     targets = _top_stream(model, top, ids, rows, at, {}) + deltas.double().cpu()  # (K, C)
     params = _memit_solve(model, top, layers, stats, options, ids, rows, at, targets)
     for piece in range(1, max(len(it.target_ids) for it in items)):
-        missing = [i for i, it in enumerate(items)
-                   if piece < len(it.target_ids) and not _writes_piece(model, it, ids[i:i + 1], piece, params,
-                                                                       options.target_prob)]
+        missing = _missing_piece(model, items, ids, piece, params, options.target_prob)
         if not missing:
             continue
         later = [len(items[i].prompt_ids) - 1 + piece for i in missing]  # the positions that predict the piece
@@ -474,12 +472,17 @@ def _memit_solve(model, top: int, layers: list[int], stats: KeyStatistics, optio
     return params
 
 
-def _writes_piece(model, item: Prepared, ids: torch.Tensor, piece: int, params: dict, target_prob: float) -> bool:
-    """Whether the edited model (teacher-forced on the new answer) gives the answer's `piece` at least
-    `target_prob` (ids: the item's own teacher-forced row, (1, T))."""
+def _missing_piece(model, items: Sequence[Prepared], ids: torch.Tensor, piece: int, params: dict,
+                   target_prob: float) -> list[int]:
+    """The items whose answer has a `piece` the edited model (teacher-forced on the new answers, one pass over the
+    batch `ids`) gives less than `target_prob`."""
+    rows = [i for i, it in enumerate(items) if piece < len(it.target_ids)]
+    if not rows:
+        return []
     with torch.no_grad():
-        logits = _logits(model, ids, params=params)[0, len(item.prompt_ids) - 1 + piece].float()
-    return float(torch.softmax(logits, -1)[item.target_ids[piece]]) >= target_prob
+        probs = torch.softmax(_logits(model, ids[rows], params=params).float(), -1)  # (R, T, V)
+    return [i for r, i in enumerate(rows)
+            if float(probs[r, len(items[i].prompt_ids) - 1 + piece, items[i].target_ids[piece]]) < target_prob]
 
 
 def memit(model, tokenizer, request: EditRequest, site: Site, stats: KeyStatistics,
