@@ -1,6 +1,6 @@
 """The probe's slowest click in the browser, two trees taking turns name by name: latency and Chromium's work.
 
-    python -m bench.probe_browser [--baseline REV] [--names 12] [--checkpoints DIR]
+    python -m bench.probe_browser [--baseline REV] [--names 12] [--seen] [--checkpoints DIR]
 
 Starts `streamlit run app.py` from this tree (and, with --baseline, from a temporary `git worktree` of REV) and one
 headless Chromium (bench.browser_driver) with one tab per server at bench.browser_latency's viewport, each on the
@@ -14,6 +14,9 @@ on a shared box falls on both trees alike. Per name and tree:
 - the tab's main-thread time as the DevTools protocol's Performance metrics see it (TaskDuration, and of it
   ScriptDuration, LayoutDuration and RecalcStyleDuration): wall time of the thread's tasks, so on a busy box it
   grows with the waiting too.
+With `--seen`, every name is typed once, unmeasured, before the measured pass: the server then reads each name's
+answers, readings and trace from its caches, and the browser still draws every chart anew (each name's differ from the
+last one's). That is what the page's drawing costs on this box, whatever the model work: the click's floor.
 Medians over the names, and baseline / this. On a quiet box the browser's main thread is busy for about as long as
 the click takes (bench/README.md, issue 45, session 15): its work is the latency.
 
@@ -50,7 +53,7 @@ def chromium_cpu(session) -> float:
     return sum(p["cpuTime"] for p in session.send("SystemInfo.getProcessInfo")["processInfo"])
 
 
-def drive(urls: list[str], names: list[str]) -> list[dict[str, list[float]]]:
+def drive(urls: list[str], names: list[str], seen: bool = False) -> list[dict[str, list[float]]]:
     from playwright.sync_api import sync_playwright
 
     out: list[dict[str, list[float]]] = [{k: [] for k in ("latency", CPU, *METRICS)} for _ in urls]
@@ -64,6 +67,8 @@ def drive(urls: list[str], names: list[str]) -> list[dict[str, list[float]]]:
             cdp = tab.page.context.new_cdp_session(tab.page)
             cdp.send("Performance.enable")
             tab.timed(tab.commit(LABEL, "Ada Lovelace", area=False))  # unmeasured: every part drawn once
+            for name in names if seen else ():  # unmeasured: the server keeps each name's work
+                tab.timed(tab.commit(LABEL, name, area=False))
             tabs.append((tab, cdp))
         for name in names:
             for (tab, cdp), times in zip(tabs, out, strict=True):
@@ -85,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.probe_browser", description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="a git revision measured in the same run (a temporary worktree)")
     parser.add_argument("--names", type=int, default=12, help=f"new names typed in each tab (at most {len(NAMES)})")
+    parser.add_argument("--seen", action="store_true",
+                        help="type every name once before measuring: the server's work is kept, the drawing is not")
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
     args = parser.parse_args(argv)
     names = NAMES[:max(1, min(args.names, len(NAMES)))]
@@ -95,11 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             for index, root in enumerate(roots):
                 servers.append(start(root / "app.py", free_port(), Path(tmp) / f"server{index}.log",
                                      env={"ATTENTION_LAB_CHECKPOINTS": str(args.checkpoints)}))
-            results = drive([s.url for s in servers], names)
+            results = drive([s.url for s in servers], names, args.seen)
         finally:
             for server in servers:
                 server.stop()
-    print(f"probe: a new name with 'Where from' open, in Chromium, medians of {len(names)} names (trees taking turns)")
+    print(f"probe: a {'name seen before' if args.seen else 'new name'} with 'Where from' open, in Chromium, medians of "
+          f"{len(names)} names (trees taking turns)")
     print(f"{'':22}" + "".join(f"{label:>14}" for label in labels) + ("     ratio" if len(labels) == 2 else ""))
     ratios = {}
     for key in ("latency", CPU, *METRICS):
