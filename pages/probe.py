@@ -96,10 +96,12 @@ def ask_view(p: Probe) -> None:
         return
     warn_unknown(p, [asked.question])
     truth, source = p.data.truth(asked.name) or (None, None)
+    swap_names = where_from_view.names_of(p.data.train_pairs + p.data.dev_pairs)
+    # the view's reading and trace start on a worker while the answers are computed (the browser's core is idle)
+    where_from_view.read_ahead(p.models[p.focus], asked.question, truth, swap_names)
     show_example(p, asked.question, asked.name, truth, source, "probe_ask")
     show_answers_by_step(p.models[p.focus], p.focus, asked.question, tuple(p.data.labels), truth)
-    where_from_view.question_view(p.models[p.focus], p.focus, asked.question, truth,
-                                  where_from_view.names_of(p.data.train_pairs + p.data.dev_pairs))
+    where_from_view.question_view(p.models[p.focus], p.focus, asked.question, truth, swap_names)
 
 
 def fabricate_tab(p: Probe) -> None:

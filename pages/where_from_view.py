@@ -9,7 +9,10 @@ The options live in the URL (pages.page_state.WhereFromState); every table downl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -55,27 +58,95 @@ def _csv(rows: Callable[[], list[dict]], label: str, filename: str, key: str) ->
     csv_download(label, lambda: pd.DataFrame(rows()), filename, key)
 
 
+# --------------------------------------------------------------------------- read ahead
+# A new name with the view open: the probe's answers (three models) come first on the page and the view's reading
+# and causal trace after them, all on the script's thread, while the browser, with nothing to draw yet, leaves the
+# second core idle. `read_ahead`, called before the answers, starts the view's reading and trace on a worker thread
+# (torch lets go of the GIL in its kernels), and the cached functions below take its result instead of computing
+# it (issue 45, item 3: parallel where it is free). Keyed as the caches are; a key already computed in this process
+# is not read ahead again (a rerun, or a name seen before, is a cache hit); one worker per process, and a reading
+# that has not started when the page reaches it is taken back and computed on the page's own thread.
+
+_AHEAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="where-from-ahead")
+_PENDING: OrderedDict[Hashable, Future] = OrderedDict()  # read ahead, not yet taken by the page
+_COMPUTED: OrderedDict[Hashable, None] = OrderedDict()  # keys this process computed (its caches may hold them)
+_LOCK = threading.Lock()
+PENDING_LIMIT, COMPUTED_LIMIT = 16, 1024
+
+
+def _remember(key: Hashable) -> None:
+    with _LOCK:
+        _COMPUTED[key] = None
+        _COMPUTED.move_to_end(key)
+        while len(_COMPUTED) > COMPUTED_LIMIT:
+            _COMPUTED.popitem(last=False)
+
+
+def _start(key: Hashable, compute: Callable) -> None:
+    with _LOCK:
+        if key in _PENDING or key in _COMPUTED:
+            return
+        _PENDING[key] = _AHEAD.submit(compute)
+        while len(_PENDING) > PENDING_LIMIT:  # runs the page never reached (a newer name came first)
+            _PENDING.popitem(last=False)[1].cancel()
+
+
+def _ahead_or_now(key: Hashable, compute: Callable):
+    """What `compute()` returns: read ahead if it was (its exception raised here alike), else computed now."""
+    with _LOCK:
+        ahead = _PENDING.pop(key, None)
+    result = ahead.result() if ahead is not None and not ahead.cancel() else compute()
+    _remember(key)
+    return result
+
+
+def read_ahead(loaded, question: str, truth: str | None, swap_names: tuple[str, ...], key: str = "wf_ask") -> None:
+    """Start `question_view`'s reading and causal trace on the worker, with the options the view will read (this
+    session's last ones), if the view was open; the page then goes on with what comes before the view."""
+    last = page_state.last_state(WhereFromState, key)
+    if last is None or not last.open:
+        return
+    version = model_version(loaded)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    _start(("reading", *version, question, truth), lambda: _reading(model, tokenizer, question, truth))
+    _start(("trace", *version, question, truth, last.corruption, int(last.samples), int(last.seed)),
+           lambda: _trace(model, tokenizer, question, truth, last.corruption, int(last.samples), int(last.seed),
+                          swap_names))
+
+
 # --------------------------------------------------------------------------- cached core calls
+
+
+def _reading(model, tokenizer, question: str, truth: str | None):
+    q = wf.read_question(model, tokenizer, question, truth)
+    rec = wf.record(model, q)
+    lens = wf.logit_lens(model, tokenizer, rec, q.answer_id)
+    attribution = wf.direct_attribution(model, rec, q.answer_id, answer_piece=q.answer_piece)
+    salience = None
+    if wf.patchable(model):  # input attribution patches the model's embeddings
+        salience = wf.input_attribution(model, q)
+    return q, lens, attribution, salience
+
+
+def _trace(model, tokenizer, question: str, truth: str | None, corruption: str, samples: int, seed: int,
+           swap_names: tuple[str, ...]) -> wf.CausalTrace:
+    q = wf.read_question(model, tokenizer, question, truth)
+    return wf.causal_trace(model, tokenizer, q, corruption=corruption, samples=samples, seed=seed,
+                           swap_names=swap_names)
 
 
 @st.cache_data(show_spinner="Reading the answer layer by layer…", max_entries=128)
 def cached_reading(path: str, modified: float, question: str, truth: str | None, _loaded):
-    q = wf.read_question(_loaded.model, _loaded.tokenizer, question, truth)
-    rec = wf.record(_loaded.model, q)
-    lens = wf.logit_lens(_loaded.model, _loaded.tokenizer, rec, q.answer_id)
-    attribution = wf.direct_attribution(_loaded.model, rec, q.answer_id, answer_piece=q.answer_piece)
-    salience = None
-    if wf.patchable(_loaded.model):  # input attribution patches the model's embeddings
-        salience = wf.input_attribution(_loaded.model, q)
-    return q, lens, attribution, salience
+    return _ahead_or_now(("reading", path, modified, question, truth),
+                         lambda: _reading(_loaded.model, _loaded.tokenizer, question, truth))
 
 
 @st.cache_data(show_spinner="Corrupting the name and restoring one state at a time…", max_entries=128)
 def cached_trace(path: str, modified: float, question: str, truth: str | None, corruption: str, samples: int,
                  seed: int, _swap_names: tuple[str, ...], _loaded) -> wf.CausalTrace:
-    q = wf.read_question(_loaded.model, _loaded.tokenizer, question, truth)
-    return wf.causal_trace(_loaded.model, _loaded.tokenizer, q, corruption=corruption, samples=samples, seed=seed,
-                           swap_names=_swap_names)
+    return _ahead_or_now(("trace", path, modified, question, truth, corruption, samples, seed),
+                         lambda: _trace(_loaded.model, _loaded.tokenizer, question, truth, corruption, samples, seed,
+                                        _swap_names))
 
 
 @st.cache_data(show_spinner="Reading the next piece layer by layer…", max_entries=128)
