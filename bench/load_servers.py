@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,6 +32,22 @@ def trees_to_compare(baseline: str | None, tmp: Path) -> Iterator[tuple[list[Pat
         yield [worktree, ROOT], [baseline[:12], "this tree"]
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, capture_output=True)
+
+
+def print_medians(results: list[dict[str, list[float]]], labels: list[str], rows: Sequence[tuple[str, str]],
+                  width: int) -> dict[str, float]:
+    """The two-tree table of trees_to_compare's benchmarks: per (row, unit), each tree's median over its
+    `results[tree][row]`, and with two trees baseline / this; returns those ratios by row."""
+    print(f"{'':{width}}" + "".join(f"{label:>16}" for label in labels) + ("     ratio" if len(labels) == 2 else ""))
+    ratios = {}
+    for row, unit in rows:
+        medians = [statistics.median(r[row]) for r in results]
+        line = f"{row:{width}}" + "".join(f"{m:>10.3f} {unit:5}" for m in medians)
+        if len(medians) == 2:
+            ratios[row] = medians[0] / max(medians[1], 1e-9)
+            line += f"  {ratios[row]:6.2f}x"
+        print(line)
+    return ratios
 
 
 def rss_kb(pid: int) -> int:

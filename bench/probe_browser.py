@@ -27,7 +27,6 @@ list: it starts two servers and a browser).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 
 from bench.browser_driver import launch
 from bench.browser_latency import VIEWPORT, Tab, start
-from bench.load_servers import trees_to_compare
+from bench.load_servers import print_medians, trees_to_compare
 from bench.probe_server import LABEL, NAMES
 from serve.streamlit_process import free_port
 
@@ -108,15 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 server.stop()
     print(f"probe: a {'name seen before' if args.seen else 'new name'} with 'Where from' open, in Chromium, medians of "
           f"{len(names)} names (trees taking turns)")
-    print(f"{'':22}" + "".join(f"{label:>14}" for label in labels) + ("     ratio" if len(labels) == 2 else ""))
-    ratios = {}
-    for key in ("latency", CPU, *METRICS):
-        medians = [statistics.median(r[key]) for r in results]
-        line = f"{key:22}" + "".join(f"{m:>12.3f} s" for m in medians)
-        if len(medians) == 2:
-            ratios[key] = medians[0] / max(medians[1], 1e-9)
-            line += f"  {ratios[key]:6.2f}x"
-        print(line)
+    ratios = print_medians(results, labels, [(key, "s") for key in ("latency", CPU, *METRICS)], 22)
     if ratios:
         print(f"RESULT probe_browser measured={ratios[CPU]:.2f} target>=1 pass={str(ratios[CPU] >= 1).lower()}")
     return 0

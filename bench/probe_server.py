@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import tempfile
 import time
 import urllib.parse
 from pathlib import Path
 
-from bench.load_servers import cpu_seconds, trees_to_compare
+from bench.load_servers import cpu_seconds, print_medians, trees_to_compare
 from bench.server_work import start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,15 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                 server.stop()
     print(f"probe: a new name with 'Where from' open, server side, medians of {len(results[0]['wall'])} names "
           f"(servers taking turns; names {'typed' if args.typed else 'as links'})")
-    print(f"{'':12}" + "".join(f"{label:>16}" for label in labels) + ("     ratio" if len(labels) == 2 else ""))
-    ratios = {}
-    for what, unit in (("wall", "s"), ("cpu", "s CPU")):
-        medians = [statistics.median(r[what]) for r in results]
-        line = f"{what:12}" + "".join(f"{m:>10.3f} {unit:5}" for m in medians)
-        if len(medians) == 2:
-            ratios[what] = medians[0] / max(medians[1], 1e-9)
-            line += f"  {ratios[what]:6.2f}x"
-        print(line)
+    ratios = print_medians(results, labels, [("wall", "s"), ("cpu", "s CPU")], 12)
     if ratios:
         print(f"RESULT probe_server measured={ratios['cpu']:.2f} target>=1 pass={str(ratios['cpu'] >= 1).lower()}")
     return 0
