@@ -76,12 +76,15 @@ def test_a_transformers_tuple_with_padding_is_cut_per_sentence(tmp_path):
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
     tokens = [["[CLS]", "a", "b", "c", "[SEP]"], ["[CLS]", "d", "[SEP]"]]
-    path = rec.save_attention(tmp_path / "bert.safetensors", tokens, out.attentions, model_name="tiny-bert")
+    with pytest.raises(rec.RecordsError, match="fits 2 readings"):  # 2 sentences, 2 heads: which is which?
+        rec.save_attention(tmp_path / "bert.safetensors", tokens, out.attentions)
+    path = rec.save_attention(tmp_path / "bert.safetensors", tokens, out.attentions, model_name="tiny-bert",
+                              layout="layer batch head")
     opened = read(path)
     assert [r.attention.shape for r in opened.records] == [(2, 2, 5, 5), (2, 2, 3, 3)]
     np.testing.assert_array_equal(opened.records[1].attention, torch.stack(out.attentions)[:, 1, :, :3, :3].numpy())
     with pytest.raises(rec.RecordsError, match="rows do not sum to 1"):  # padding the sentence attended
-        rec.save_attention(tmp_path / "x.npz", [tokens[0], ["[CLS]", "d"]], out.attentions)
+        rec.save_attention(tmp_path / "x.npz", [tokens[0], ["[CLS]", "d"]], out.attentions, layout="layer batch head")
 
 
 def test_the_labs_export_opens_again_identically(tmp_path):
@@ -176,16 +179,104 @@ def test_a_pickle_inside_an_npz_never_runs(tmp_path):
 @pytest.mark.parametrize("attentions, tokens, message", [
     ([], ["a"], "empty"),
     ([np.ones((2, 2)) / 2, np.ones((3, 3)) / 3], ["a", "b"], "different shapes"),
-    (np.ones((2, 2, 2)) / 2, ["a", "b"], "3 dimensions"),
+    (np.ones((2, 2, 2, 2, 2, 2)) / 2, ["a", "b"], "6 dimensions"),
+    (softmax_maps(2, 2, 2).numpy(), ["a", "b"], "fits 2 readings .*'head' \\(2 heads\\) and 'layer' \\(2 layers\\)"),
     ([np.ones((1, 2, 2)) / 2] * 3, ["a", "b"], "cannot be grouped 2 heads per layer"),
-    ([np.ones((2, 2, 2)) / 2], ["a", "b"], "for 2 sentence"),
+    ([np.ones((3, 2, 2)) / 2], [["a", "b"]] * 2, "fits no reading with 2 token list"),
     ([np.array([["x", "y"], ["z", "w"]])], ["a", "b"], "not attention weights"),
 ])
 def test_save_attention_refuses_what_it_cannot_read(tmp_path, attentions, tokens, message):
     heads = 2 if "grouped" in message else None
-    with pytest.raises(rec.RecordsError, match=message):
+    with pytest.raises(rec.RecordsError, match=message) as err:
         rec.save_attention(tmp_path / "x.npz", tokens, attentions, heads_per_layer=heads)
     assert not (tmp_path / "x.npz").exists()
+    assert str(err.value).endswith(".") and "\n" not in str(err.value)
+
+
+class PA2Head(nn.Module):
+    """One head of a public CSE 256 PA2 solution's encoder: returns its output and its (B, T, T) weights."""
+
+    def __init__(self, width: int, head_size: int) -> None:
+        super().__init__()
+        self.key, self.query, self.value = (nn.Linear(width, head_size, bias=False) for _ in range(3))
+
+    def forward(self, x):
+        k, q, v = self.key(x), self.query(x), self.value(x)  # (B, T, hs)
+        weights = torch.softmax(q @ k.transpose(-2, -1) * k.size(-1) ** -0.5, dim=-1)  # (B, T, T)
+        return weights @ v, weights
+
+
+class PA2MultiHead(nn.Module):
+    def __init__(self, width: int, n_head: int) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList([PA2Head(width, width // n_head) for _ in range(n_head)])
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        outs, maps = zip(*(head(x) for head in self.heads), strict=True)
+        return self.proj(torch.cat(outs, dim=-1)), torch.stack(maps)  # (n_head, B, T, T): heads first
+
+
+class PA2Encoder(nn.Module):
+    """That solution's module layout: Encoder.forward(x, y) -> (logits, loss, attn_maps), attn_maps one tensor
+    torch.stack-ed over layers of each layer's torch.stack over heads: (n_layer, n_head, B, T, T)."""
+
+    def __init__(self, vocab: int = 20, width: int = 16, n_layer: int = 3, n_head: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.layers = nn.ModuleList([PA2MultiHead(width, n_head) for _ in range(n_layer)])
+        self.classifier = nn.Linear(width, 3)
+
+    def forward(self, x, y=None):
+        h, maps = self.embed(x), []
+        for layer in self.layers:
+            out, layer_maps = layer(h)
+            h = h + out
+            maps.append(layer_maps)
+        logits = self.classifier(h.mean(1))
+        loss = None if y is None else nn.functional.cross_entropy(logits, y)
+        return logits, loss, torch.stack(maps)  # (n_layer, n_head, B, T, T)
+
+
+def test_a_pa2_solutions_stacked_maps_keep_heads_and_sentences_apart(tmp_path):
+    """The walk-through's case: (n_layer, n_head, B, T, T). One sentence is read the only way it fits; two
+    sentences of equal length with two heads fit two readings and are refused naming both, never guessed;
+    layout= then picks the reading, and sentence 1's head 0 is the model's sentence 1, head 0."""
+    torch.manual_seed(0)
+    encoder = PA2Encoder().eval()
+    one = ["the", "cat", "sat", "on", "a", "mat"]
+    with torch.no_grad():
+        _, _, maps = encoder(torch.tensor([[1, 2, 3, 4, 5, 6]]))
+    assert maps.shape == (3, 2, 1, 6, 6)
+    (record,) = read(rec.save_attention(tmp_path / "one.npz", one, maps)).records
+    assert record.attention.shape == (3, 2, 6, 6)
+    np.testing.assert_array_equal(record.attention[2, 1], maps[2, 1, 0].numpy())
+    two = [one, ["we", "the", "people", "of", "this", "nation"]]
+    with torch.no_grad():
+        _, _, maps = encoder(torch.tensor([[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]]))
+    with pytest.raises(rec.RecordsError) as err:
+        rec.save_attention(tmp_path / "two.npz", two, maps)
+    said = str(err.value)
+    assert "'layer batch head'" in said and "'layer head batch'" in said and "layout=" in said, said
+    assert not (tmp_path / "two.npz").exists()
+    records = read(rec.save_attention(tmp_path / "two.npz", two, maps, layout="layer head batch")).records
+    assert [r.tokens for r in records] == two
+    for b in range(2):
+        for h in range(2):
+            np.testing.assert_array_equal(records[b].attention[:, h], maps[:, h, b].numpy())
+    assert not np.array_equal(records[0].attention[:, 1], maps[:, 0, 1].numpy())  # the transposed reading differs
+
+
+def test_heads_per_layer_is_read_for_an_array_too(tmp_path):
+    """heads_per_layer names the heads axis of an array: a shape whose readings disagree on it is settled."""
+    maps = softmax_maps(3, 2, 2, 5, 5)  # (n_layer, n_head=2, B=2, T, T) or (n_layer, B=2, n_head=2, T, T)
+    tokens = [list("abcde"), list("vwxyz")]
+    with pytest.raises(rec.RecordsError, match="heads per layer, not heads_per_layer=3"):
+        rec.save_attention(tmp_path / "x.npz", tokens, maps, heads_per_layer=3)
+    with pytest.raises(rec.RecordsError, match="layout='head layer' does not fit"):
+        rec.save_attention(tmp_path / "x.npz", tokens, maps, layout="head layer")
+    with pytest.raises(rec.RecordsError, match="holds 3 sentence"):
+        rec.save_attention(tmp_path / "x.npz", tokens, maps, layout="batch layer head")
 
 
 class PA2Like(nn.Module):
@@ -226,8 +317,16 @@ def test_the_readmes_lines_run_as_written(tmp_path, monkeypatch):
 
     folder = bert_folder(tmp_path / "tiny-bert")
     torch.manual_seed(0)
+    class PerLayer(PA2Encoder):  # a solution returning one (B, n_head, T, T) tensor per layer
+        def forward(self, x, y=None):
+            _, _, maps = super().forward(x, y)
+            return None, [layer.transpose(0, 1) for layer in maps]
+
+    encoder, per_layer = PA2Encoder().eval(), PerLayer().eval()
+    per_layer.load_state_dict(encoder.state_dict())  # the same weights: both files must hold the same maps
     names = {
         "pa2_model": PA2Like().eval(), "x": torch.tensor([[1, 2, 3, 4, 5, 6]]),
+        "pa2_per_layer": per_layer, "pa2_encoder": encoder,
         "tokens": ["the", "cat", "sat", "on", "the", "mat"],
         "mha": nn.MultiheadAttention(16, 4, batch_first=True), "h": torch.randn(1, 6, 16),
         "hf_tokenizer": transformers.AutoTokenizer.from_pretrained(folder),
@@ -236,10 +335,13 @@ def test_the_readmes_lines_run_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(readme_block("### Attention from your own code"), "README.md", "exec"), names)
     shapes = {name: [r.attention.shape for r in read(tmp_path / name).records]
-              for name in ("pa2.npz", "mha.npz", "bert.npz")}
+              for name in ("pa2.npz", "pa2-layers.npz", "pa2-stacked.npz", "mha.npz", "bert.npz")}
     config = names["hf_model"].config
     bert_tokens = read(tmp_path / "bert.npz").records[0].tokens
     assert shapes["pa2.npz"] == [(2, 2, 6, 6)] and shapes["mha.npz"] == [(1, 4, 6, 6)]
+    assert shapes["pa2-layers.npz"] == shapes["pa2-stacked.npz"] == [(3, 2, 6, 6)]
+    np.testing.assert_array_equal(read(tmp_path / "pa2-layers.npz").records[0].attention,
+                                  read(tmp_path / "pa2-stacked.npz").records[0].attention)
     assert shapes["bert.npz"] == [(config.num_hidden_layers, config.num_attention_heads, len(bert_tokens),
                                    len(bert_tokens))]
     assert bert_tokens[0] == "[CLS]" and read(tmp_path / "bert.npz").model_name == "bert-base-uncased"

@@ -7,15 +7,20 @@ one or more records, with optional labels, predictions and a model name. `.npz` 
     from core.lens.records import save_attention
     _, attn_maps = model(x)                                   # CSE 256 PA2: a list of (1, T, T) maps
     save_attention("pa2.npz", tokens, attn_maps, heads_per_layer=2)
+    _, _, attn_maps = encoder(x)                              # a PA2 solution: (n_layer, n_head, B, T, T)
+    save_attention("pa2.npz", [tokens], attn_maps, layout="layer head batch")
     out = hf_model(**batch, output_attentions=True)           # transformers: a tuple of (B, H, T, T)
     save_attention("bert.npz", tokens, out.attentions, model_name="bert-base-uncased")
     _, w = mha(x, x, x, need_weights=True, average_attn_weights=False)   # nn.MultiheadAttention: (B, H, T, T)
     save_attention("mha.npz", tokens, [w])
 
-`attention_maps` accepts the shapes people have: one array (n_layer, n_head, T, T) or (n_layer, B, n_head, T, T),
-or a list/tuple with one entry per layer of (T, T), (B, T, T) or (B, n_head, T, T); with `heads_per_layer=k`
-a flat list of single-head maps (PA2's) is grouped k at a time into layers. B sentences need B token lists;
-shorter ones are cut from padded maps (their rows must still sum to 1, so padding they attended is caught).
+`attention_maps` accepts the shapes people have: one array (n_layer, n_head, T, T), (n_layer, B, n_head, T, T)
+or (n_layer, n_head, B, T, T) (a PA2 solution's torch.stack), or a list/tuple with one entry per layer of (T, T),
+(B, T, T) or (B, n_head, T, T); with `heads_per_layer=k` a flat list of single-head maps (PA2's) is grouped k at
+a time into layers. Which axis is which is read from the token lists (B sentences need B lists) and
+`heads_per_layer`: a shape only one reading fits is read that way; a shape two readings fit (two sentences and
+two heads) is refused naming both, and `layout="layer head batch"` says which. Shorter sentences are cut from
+padded maps (their rows must still sum to 1, so padding they attended is caught).
 
 `read_records(data, name)` opens a file (ours, or the lab's own export `python -m core.lens.export`) and checks
 it completely before anything is drawn; every refusal is a `RecordsError` whose message is one sentence.
@@ -94,9 +99,74 @@ def _array(x: Any, what: str) -> np.ndarray:
     return array.astype(np.float32)
 
 
-def attention_maps(attentions: Any, heads_per_layer: int | None = None) -> np.ndarray:
-    """What a model's code returned -> (B, n_layer, n_head, T, T) float32 (see the module docstring)."""
-    if isinstance(attentions, (list, tuple)):
+# Readings tried when no `layout=` is given: the shapes people's code returns (the axes before each (T, T) map).
+# A list's first axis is always its layers. A shape that more than one of these fits with the given token lists,
+# giving different maps, is refused with a sentence naming the readings: never a guess.
+ARRAY_LAYOUTS = {
+    3: ("batch", "head", "layer"),  # one layer averaged over heads (B, T, T); one sentence's heads; single-head layers
+    4: ("layer head", "batch head", "layer batch"),  # one sentence; one layer of a batch; single-head layers
+    5: ("layer batch head", "layer head batch", "batch layer head"),  # torch.stack of transformers' tuple; one
+}  # PA2 solution's torch.stack of per-layer (n_head, B, T, T); a batch of per-sentence stacks
+LIST_LAYOUTS = {
+    2: ("layer",),  # (T, T) per layer
+    3: ("layer batch", "layer head"),  # PA2's (1, T, T) maps; nn.MultiheadAttention averaged; one sentence's heads
+    4: ("layer batch head", "layer head batch"),  # transformers, BertViz, nn.MultiheadAttention per head; transposed
+}
+AXES = ("layer", "head", "batch")
+
+
+def _parse_layout(layout: str, ndim: int, is_list: bool) -> tuple[str, ...]:
+    words = tuple(str(layout).replace(",", " ").split())
+    leading = ndim - 2 + (1 if is_list else 0)
+    if len(words) != leading or len(set(words)) != len(words) or not set(words) <= set(AXES):
+        what = f"each entry of the list has {ndim} dimensions" if is_list else f"the attention has {ndim} dimensions"
+        raise RecordsError(f"layout={layout!r} does not fit: {what}, so name {leading} distinct axes before the two "
+                           f"map axes from 'layer', 'head' and 'batch' (e.g. {' '.join(AXES[:leading])!r}).")
+    if is_list and words[0] != "layer":
+        raise RecordsError(f"layout={layout!r} does not fit a list: a list holds one entry per layer, so the layout "
+                           "starts with 'layer' (e.g. 'layer batch head').")
+    return words
+
+
+def _read_as(array: np.ndarray, words: tuple[str, ...]) -> np.ndarray:
+    """`array` whose leading axes are `words` -> (B, n_layer, n_head, T, T)."""
+    for axis in AXES:
+        if axis not in words:
+            array, words = array[None], (axis, *words)
+    order = [words.index(axis) for axis in ("batch", "layer", "head")]
+    return array.transpose(*order, len(words), len(words) + 1)
+
+
+def _group_heads(maps: np.ndarray, heads_per_layer: int | None) -> np.ndarray | str:
+    """Single-head maps grouped `heads_per_layer` at a time into layers (PA2's flat list), or why not."""
+    if heads_per_layer is None:
+        return maps
+    B, L, H, T, _ = maps.shape
+    if H == heads_per_layer:
+        return maps
+    if H != 1:
+        return f"it has {H} heads per layer, not heads_per_layer={heads_per_layer}"
+    if L % heads_per_layer:
+        return f"its {L} maps cannot be grouped {heads_per_layer} heads per layer"
+    return maps.reshape(B, L // heads_per_layer, heads_per_layer, T, T)
+
+
+def _describe(words: tuple[str, ...], shape: tuple[int, ...]) -> str:
+    names = {"layer": ("layer", "layers"), "head": ("head", "heads"), "batch": ("sentence", "sentences")}
+    parts = [f"{n} {names[w][n != 1]}" for w, n in zip(words, shape, strict=False)]
+    return f"'{' '.join(words)}' ({', '.join(parts)})"
+
+
+def attention_maps(attentions: Any, heads_per_layer: int | None = None, layout: str | None = None,
+                   n_sentences: int | None = None) -> np.ndarray:
+    """What a model's code returned -> (B, n_layer, n_head, T, T) float32 (see the module docstring).
+
+    `layout` names the axes before each (T, T) map ("layer head batch"; for a list, of its entries with the
+    list's own axis first: "layer batch head"). Without it, every usual reading is tried against
+    `n_sentences` (the number of token lists) and `heads_per_layer`: one that fits is taken, several that fit
+    and disagree are refused naming each, so a heads axis is never silently read as sentences."""
+    is_list = isinstance(attentions, (list, tuple))
+    if is_list:
         if not attentions:
             raise RecordsError("The attention list is empty: give one map (or one tensor of heads) per layer.")
         layers = [_array(a, f"Layer {i}'s attention") for i, a in enumerate(attentions)]
@@ -104,30 +174,51 @@ def attention_maps(attentions: Any, heads_per_layer: int | None = None) -> np.nd
         if len(shapes) != 1:
             raise RecordsError(f"The layers' maps have different shapes ({', '.join(map(str, sorted(shapes)))}); "
                                "give one shape for every layer.")
-        ndim = layers[0].ndim
-        if ndim == 2:  # (T, T): one head, one sentence
-            layers = [a[None, None] for a in layers]
-        elif ndim == 3:  # (B, T, T): PA2's maps, or nn.MultiheadAttention averaged over heads
-            layers = [a[:, None] for a in layers]
-        elif ndim != 4:  # (B, H, T, T): transformers, BertViz, nn.MultiheadAttention per head
+        array = np.stack(layers)  # (n_entries, ..., T, T)
+        ndim, tried = layers[0].ndim, LIST_LAYOUTS
+        if ndim not in tried:
             raise RecordsError(f"Each layer's attention has {ndim} dimensions; expected (T, T), (B, T, T) or "
                                "(B, heads, T, T).")
-        stacked = np.stack(layers, axis=1)  # (B, L, H, T, T)
-        if heads_per_layer is not None and heads_per_layer > 1:
-            if stacked.shape[2] != 1:
-                raise RecordsError("heads_per_layer groups single-head maps; these maps already have heads.")
-            B, n_maps, _, T, _ = stacked.shape
-            if n_maps % heads_per_layer:
-                raise RecordsError(f"{n_maps} maps cannot be grouped {heads_per_layer} heads per layer.")
-            stacked = stacked.reshape(B, n_maps // heads_per_layer, heads_per_layer, T, T)  # (B, L, H, T, T)
-        return stacked
-    array = _array(attentions, "The attention")
-    if array.ndim == 4:  # (L, H, T, T): one sentence, as the lab exports it
-        return array[None]
-    if array.ndim == 5:  # (L, B, H, T, T): torch.stack of a transformers tuple
-        return array.transpose(1, 0, 2, 3, 4)
-    raise RecordsError(f"The attention has {array.ndim} dimensions; give (layers, heads, T, T), "
-                       "(layers, B, heads, T, T), or a list with one entry per layer.")
+    else:
+        array = _array(attentions, "The attention")
+        ndim, tried = array.ndim, ARRAY_LAYOUTS
+        if ndim not in tried:
+            raise RecordsError(f"The attention has {ndim} dimensions; give (layers, heads, T, T), "
+                               "(layers, B, heads, T, T), or a list with one entry per layer.")
+    if array.shape[-1] != array.shape[-2]:
+        raise RecordsError(f"The attention's last two axes are {array.shape[-2]} x {array.shape[-1]}; each map is "
+                           "T x T (queries x keys).")
+    candidates = [_parse_layout(layout, ndim, is_list)] if layout is not None else \
+        [tuple(c.split()) for c in tried[ndim]]
+    fits: list[tuple[tuple[str, ...], np.ndarray]] = []
+    misfits: list[str] = []
+    for words in candidates:
+        maps = _group_heads(_read_as(array, words), heads_per_layer)
+        if isinstance(maps, str):
+            misfits.append(f"as {_describe(words, array.shape)} {maps}")
+        elif n_sentences is not None and maps.shape[0] != n_sentences:
+            misfits.append(f"as {_describe(words, array.shape)} it holds {maps.shape[0]} sentence(s), not "
+                           f"{n_sentences}")
+        else:
+            fits.append((words, maps))
+    shape = f"a list of {len(array)} maps of shape {tuple(array.shape[1:])}" if is_list else \
+        f"an array of shape {tuple(array.shape)}"
+    lists = f"{n_sentences} token list(s)" if n_sentences is not None else "the token lists"
+    if not fits:
+        if layout is not None:
+            raise RecordsError(f"With layout={layout!r}, {shape} does not fit {lists}: "
+                               f"{misfits[0].split(') ', 1)[1]}.")
+        raise RecordsError(f"The attention, {shape}, fits no reading with {lists}: {'; '.join(misfits)}; check the "
+                           "token lists (one per sentence) and heads_per_layer, or name the axes with layout=.")
+    first = fits[0][1]
+    differ = [words for words, maps in fits[1:] if maps.shape != first.shape or not np.array_equal(maps, first)]
+    if differ:
+        readings = [fits[0][0], *differ]
+        named = " and ".join(_describe(w, array.shape) for w in readings)
+        choose = " or ".join(f"layout={' '.join(w)!r}" for w in readings)
+        raise RecordsError(f"The attention, {shape}, fits {len(readings)} readings with {lists}: {named}; say "
+                           f"which with {choose}.")
+    return first
 
 
 def check_record(tokens: Sequence[Any], attention: np.ndarray, where: str) -> None:
@@ -156,15 +247,15 @@ def check_record(tokens: Sequence[Any], attention: np.ndarray, where: str) -> No
 
 
 def records_from(tokens: Sequence[Any], attentions: Any, *, labels: Sequence[Any] | None = None,
-                 predictions: Sequence[Any] | None = None, heads_per_layer: int | None = None
-                 ) -> list[AttentionRecord]:
+                 predictions: Sequence[Any] | None = None, heads_per_layer: int | None = None,
+                 layout: str | None = None) -> list[AttentionRecord]:
     """One or more sentences' tokens + what the model's code returned -> checked records."""
-    maps = attention_maps(attentions, heads_per_layer)  # (B, L, H, T, T)
-    B, T = maps.shape[0], maps.shape[-1]
     token_lists = [tokens] if tokens and all(isinstance(t, str) for t in tokens) else list(tokens)
     token_lists = [[_token(t) for t in sentence] for sentence in token_lists]
-    if len(token_lists) != B:
-        raise RecordsError(f"The attention is for {B} sentence(s) but {len(token_lists)} token list(s) were given.")
+    if not token_lists or not all(token_lists):
+        raise RecordsError("No tokens were given: give the sentence's tokens, or one list per sentence.")
+    maps = attention_maps(attentions, heads_per_layer, layout, n_sentences=len(token_lists))  # (B, L, H, T, T)
+    B, T = maps.shape[0], maps.shape[-1]
     records = []
     for i, sentence in enumerate(token_lists):
         where = f"Sentence {i}" if B > 1 else "The sentence"
@@ -198,14 +289,15 @@ def _optional(values: Sequence[Any] | None, i: int, n: int, what: str) -> str | 
 
 def save_attention(path: str | Path, tokens: Sequence[Any], attentions: Any, *,
                    labels: Sequence[Any] | None = None, predictions: Sequence[Any] | None = None,
-                   model_name: str = "", heads_per_layer: int | None = None) -> Path:
+                   model_name: str = "", heads_per_layer: int | None = None, layout: str | None = None) -> Path:
     """Write an attention records file (.npz or .safetensors) the lab's Open your model page opens.
 
     tokens: one sentence's tokens, or one list per sentence; attentions: what the model's code returned
-    (see `attention_maps`). Raises RecordsError (one sentence) for anything a view could not draw."""
+    (see `attention_maps`); layout: its axes before each (T, T) map when two readings fit ("layer head batch").
+    Raises RecordsError (one sentence) for anything a view could not draw."""
     path = Path(path)
     records = records_from(tokens, attentions, labels=labels, predictions=predictions,
-                           heads_per_layer=heads_per_layer)
+                           heads_per_layer=heads_per_layer, layout=layout)
     return write_records(path, records, model_name)
 
 
