@@ -17,6 +17,7 @@ from core.data.datasets import DataError
 from core.text import markdown_escape as plain
 from pages import errors_views as views
 from pages import page_state
+from pages.kept_edits import edited_mark, with_kept_edits
 from pages.model_picker import PageModels, checkpoint_picker, require_model
 from pages.page_state import ERRORS_VIEWS, ErrorsState
 
@@ -36,6 +37,9 @@ if loaded.task not in TASK_VIEWS or loaded.metadata.get("format") == "huggingfac
     st.info(plain(f"{info.name} is a {loaded.task} model; this page analyses this lab's classifiers, language "
                   "models and birthplace models."))
     st.stop()
+if loaded.task == "birthplace":  # an edit kept on the probe's Edit tab is this session's model here too
+    edited_mark(loaded, info.name, "err_edited")
+    loaded = with_kept_edits(loaded)
 last = page_state.last_state(ErrorsState)
 saved, notes = page_state.restore(ErrorsState)
 views.seed_clicks(saved, last)

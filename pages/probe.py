@@ -27,6 +27,7 @@ from core.lens.probe.questions import ProbeInput, fit_name, name_from_question, 
 from core.text import markdown_escape as plain
 from pages import page_state, where_from_view
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
+from pages.kept_edits import edited_mark, with_kept_edits
 from pages.model_picker import PageModels, checkpoint_picker
 from pages.page_caches import cached_people, probe_data  # cached once per server
 from pages.page_state import PROBE_TABS, ProbeState
@@ -161,8 +162,9 @@ if not birth:
 names = [i.name for i in birth]
 # in the sidebar: in the page its three names took two rows and pushed the answers' figure below the fold
 chosen_names = st.sidebar.multiselect("Birthplace models to compare", names, default=names, key="probe_models")
-models = {i.name: loaded for i in birth
-          if i.name in chosen_names and (loaded := load_checkpoint(i)) is not None}
+files = {i.name: loaded for i in birth
+         if i.name in chosen_names and (loaded := load_checkpoint(i)) is not None}
+models = {name: with_kept_edits(loaded) for name, loaded in files.items()}  # a kept edit answers on every tab
 if not models:
     st.info("Choose at least one birthplace model above.")
     st.stop()
@@ -177,8 +179,10 @@ saved = restore_state(data)
 current = st.session_state.get("probe_focus")  # written back every run: the tabs' pickers are new widgets
 st.session_state["probe_focus"] = current if current in models else next(
     (n for n in (saved.focus, info.name if info else None, *PROBE_MODELS) if n in models), next(iter(models)))
+for name, loaded in files.items():  # above the tabs: every tab answers with the session's edited model
+    edited_mark(loaded, name, f"probe_edited_{name}")
 tabs = st.tabs(TABS, key="probe_tab", on_change="rerun")
-chosen = Probe(models, st.session_state["probe_focus"], data, stamp)
+chosen = Probe(models, st.session_state["probe_focus"], data, stamp, files)
 for tab, show in zip(tabs, (ask_tab, fabricate_tab, dev_tab, edit_tab)):
     if tab.open:
         with tab:

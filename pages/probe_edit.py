@@ -20,7 +20,6 @@ import pandas as pd
 import streamlit as st
 
 from core.figures import edit as edit_viz
-from core.io.checkpoint import LoadedCheckpoint
 from core.lens.edit import scorecard as cards
 from core.lens.edit import sites
 from core.lens.edit.key_statistics import KeyStatistics, key_statistics
@@ -31,10 +30,10 @@ from core.lens.probe.corpus import WORLD_CITIES
 from core.lens.probe.questions import name_from_question, question_for, read_probe_input
 from core.text import markdown_escape as plain
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
+from pages.kept_edits import current_model, kept_for, session_for
 from pages.probe_views import PERCENT, Probe, pick_focus, warn_unknown
 from pages.shared_caches import model_version
 
-SESSIONS = "edit_sessions"  # st.session_state: model key -> this session's EditedModel
 RESULT = "edit_result"  # st.session_state: the last Run (its inputs and each method's delta and card)
 SWEEP_EDITS = 10
 SHORT_POSITIONS = {"last": "last position", "subject": "name's last piece"}
@@ -68,24 +67,9 @@ def cached_sweep(path: str, modified: float, stamp: tuple, n: int, seed: int, me
     return found
 
 
-def session_for(loaded: LoadedCheckpoint) -> EditedModel:
-    """This browser session's copy of the model (made on the first edit; the shared model is never written)."""
-    key = model_version(loaded)
-    kept = st.session_state.setdefault(SESSIONS, {})
-    if key not in kept:
-        kept[key] = EditedModel.copy_of(loaded.model)
-    return kept[key]
-
-
-def current_model(loaded: LoadedCheckpoint):
-    """The model as this session has it: its edited copy when it kept an edit, else the shared (read-only) one."""
-    kept = st.session_state.get(SESSIONS, {}).get(model_version(loaded))
-    return kept.model if kept is not None and kept.edits else loaded.model
-
-
 def edit_tab(p: Probe) -> None:
     pick_focus(p)
-    loaded = p.models[p.focus]
+    loaded = p.files[p.focus]  # the file's model: the session's kept edits are applied to its own copy
     try:
         check_editable(loaded.model)
     except EditError as exc:
@@ -129,7 +113,7 @@ def edit_tab(p: Probe) -> None:
     if traced:
         st.caption(plain(traced.sentence()))
     site = Site(int(layer), position)
-    kept = st.session_state.get(SESSIONS, {}).get(model_version(loaded))
+    kept = kept_for(loaded)
     before_model = current_model(loaded)
     inputs = (model_version(loaded), name, new_place, tuple(methods), site, len(kept.edits) if kept else 0)
     if st.button("Run", type="primary", key="edit_run", disabled=not methods):
@@ -219,8 +203,8 @@ def details(card: cards.Scorecard) -> None:
 
 
 def session_part(p: Probe, loaded) -> None:
-    kept = st.session_state.get(SESSIONS, {}).get(model_version(loaded))
-    if kept is None or not kept.edits:
+    kept = kept_for(loaded)
+    if kept is None:
         st.caption("No edit is kept in this session: the model is as its file has it.")
         return
     st.markdown(f"**This session's {plain(p.focus)}** " + plain(

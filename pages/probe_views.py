@@ -17,7 +17,7 @@ with st.text / st.code / dataframes / escaped plotly.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import streamlit as st
@@ -70,10 +70,11 @@ ATTENTION_VIEWS = {"layers": "every layer (mean over heads)", "heads": "every he
 class Probe:
     """What the page chose: the models to compare, the one for the details, the corpus and its stamp."""
 
-    models: dict[str, LoadedCheckpoint]
+    models: dict[str, LoadedCheckpoint]  # as this session reads them: with its kept edits (pages/kept_edits.py)
     focus: str
     data: corpus.ProbeData
     stamp: tuple[float, ...]
+    files: dict[str, LoadedCheckpoint] = field(default_factory=dict)  # as their files have them (the Edit tab's)
 
 
 @st.cache_resource(show_spinner=False, max_entries=256, ttl=3600)

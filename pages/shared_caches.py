@@ -77,10 +77,13 @@ def load_cached(path: str, modified: float) -> LoadedCheckpoint:
 def model_version(loaded) -> tuple[str, float]:
     """The cache key of a loaded model: (its file, with the training step when it is at one; the file's
     modification time, 0.0 for a file gone since it was loaded). A kept step is another model than the
-    checkpoint's final weights, so the two never share a cached result."""
+    checkpoint's final weights, so the two never share a cached result; so is a session's edited copy (its
+    `edits` version, pages/kept_edits.py)."""
     path = Path(loaded.path)
-    step = getattr(loaded, "step", None)
-    return f"{path}@{step}" if step is not None else str(path), path.stat().st_mtime if path.exists() else 0.0
+    step, edits = getattr(loaded, "step", None), getattr(loaded, "edits", None)
+    key = f"{path}@{step}" if step is not None else str(path)
+    key = f"{key}+edits:{edits}" if edits else key
+    return key, path.stat().st_mtime if path.exists() else 0.0
 
 
 @st.cache_resource(show_spinner=False, ttl=30)

@@ -102,3 +102,35 @@ def test_the_sweep_figure_reads_its_panels():
     assert fig.data[1].z[1][1] == 1.0 and np.isnan(fig.data[1].z[0][0])
     assert fig.data[2].z[1][0] == pytest.approx(0.9) and fig.data[4].z[0][0] == 0.5
     assert fig.data[0].text[0][1] == "90%"
+
+
+def test_a_kept_edit_answers_on_every_tab_with_a_mark_and_an_undo(monkeypatch, folder):
+    """The walk-through: after "Keep the rank-one edit" the Ask tab still answered from the file. Now Ask and
+    the Errors page read the session's edited model, a mark says so above the tabs, and its Undo undoes it."""
+    at = open_edit_tab(monkeypatch, folder)
+    person = at.selectbox(key="edit_person").value
+    at.selectbox(key="edit_place").set_value("Berlin")
+    at.multiselect(key="edit_methods").set_value(["rank-one"])
+    at.button(key="edit_run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    def marks() -> list[str]:
+        return [w.value.replace("\\", "") for w in at.warning if "Edited" in w.value]
+
+    assert not marks()  # nothing kept yet: no mark
+    at.button(key="edit_keep_rank-one").click().run()
+    name = BUNDLED.name.removesuffix(".safetensors")
+    (mark,) = marks()
+    assert "1 kept edit" in mark and "Berlin" in mark and "rank-one" in mark and name in mark
+
+    def ask_answer() -> str:
+        at.session_state["probe_tab"] = "Ask"
+        at.session_state["probe_ask"] = person
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+        table = next(d.value for d in at.dataframe if "greedy answer" in d.value.columns)
+        return str(table.loc[table["model"] == name, "greedy answer"].iloc[0])
+
+    assert ask_answer() == "Berlin"  # the session's edited model answers on Ask
+    at.button(key=f"probe_edited_{name}_undo").click().run()
+    assert not at.exception and not marks()
+    assert ask_answer() != "Berlin"  # undone from the mark: the file's answer again
