@@ -106,3 +106,28 @@ def test_the_page_says_why_and_offers_words(monkeypatch):
     words = re.findall(r"\w+|[^\w\s]+|\s", TEXT)
     assert len(spec["data"][0]["y"]) == min(len(words), av.WINDOW_TOKENS)  # a window of a long sentence's words
     assert spec["data"][0]["y"][2] == "students"
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt_neox"])
+def test_words_come_from_the_texts_characters_whatever_pieces_carry_a_space(tmp_path, model_type):
+    """The walk-through: a tiny LLaMA's pieces ('▁was', '▁an') gave "36 tokens for 5 words" for a 9-word
+    sentence and joined '␣was␣an' into one word. Words are the text's own (by the pieces' offsets): one group per
+    run of letters and digits or of punctuation, and the sentence counts them."""
+    from tests.conftest import require_hf_extra
+
+    require_hf_extra()
+    from bench.hf_folders import decoder_folder
+    from core.io.hf import load_folder
+
+    loaded = load_folder(decoder_folder(tmp_path / model_type, model_type))
+    text = "Ada Lovelace was an English mathematician, born in London."
+    run = av.run_attention(loaded.model, loaded.tokenizer, "lm", text)
+    words = av.joined_run(run, "words")
+    shown = [label.replace("\u2423", " ").strip() for label, (a, _) in zip(words.labels, words.spans, strict=True)
+             if not run.special[a]]
+    expected = re.findall(r"\w+|[^\w\s]+", text)
+    assert [w for w in shown if w] == expected, shown
+    assert any(b - a > 1 for a, b in run.words)  # the tiny vocabulary cuts some words into several pieces
+    sentence = av.reading_sentence(loaded.metadata, loaded.tokenizer, run)
+    n_words = len(re.findall(r"\w+", text))
+    assert f"for {n_words} words" in sentence, sentence

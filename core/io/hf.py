@@ -484,7 +484,8 @@ class HFTokenizer:
         pieces = self.inner.convert_ids_to_tokens(ids)
         tokens = [self._display(i, p, text, s, e) for i, p, (s, e) in zip(ids, pieces, enc["offset_mapping"])]
         unknown = list(dict.fromkeys(t for i, t in zip(ids, tokens) if self.real_unk and i == self.unk_id))
-        return Tokenized(ids=ids, tokens=tokens, unknown=unknown)
+        return Tokenized(ids=ids, tokens=tokens, unknown=unknown,
+                         offsets=[(int(s), int(e)) for s, e in enc["offset_mapping"]])
 
     def encode(self, text: str) -> list[int]:
         return self.tokenize(text).ids

@@ -156,10 +156,19 @@ def _word_class(text: str) -> str:
     return "word" if re.fullmatch(r"\w+", text) else "punctuation"
 
 
-def word_spans(raw: list[str], special: list[bool], characters: list[tuple[int, int]]) -> list[tuple[int, int]]:
+WORD_OR_PUNCTUATION = re.compile(r"\w+|[^\w\s]+")
+
+
+def word_spans(raw: list[str], special: list[bool], characters: list[tuple[int, int]], text: str | None = None,
+               offsets: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """[start, end) of each word's pieces: consecutive whole characters of one class (letters and digits, or
     punctuation) join, as the tokenizers split text before cutting it into pieces; a space and a special token
-    (PAD, MASK) stand alone. `raw`: each piece's text (a byte piece: its whole character)."""
+    (PAD, MASK) stand alone. `raw`: each piece's text (a byte piece: its whole character). With the pieces'
+    `offsets` in `text` (subword vocabularies), the words are the text's own (runs of letters and digits, or of
+    punctuation), and pieces join when they cover the same word: a piece that carries a space ('␣was') is one
+    word with what follows, never with the word before."""
+    if text is not None and offsets is not None and len(offsets) >= len(raw):
+        return _words_by_offsets(text, offsets, special, characters)
     words: list[tuple[int, int]] = []
     last = None
     for a, b in characters:
@@ -169,6 +178,26 @@ def word_spans(raw: list[str], special: list[bool], characters: list[tuple[int, 
         else:
             words.append((a, b))
         last = kind
+    return words
+
+
+def _words_by_offsets(text: str, offsets: list[tuple[int, int]], special: list[bool],
+                      characters: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    word_of = np.full(len(text) + 1, -1)  # each character's word (-1: whitespace)
+    for k, match in enumerate(WORD_OR_PUNCTUATION.finditer(text)):
+        word_of[match.start():match.end()] = k
+    words: list[tuple[int, int]] = []
+    last: set[int] = set()
+    for a, b in characters:
+        start = min(offsets[i][0] for i in range(a, b))
+        end = max(offsets[i][1] for i in range(a, b))
+        covered = set() if any(special[a:b]) else set(word_of[start:end].tolist()) - {-1}
+        if words and covered & last:  # another piece of the word the last one covered
+            words[-1] = (words[-1][0], b)
+            last |= covered
+        else:
+            words.append((a, b))
+            last = covered
     return words
 
 
@@ -237,7 +266,7 @@ def reading_sentence(metadata: dict[str, Any], tokenizer: Tokenizer, run: Attent
               else f"taken from {vocabulary['from']}" if vocabulary.get("from")
               else "learned from " + " and ".join(data) + (" alone" if len(data) == 1 else "") if data
               else "learned from its training text")
-    n_words = sum(1 for a, _ in run.words if _word_class(run.tokens[a]) == "word" and not run.special[a])
+    n_words = sum(1 for a, b in run.words if not run.special[a] and any(re.search(r"\w", t) for t in run.tokens[a:b]))
     spaces = sum(1 for t in run.tokens if t in ("\u2423", "\u23ce", "\u21e5"))
     counts = (f"this text is {run.n_tokens} {unit}s for {n_words} word{'s' if n_words != 1 else ''}"
               + (f", {spaces} of them spaces (each space is a {unit} of its own)" if spaces and unit == "piece"
@@ -338,7 +367,7 @@ def run_attention(model, tokenizer: Tokenizer, task: str, text: str, labels: lis
         special=np.array(special, dtype=bool),
         pieces=[piece_label(tokenizer, i) for i in ids],
         characters=characters,
-        words=word_spans(read, special, characters),
+        words=word_spans(read, special, characters, text, tokenized.offsets),
         causal=bool(config.causal),
         block_size=config.block_size,
         max_length=model.max_length,

@@ -25,6 +25,9 @@ class Tokenized:
     # distinct pieces in the vocabulary that no training text had: read as themselves, but their embeddings
     # never learned anything (a byte-level vocabulary has every text's pieces, so only these can be "new")
     untrained: list[str] = field(default_factory=list)
+    # [start, end) of each piece in the text (subword tokenizers say; a special token's is empty): words are
+    # found from the text's own characters, whatever pieces carry a space (core.lens.attention.word_spans)
+    offsets: list[tuple[int, int]] | None = None
 
 
 class TokenizerError(ValueError):
@@ -227,7 +230,7 @@ class SubwordTokenizer:
         tokens = [text[start:end] for start, end in encoding.offsets]
         untrained = list(dict.fromkeys(t for i, t in zip(encoding.ids, tokens, strict=True)
                                        if i not in self.seen and i > self.mask_id))
-        return Tokenized(ids=list(encoding.ids), tokens=tokens, untrained=untrained)
+        return Tokenized(ids=list(encoding.ids), tokens=tokens, untrained=untrained, offsets=list(encoding.offsets))
 
     def encode(self, text: str) -> list[int]:
         return list(self.hf.encode(text).ids)
@@ -309,7 +312,7 @@ class PiecesTokenizer:
     def tokenize(self, text: str) -> Tokenized:
         encoding = self.hf.encode(text, add_special_tokens=False)
         tokens = [text[start:end] for start, end in encoding.offsets]
-        return Tokenized(ids=list(encoding.ids), tokens=tokens)
+        return Tokenized(ids=list(encoding.ids), tokens=tokens, offsets=list(encoding.offsets))
 
     def encode(self, text: str) -> list[int]:
         return list(self.hf.encode(text, add_special_tokens=False).ids)
