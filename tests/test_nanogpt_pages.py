@@ -189,3 +189,16 @@ def test_a_model_on_gpt2_pieces_draws_its_pieces(monkeypatch, tmp_path):
     assert "[␣we]" in chips and "[␣speak]" in chips  # pieces with their spaces made visible
     assert any("next piece after the sentence" in c.value for c in at.caption)
     assert not at.error and not at.warning
+
+
+def test_the_reading_sentence_names_the_vocabularys_file_alone(converted):
+    """The walk-through read "single characters (83 of them, learned from meta.pkl and ckpt.pt)": the characters
+    come from meta.pkl; the ckpt.pt beside it holds the weights."""
+    from core.lens.attention import reading_sentence, run_attention
+
+    folder, _ = converted
+    loaded = load(folder / "shakespeare.safetensors")
+    run = run_attention(loaded.model, loaded.tokenizer, "lm", "Speak, speak.")
+    sentence = reading_sentence(loaded.metadata, loaded.tokenizer, run)
+    assert f"single characters ({len(CHARS)} of them, taken from meta.pkl)" in sentence, sentence
+    assert "ckpt.pt" not in sentence

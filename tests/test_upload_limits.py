@@ -69,3 +69,19 @@ def test_every_uploader_says_one_number(monkeypatch, tmp_path, tiny_checkpoints)
         said = re.search(r"up to (\d+) MB", proto.help, re.IGNORECASE)
         assert said, (page, proto.label, proto.help)
         assert written_on_box(limit) == {f"{said.group(1)}MB"}, (page, proto.label, limit, proto.help)
+
+
+@pytest.mark.parametrize("what", ["records file", "params file", "checkpoint", "corpus", "vocabulary"])
+def test_an_empty_upload_is_named_once(what):
+    """The walk-through read "empty.npz is empty; choose the records file file again."."""
+
+    class Empty:
+        name, size = "empty.npz", 0
+
+        def getvalue(self) -> bytes:
+            return b""
+
+    with pytest.raises(uploads.UploadError) as err:
+        uploads.read_upload(Empty(), 10, what)
+    said = str(err.value)
+    assert said == f"empty.npz is empty; choose the {what} again." and "file file" not in said

@@ -85,7 +85,7 @@ def read_upload(upload: Upload, limit_mb: int, what: str) -> bytes:
     """The bytes, after checking the declared size against the limit (nothing read when too big)."""
     name = Path(upload.name).name
     if upload.size <= 0:
-        raise UploadError(f"{name} is empty; choose the {what} file again.")
+        raise UploadError(f"{name} is empty; choose the {what} again.")
     if upload.size > limit_mb * MB:
         raise UploadError(f"{name} is {upload.size / MB:.0f} MB, over the {limit_mb} MB limit for a {what}.")
     data = upload.getvalue()

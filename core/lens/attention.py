@@ -16,6 +16,7 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -260,6 +261,10 @@ def reading_sentence(metadata: dict[str, Any], tokenizer: Tokenizer, run: Attent
     vocabulary = vocabulary_record(metadata)
     data = [str(f["path"]) for f in metadata.get("data") or [] if isinstance(f, dict) and f.get("path")]
     files = [str(f.get("path")) for f in vocabulary.get("files") or [] if isinstance(f, dict)]
+    named = [Path(str(f["path"])).name for f in metadata.get("data") or []  # a converted model: its vocabulary file
+             if isinstance(f, dict) and f.get("path") and f.get("role") == "vocabulary"]
+    if named and not files and not vocabulary.get("from"):
+        vocabulary = {"from": " and ".join(named)}  # nanoGPT's meta.pkl, not the ckpt.pt beside it
     if metadata.get("task") == "birthplace" and data:
         files = data[:1]  # core.train.recipes.birthplace_vocabulary: the pretraining corpus, never the questions
     source = ("learned from " + " and ".join(files) + (" alone" if len(files) == 1 else "") if files
