@@ -173,7 +173,7 @@ def show_result(loaded, result) -> None:
     frame = pd.DataFrame(cards.comparison_rows(labelled))
     st.markdown("**" + plain(cards.comparison_sentence(labelled)) + "**")
     st.dataframe(frame, hide_index=True, column_config=fitted_columns(frame))
-    st.caption(plain(first.generalisation_sentence()))
+    st.caption(plain(cards.generalisation_sentence(labelled)))  # under the methods' table: one count per method
     for method, (delta, card) in outcomes.items():
         with st.expander(plain(f"{METHODS[method].label}: the scorecard, the answers that changed")):
             details(card)

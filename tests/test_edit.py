@@ -362,6 +362,14 @@ def test_the_comparison_sentence_names_the_method_that_kept_the_neighbours(bundl
     assert sentence.startswith(f"{best} keeps the neighbours best: {rates[best]:.1%}")
     worst = min(rates, key=rates.get)
     assert f"{worst} {rates[worst]:.1%}" in sentence
+    from core.lens.edit.scorecard import generalisation_sentence
+
+    said = generalisation_sentence(found)  # under a table of several methods, a count for each, by name
+    counted = found["rank-one"].counted_forms
+    assert counted  # this person's corpus sentences count, so each method's count is said
+    for method, card in found.items():
+        assert f"{method} {sum(f.after_ok for f in card.counted_forms)}" in said, said
+    assert said.startswith(f"{len(counted)} of the {len(found['rank-one'].forms)} corpus sentences")
     rows = comparison_rows(found)
     unchanged = next(r for r in rows if r["measure"] == f"unchanged: {GROUPS[0]}")
     group = found[best].groups[GROUPS[0]]

@@ -276,6 +276,21 @@ def comparison_rows(cards: dict[str, Scorecard]) -> list[dict]:
     return rows
 
 
+def generalisation_sentence(cards: dict[str, Scorecard]) -> str:
+    """The corpus sentences that count for generalisation (the same before every method) and, per method by its
+    label, how many of them each edited model now completes with the new place."""
+    if not cards:
+        return ""
+    first = next(iter(cards.values()))
+    if not first.counted_forms:
+        return first.generalisation_sentence()  # nothing counts: no method to name
+    counted, total = len(first.counted_forms), len(first.forms)
+    hits = [f"{label} {sum(f.after_ok for f in card.counted_forms)}" for label, card in cards.items()]
+    return (f"{counted} of the {total} corpus sentences stating the birthplace were completed with "
+            f"{first.original_place} before the edit and count; now completed with {first.request.new_place}: "
+            f"{', '.join(hits)}.")
+
+
 def comparison_sentence(cards: dict[str, Scorecard]) -> str:
     """Which method kept the neighbours (the other dev people's answers) best, and whether it also made the edit."""
     if not cards:
