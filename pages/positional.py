@@ -42,19 +42,20 @@ st.caption("Attention alone does not know word order. Sinusoidal (Vaswani et al.
 saved, _ = page_state.restore(PositionalState)  # the widgets' values: the URL on a first visit, else the last
 infos = [i for i in all_checkpoints() if not i.error]
 info = selected_info()
-families = pv.positional_families([i for i in infos if pv.is_causal_lm(i)])  # by config, not by name
+# by config, not by name; a selected model with no such siblings (nanoGPT, a Hugging Face folder) is shown alone
+families, index = pv.with_selected(pv.positional_families([i for i in infos if pv.is_causal_lm(i)]), info)
 members = []
 if families:
-    index = pv.family_for(families, info.name if info else None)
+    if st.session_state.get("pos_family") is not None and st.session_state["pos_family"] >= len(families):
+        st.session_state["pos_family"] = index
     family = families[st.selectbox("Models compared", range(len(families)), index=index, key="pos_family",
                                    format_func=lambda i: families[i].describe()) if len(families) > 1
                       else 0]
     members = family.members
     st.caption(markdown_escape(family.describe() + "."))
-elif info is not None and pv.is_causal_lm(info):
-    members = [info]
-    st.info("No checkpoints differ only in their positional encoding; tabs 2-4 show the selected model "
-            "alone. `make checkpoints` trains such a set (lm-learned, lm-sinusoidal, lm-alibi, lm-rope).")
+    if len(members) == 1:
+        st.info("No checkpoints differ only in their positional encoding from this one; tabs 2-4 show the selected "
+                "model alone. `make checkpoints` trains such a set (lm-learned, lm-sinusoidal, lm-alibi, lm-rope).")
 tabs = st.tabs(list(POSITIONAL_SECTION_TITLES.values()), key="pos_tab", on_change="rerun")
 loaded = [(m, lc) for m, lc in ((m, load_checkpoint(m)) for m in members) if lc is not None]
 

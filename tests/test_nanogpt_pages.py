@@ -91,6 +91,32 @@ def test_the_positional_pages_sentence_view_draws_it(monkeypatch, converted):
     assert not at.error
 
 
+def test_the_positional_page_shows_a_selected_nanogpt_model_beside_the_bundled_set(monkeypatch, tmp_path, converted):
+    """The walk-through: with the bundled lm-* models beside it, the sentence view listed only those four and said
+    nothing of the selected nanoGPT model. It is now the first choice, shown alone, and the page says why."""
+    import shutil
+
+    folder, _ = converted
+    for name in ("lm-learned", "lm-sinusoidal"):
+        shutil.copy(ROOT / "checkpoints" / f"{name}.safetensors", folder / f"{name}.safetensors")
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    at = AppTest.from_file(str(ROOT / "pages" / "positional.py"), default_timeout=60)
+    at.query_params.update(model="shakespeare")
+    at.session_state["pos_tab"] = POSITIONAL_SECTION_TITLES["sentence"]
+    at.run()
+    no_exception(at)
+    family = at.selectbox(key="pos_family")
+    assert family.value == 0 and family.format_func(0).startswith("shakespeare alone")
+    assert "identical except positional encoding" in family.format_func(1)
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    assert any("shakespeare" in t for t in titles) and not any("lm-learned" in t for t in titles), titles
+    assert any("show the selected model alone" in i.value for i in at.info)
+    family.set_value(1).run()  # the bundled pair, compared
+    no_exception(at)
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    assert any("lm-learned" in t for t in titles) and any("lm-sinusoidal" in t for t in titles), titles
+
+
 def _upload(at: AppTest, ckpt: bytes, vocabulary: list[tuple[str, bytes]]) -> AppTest:
     at.file_uploader(key="upload_nanogpt").upload("ckpt.pt", ckpt)
     uploader = at.file_uploader(key="upload_nanogpt_vocab")

@@ -196,6 +196,10 @@ class PositionalFamily:
 
     def describe(self) -> str:
         c = self.shared
+        if len(self.members) == 1:  # the selected model, which no checkpoint matches but for its encoding
+            return (f"{self.members[0].name} alone ({scheme_label(self.positionals[0])}): no checkpoint is the same "
+                    f"model with another positional encoding; {c.get('n_layer')} layers, {c.get('n_head')} heads, "
+                    f"{c.get('n_embd')} dimensions, block size {c.get('block_size')}")
         return (f"{len(self.members)} {self.task} checkpoints identical except positional encoding "
                 f"({', '.join(scheme_label(p) for p in dict.fromkeys(self.positionals))}): "
                 f"{c.get('n_layer')} layers, {c.get('n_head')} heads, {c.get('n_embd')} dimensions, "
@@ -228,6 +232,19 @@ def family_for(families: Sequence[PositionalFamily], name: str | None) -> int:
         if name in family.names:
             return i
     return 0
+
+
+def with_selected(families: Sequence[PositionalFamily], selected: CheckpointInfo | None
+                  ) -> tuple[list[PositionalFamily], int]:
+    """The families to choose from and the one to open on: the selected model's family; a selected causal LM that
+    is in none (a nanoGPT model, a Hugging Face folder) as a family of its own, first, so the page shows it."""
+    families = list(families)
+    if selected is None or selected.error or not is_causal_lm(selected):
+        return families, family_for(families, None)
+    if any(selected.name in f.names for f in families):
+        return families, family_for(families, selected.name)
+    shared = {k: v for k, v in selected.config.items() if k != "positional"}
+    return [PositionalFamily([selected], selected.task or "lm", shared), *families], 0
 
 
 def is_causal_lm(info: CheckpointInfo) -> bool:
