@@ -114,6 +114,20 @@ def test_window_helpers():
     np.testing.assert_array_equal(cut, attention[:, 1:3, 1:3]) and allowed.tolist() == [[True, False], [False, True]]
 
 
+def test_the_query_key_view_opened_after_another_view_frames_its_key(monkeypatch, folder):
+    """The walk-through: the head view set the window to the first tokens; the query-key view then opened on the
+    last query and its best key, neither inside that window."""
+    at = open_page(monkeypatch, folder, model="long", view="single", text=LONG_TEXT)
+    assert at.slider(key="attn_window").value == (0, av.WINDOW_TOKENS - 1)
+    at.radio(key="attn_view").set_value("qk").run()
+    assert_no_exception(at)
+    key = at.selectbox(key="attn_key").value
+    first, last = at.slider(key="attn_window").value
+    assert first <= key <= last and key >= av.WINDOW_TOKENS  # moved: the best key lies past the first window
+    at.slider(key="attn_window").set_value((0, av.WINDOW_TOKENS - 1)).run()  # then the window is the user's
+    assert at.slider(key="attn_window").value == (0, av.WINDOW_TOKENS - 1)
+
+
 def test_a_new_query_takes_apart_its_own_best_key_in_view(monkeypatch, folder):
     at = open_page(monkeypatch, folder, model="long", view="qk", text=LONG_TEXT, window="0-31")
     at.selectbox(key="attn_key").select(3).run()
