@@ -13,13 +13,16 @@ import sys
 import streamlit as st
 
 from pages import APP_RAN
-from pages.app_shell import run_pages, settled
+from pages.app_shell import run_pages, settled, upload_heartbeat
 
 st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
 
 PAGES = run_pages(os.path.dirname(os.path.abspath(__file__)))
 
 st.session_state[APP_RAN] = True
+if (uploaded := st.session_state.get("upload_dir")) is not None:  # this session keeps uploads: it is alive
+    with st.sidebar:
+        upload_heartbeat(uploaded)
 try:
     st.navigation(PAGES).run()
 finally:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import copy
 import gc
+import threading
+import time
 
 import streamlit as st
 import torch
 
+from core.io import uploads
 from pages import streamlit_pages
 
 # One intra-op thread per forward pass: the server runs many small passes for concurrent
@@ -53,3 +56,26 @@ def settled(modules: int) -> int:
     gc.collect()
     gc.freeze()
     return modules
+
+
+# Upload folders of sessions that are gone: Streamlit keeps a closed or reloaded tab's session for
+# server.disconnectedSessionTTL in case it reconnects, then drops it without ending it, so the folder's own finalizer
+# may never run (a reloaded session's folder was there 17 minutes later: issue 52). A live session touches its folder
+# (upload_heartbeat); one daemon thread per server process removes the folders nothing touched for
+# uploads.grace_s() (5 minutes; ATTENTION_LAB_UPLOAD_GRACE_S), as it removes those a killed server left behind.
+
+
+def _sweep_uploads() -> None:
+    while True:
+        time.sleep(uploads.heartbeat_s())
+        uploads.sweep_stale()
+
+
+threading.Thread(target=_sweep_uploads, name="upload-folder-sweeper", daemon=True).start()
+
+
+@st.fragment(run_every=uploads.heartbeat_s())
+def upload_heartbeat(folder: uploads.SessionFolder) -> None:
+    """While this session's tab is open, its browser reruns this (and nothing else) every heartbeat: the folder is
+    touched, so the sweeper keeps it."""
+    folder.touch()

@@ -57,3 +57,20 @@ def test_a_link_named_like_a_session_folder_is_never_followed(tmp_path):
     os.utime(target, (0, 0))
     assert uploads.sweep_stale(tmp_path, older_than_s=0) == []
     assert (target / "keep.txt").read_text() == "keep"
+
+
+def test_a_touched_folder_is_kept_and_an_untouched_one_swept(tmp_path, monkeypatch):
+    """A live session touches its folder every heartbeat; one nothing touched for the grace time (a closed or
+    reloaded tab's session, which Streamlit drops without ending it) is swept, whatever its age."""
+    monkeypatch.setenv(uploads.GRACE_ENV, "50")
+    assert uploads.grace_s() == 50 and uploads.heartbeat_s() == 10
+    now = time.time()
+    alive, gone = uploads.SessionFolder(tmp_path), uploads.SessionFolder(tmp_path)
+    for folder in (alive, gone):
+        os.utime(folder.path, (now - 60, now - 60))
+    alive.touch()
+    assert uploads.sweep_stale(tmp_path) == [gone.path] and alive.exists
+    alive.remove()
+    alive.touch()  # its session ended meanwhile: nothing to touch, no error
+    monkeypatch.setenv(uploads.GRACE_ENV, "soon")
+    assert uploads.grace_s() == uploads.STALE_AFTER_S
