@@ -31,10 +31,12 @@ from core.lens.probe.questions import name_from_question, question_for, read_pro
 from core.text import markdown_escape as plain
 from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from pages.kept_edits import current_model, kept_for, session_for
-from pages.probe_views import PERCENT, Probe, pick_focus, warn_unknown
+from pages.probe_views import Probe, pick_focus, warn_unknown
 from pages.shared_caches import model_version
 
 RESULT = "edit_result"  # st.session_state: the last Run (its inputs and each method's delta and card)
+NO_ANSWER = "(no answer)"
+KEPT = "edit_kept_values"  # st.session_state: the Edit tab's widget values, kept over a visit to another tab
 SWEEP_EDITS = 10
 SHORT_POSITIONS = {"last": "last position", "subject": "name's last piece"}
 
@@ -67,6 +69,26 @@ def cached_sweep(path: str, modified: float, stamp: tuple, n: int, seed: int, me
     return found
 
 
+def restored(key: str, choices: list | None = None) -> str:
+    """`key`, with its widget's value put back when a tab switch lost it: Streamlit forgets the state of a widget a
+    run did not draw (the Edit tab is lazy), so each value is copied aside when drawn (`remember`) and restored
+    here before the widget is drawn again (MEMIT dropped out of the methods after a visit to Ask)."""
+    aside = st.session_state.get(KEPT, {}).get(key)
+    if key not in st.session_state and aside is not None:
+        value = aside
+        fits = choices is None or (all(v in choices for v in value) if isinstance(value, list) else value in choices)
+        if fits:
+            st.session_state[key] = value
+    return key
+
+
+def remember(*keys: str) -> None:
+    aside = st.session_state.setdefault(KEPT, {})
+    for key in keys:
+        if key in st.session_state:
+            aside[key] = st.session_state[key]
+
+
 def edit_tab(p: Probe) -> None:
     pick_focus(p)
     loaded = p.files[p.focus]  # the file's model: the session's kept edits are applied to its own copy
@@ -83,8 +105,8 @@ def edit_tab(p: Probe) -> None:
         st.info(plain(f"{corpus.DEV_FILE} has no questions, so there is nobody to edit and score against."))
         return
     who, typed_box, where = st.columns([3, 3, 2])
-    person = who.selectbox("Person (dev set)", dev_names, key="edit_person")
-    typed = typed_box.text_input("…or type a name", key="edit_typed", placeholder="e.g. Ada Lovelace")
+    person = who.selectbox("Person (dev set)", dev_names, key=restored("edit_person", dev_names))
+    typed = typed_box.text_input("…or type a name", key=restored("edit_typed"), placeholder="e.g. Ada Lovelace")
     asked = read_probe_input(typed) if typed.strip() else None
     if asked is not None and asked.problem:
         st.warning(plain(asked.problem))
@@ -95,7 +117,9 @@ def edit_tab(p: Probe) -> None:
     truth = (data.truth(name) or (None, None))[0]
     places = sorted(set(data.labels) | set(WORLD_CITIES))
     other = next((pl for pl in data.labels if pl != truth), places[0])
-    new_place = where.selectbox("New birthplace", places, index=places.index(other), key="edit_place")
+    place_key = restored("edit_place", places)  # a value kept over a tab switch: no default beside it
+    new_place = where.selectbox("New birthplace", places, key=place_key,
+                                index=0 if place_key in st.session_state else places.index(other))
     try:
         traced = cached_traced_site(*model_version(loaded), question, truth, loaded)
     except EditError as exc:
@@ -103,8 +127,11 @@ def edit_tab(p: Probe) -> None:
         st.info(plain(f"No traced default: {exc}"))
     n_layer = len(loaded.model.blocks)
     picks, layer_box, position_box = st.columns([4, 1, 2])
-    methods = picks.multiselect("Methods (side by side)", list(METHODS), default=["rank-one", "finetune"],
-                                format_func=lambda m: METHODS[m].label, key="edit_methods")
+    methods_key = restored("edit_methods", list(METHODS))
+    methods = picks.multiselect("Methods (side by side)", list(METHODS), key=methods_key,
+                                default=None if methods_key in st.session_state else ["rank-one", "finetune"],
+                                format_func=lambda m: METHODS[m].label)
+    remember("edit_person", "edit_typed", "edit_place", "edit_methods")
     default = traced.site if traced else Site(n_layer - 1, "last")
     site_key = f"{p.focus}_{question}"  # the traced default is this question's: a new question starts from its own
     layer = layer_box.selectbox("Layer", list(range(n_layer)), index=default.layer, key=f"edit_layer_{site_key}")
@@ -124,7 +151,7 @@ def edit_tab(p: Probe) -> None:
     elif not methods:
         st.info("Choose at least one method.")
     session_part(p, loaded)
-    with st.expander("Sweep: every layer x position class, beside the causal trace"):
+    with st.expander("Sweep: every layer x position class, beside the causal trace", key="edit_sweep_open"):
         sweep_part(p, loaded)
 
 
@@ -175,7 +202,8 @@ def show_result(loaded, result) -> None:
     st.dataframe(frame, hide_index=True, column_config=fitted_columns(frame))
     st.caption(plain(cards.generalisation_sentence(labelled)))  # under the methods' table: one count per method
     for method, (delta, card) in outcomes.items():
-        with st.expander(plain(f"{METHODS[method].label}: the scorecard, the answers that changed")):
+        with st.expander(plain(f"{METHODS[method].label}: the scorecard, the answers that changed"),
+                         key=f"edit_card_open_{method}"):
             details(card)
         if st.button(plain(f"Keep the {METHODS[method].label} edit in this session"), key=f"edit_keep_{method}"):
             session_for(loaded).apply(delta)
@@ -184,12 +212,14 @@ def show_result(loaded, result) -> None:
 
 
 def details(card: cards.Scorecard) -> None:
-    frame = pd.DataFrame(card.rows())
-    st.dataframe(frame, hide_index=True, column_config=fitted_columns(frame, EXPANDER_WIDTH, {"rate": PERCENT}))
-    changed = [{"group": g.label, "name": n, "before": b, "after": a}
+    frame = pd.DataFrame(card.rows())  # a rate with nothing to score is said so, not shown as "None"
+    frame["rate"] = [f"{rate:.1%}" if rate == rate else "nothing to score" for rate in frame["rate"]]
+    st.dataframe(frame, hide_index=True, column_config=fitted_columns(frame, EXPANDER_WIDTH))
+    changed = [{"group": g.label, "name": n, "before": b or NO_ANSWER, "after": a or NO_ANSWER}
                for g in card.groups.values() for n, b, a in g.changed()]
-    if changed:
-        st.dataframe(pd.DataFrame(changed), hide_index=True)
+    if changed:  # every table fitted to the expander: its place columns stay on screen at 1024 px
+        changed = pd.DataFrame(changed)
+        st.dataframe(changed, hide_index=True, column_config=fitted_columns(changed, EXPANDER_WIDTH))
     else:
         st.text("No answer in any group changed.")
     facts = [{"kind": "birthplace sentence", "document up to the place": f.prompt[-60:], "place": f.place,
@@ -199,7 +229,8 @@ def details(card: cards.Scorecard) -> None:
                "completed before": f.before_ok, "after": "still completed" if f.after_ok else "lost"}
               for f in card.rest]
     if facts:
-        st.dataframe(pd.DataFrame(facts), hide_index=True)
+        facts = pd.DataFrame(facts)
+        st.dataframe(facts, hide_index=True, column_config=fitted_columns(facts, EXPANDER_WIDTH))
 
 
 def session_part(p: Probe, loaded) -> None:

@@ -20,13 +20,14 @@ UNREACHABLE_TEXT = "cannot reach the answer (the last layer at an earlier positi
 @finished
 def site_sweep_panels(panels: dict[str, np.ndarray], positions: Sequence[str], impossible: np.ndarray,
                       title: str | None = None) -> go.Figure:
-    """One panel per measure (efficacy, specificity, the traced share), side by side; rows = layers, columns =
-    position classes; every cell labelled with its percentage. fig.data[2k] is panel k's values (NaN where the
-    site cannot reach the answer), fig.data[2k + 1] its grey cells."""
+    """One panel per measure (efficacy, specificity, the traced share), one under another (side by side, at 1024 px
+    their titles and position labels ran into each other); rows = layers, columns = position classes; every cell
+    labelled with its percentage; a note under the panels says what the grey cells are. fig.data[2k] is panel k's
+    values (NaN where the site cannot reach the answer), fig.data[2k + 1] its grey cells."""
     impossible = np.asarray(impossible, dtype=bool)
     n_layer = impossible.shape[0]
     x = [html.escape(p) for p in positions]
-    grid = subplot_grid(1, len(panels), [html.escape(k) for k in panels], horizontal_spacing=0.08)
+    grid = subplot_grid(len(panels), 1, [html.escape(k) for k in panels], vertical_spacing=0.5 / len(panels))
     traces = []
     for n, (label, values) in enumerate(panels.items(), start=1):
         z = np.asarray(values, dtype=float).copy()
@@ -42,11 +43,15 @@ def site_sweep_panels(panels: dict[str, np.ndarray], positions: Sequence[str], i
             colorscale=[[0, UNREACHABLE_COLOR], [1, UNREACHABLE_COLOR]], xaxis=f"x{suffix}", yaxis=f"y{suffix}",
             hovertemplate=f"MLP %{{y}}, %{{x}}: {UNREACHABLE_TEXT}<extra></extra>"))
         grid[f"xaxis{suffix}"].update(tickangle=0)  # two short classes: never turned (and no margin kept for it)
-        grid[f"yaxis{suffix}"].update(autorange="reversed", title="layer" if n == 1 else None,
+        grid[f"yaxis{suffix}"].update(autorange="reversed", title="layer",
                                       **index_axis([str(i) for i in range(n_layer)]))
     fig = go.Figure(traces, layout=grid)
     fig.update_layout(coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=1.0,
                                      colorbar=dict(tickformat=".0%", thickness=12)))
-    fig = base_layout(fig, html.escape(title) if title else None, 220 + 70 * n_layer)
+    fig = base_layout(fig, html.escape(title) if title else None, 120 + len(panels) * (70 + 36 * n_layer))
+    if impossible.any():  # the grey cells, said under the panels
+        fig.add_annotation(text=f"grey: {UNREACHABLE_TEXT}", xref="paper", yref="paper", x=0, y=0, yanchor="top",
+                           yshift=-28, xanchor="left", showarrow=False, font=dict(size=12, color="#555"))
+        fig.update_layout(margin=dict(b=fig.layout.margin.b + 36))
     fig.update_layout(margin=dict(t=fig.layout.margin.t + 24))
     return fig
