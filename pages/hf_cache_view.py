@@ -17,6 +17,8 @@ from core.text import markdown_escape as plain
 from pages.model_picker import select_checkpoint
 from pages.shared_caches import all_checkpoints
 
+SELECTED_NOTE = "open_model_selected"  # st.session_state: a typed hub name the picker already listed, now selected
+
 
 @st.cache_resource(show_spinner=False, ttl=30)
 def cached_scan(cache: str) -> tuple[hf_cache.CachedModel, ...]:
@@ -38,11 +40,15 @@ def hub_name_view(add_to_picker: Callable) -> None:
                  f"off (the person running the app can allow them with {hf_cache.DOWNLOAD_ENV}=1)")
     st.caption(plain(f"Your Hugging Face cache ({cache}) holds {len(models)} model(s); the lab reads {len(readable)} "
                      f"of them, listed in the model picker under their hub names. Downloads are {downloads}."))
+    if selected := st.session_state.pop(SELECTED_NOTE, None):  # beside the box it was typed in
+        st.success(plain(f"{selected} is already in the model picker (your Hugging Face cache holds it): selected "
+                         "now, nothing downloaded or copied."))
     typed = st.text_input("Hub name", key="hf_hub_name", placeholder="HuggingFaceTB/SmolLM2-135M", max_chars=200)
     if st.button("Open and add to the picker", key="add_hub", type="primary", disabled=not typed.strip()):
         name = typed.strip()
         if name in [info.name for info in all_checkpoints()]:
-            select_checkpoint(name)  # already listed (the cache's models are): just select it
+            select_checkpoint(name)  # already listed (the cache's models are): select it, and say so
+            st.session_state[SELECTED_NOTE] = name
             st.rerun()
         bar = st.empty()
 

@@ -206,6 +206,11 @@ def test_the_picker_lists_cached_models_by_hub_name_and_hosting_hides_them(cache
     at.text_input(key="hf_hub_name").input("TinyOrg/not-here").run()
     at.button(key="add_hub").click().run()
     assert [e.value for e in at.error] and "downloads are off" in at.error[0].value
+    at.text_input(key="hf_hub_name").input("TinyOrg/tiny-llama").run()  # listed already: selected, and said so
+    at.button(key="add_hub").click().run()
+    assert not at.exception and at.sidebar.selectbox(key="picker_model").value == "TinyOrg/tiny-llama"
+    said = [s.value.replace("\\", "") for s in at.success]
+    assert any("TinyOrg/tiny-llama is already in the model picker" in s and "selected now" in s for s in said), said
     monkeypatch.setenv(hf_cache.CACHE_ENV, "0")
     cached_hub_models.clear()
     available_checkpoints.clear()
