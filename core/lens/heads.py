@@ -149,8 +149,7 @@ def scores_from_attention(attention: torch.Tensor | np.ndarray, rows: np.ndarray
     weights = torch.as_tensor(attention).double()[:, :, :, torch.as_tensor(queries)]  # (L, S, H, Q, T)
     out = {}
     for role, mask in role_masks(rows, queries).items():
-        out[role] = torch.einsum("lshqt,sqt->lh", weights, torch.from_numpy(np.ascontiguousarray(mask)).double()
-                                 ).numpy()
+        out[role] = torch.einsum("lshqt,sqt->lh", weights, torch.from_numpy(np.array(mask, dtype=np.float64))).numpy()
     return out
 
 
@@ -201,15 +200,20 @@ def _chunk_rows(model, T: int) -> int:
     return max(1, CHUNK_FLOATS // per_row)
 
 
-def head_roles(model, tokenizer, length: int = DEFAULT_LENGTH, samples: int = DEFAULT_SAMPLES,
-               seed: int = 0) -> HeadRoles:
-    """The five role scores of every head of `model` on the repeated probe (batched traces)."""
-    from core.lens.trace import TraceError, trace_batch
-
+def probe_for(model, tokenizer, length: int = DEFAULT_LENGTH, samples: int = DEFAULT_SAMPLES,
+              seed: int = 0) -> RepeatedProbe:
+    """The repeated probe for this model: its vocabulary without specials, its BOS, its longest input."""
     config = getattr(model, "config", None)
     model_vocab = getattr(config, "vocab_size", None) or tokenizer.vocab_size
-    probe = repeated_probe(probe_vocabulary(tokenizer, model_vocab), length, samples, seed, bos_id(tokenizer),
-                           getattr(model, "max_length", None) or getattr(config, "block_size", None))
+    return repeated_probe(probe_vocabulary(tokenizer, model_vocab), length, samples, seed, bos_id(tokenizer),
+                          getattr(model, "max_length", None) or getattr(config, "block_size", None))
+
+
+def score_probe(model, probe: RepeatedProbe, seed: int = 0) -> HeadRoles:
+    """The five role scores of every head of `model` on `probe`, from batched traces of a few rows at a time."""
+    from core.lens.trace import TraceError, trace_batch
+
+    samples = len(probe.rows)
     chunk = _chunk_rows(model, probe.rows.shape[1])
     sums: dict[str, np.ndarray] = {}
     for first in range(0, samples, chunk):
@@ -223,6 +227,12 @@ def head_roles(model, tokenizer, length: int = DEFAULT_LENGTH, samples: int = DE
     count = samples * probe.length
     return HeadRoles({role: (value / count).astype(np.float32) for role, value in sums.items()}, probe.length,
                      samples, seed, [probe.note] if probe.note else [])
+
+
+def head_roles(model, tokenizer, length: int = DEFAULT_LENGTH, samples: int = DEFAULT_SAMPLES,
+               seed: int = 0) -> HeadRoles:
+    """The five role scores of every head of `model` on its repeated probe (`probe_for`, `score_probe`)."""
+    return score_probe(model, probe_for(model, tokenizer, length, samples, seed), seed)
 
 
 def roles_from_attention(attention: np.ndarray) -> HeadRoles:

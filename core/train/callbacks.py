@@ -87,7 +87,7 @@ class Snapshots(Callback):
     def _keeper(self, trainer: Trainer) -> SnapshotKeeper:
         if self.keeper is None:
             cfg = trainer.config
-            self.keeper = SnapshotKeeper(cfg.snapshots, cfg.snapshot_dtype, trainer.total_steps)
+            self.keeper = SnapshotKeeper(cfg.snapshots, cfg.snapshot_dtype, trainer.total_steps, cfg.snapshot_spacing)
         return self.keeper
 
     def on_train_start(self, trainer: Trainer) -> None:

@@ -34,14 +34,29 @@ def log_spaced_steps(count: int, total: int) -> list[int]:
     return [0, *steps]
 
 
+def linear_spaced_steps(count: int, total: int) -> list[int]:
+    """Step 0, then `count - 1` steps evenly spaced up to `total` (the last always among them): a run whose
+    change comes in the middle (an induction head's phase change) is seen at the same resolution throughout."""
+    if count <= 0 or total <= 0:
+        return []
+    if count - 1 >= total:
+        return list(range(total + 1))
+    return sorted({0, *(round(total * i / (count - 1)) for i in range(1, count))}) if count > 1 else [total]
+
+
+SPACINGS = {"log": log_spaced_steps, "linear": linear_spaced_steps}
+
+
 class SnapshotKeeper:
     """The trainer's snapshots: the plan, the ones taken so far, and their file beside the checkpoint."""
 
-    def __init__(self, count: int, dtype: str, total_steps: int) -> None:
+    def __init__(self, count: int, dtype: str, total_steps: int, spacing: str = "log") -> None:
         if dtype not in files.DTYPES:
             raise ValueError(f"snapshot_dtype must be one of {', '.join(files.DTYPES)}, not {dtype!r}.")
+        if spacing not in SPACINGS:
+            raise ValueError(f"snapshot_spacing must be one of {', '.join(SPACINGS)}, not {spacing!r}.")
         self.dtype = dtype
-        self.plan = log_spaced_steps(count, total_steps)
+        self.plan = SPACINGS[spacing](count, total_steps)
         self.kept: list[tuple[files.Snapshot, dict]] = []
 
     @property
