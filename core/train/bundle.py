@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from core.io import checkpoint as ckpt
+from core.io.snapshots import snapshots_path
 from core.model.tokenizer import VocabularyChoice
 from core.train import recipes
 from core.train.callbacks import log_path, resume_path
@@ -93,6 +94,18 @@ SUBWORDS = dict(level="bpe", vocab_size=2000)
 PIECES = VocabularyChoice(level="bpe", vocab_size=SUBWORDS["vocab_size"])
 
 
+# The induction run (Olsson et al. 2022): a 2-layer attention-only model on repeated random segments of 6-12 of 62
+# symbols placed anywhere in a 32-token block, where an induction head forms in a phase change around step 600
+# of 1,500. Without weight decay: with AdamW's 0.1 (and at block 48) no induction head had formed by step 1,500
+# at seed 0 on this CPU. Snapshots evenly spaced, so the change is seen at the resolution of the rest of the run;
+# their number is what checkpoints/'s 80 MB leaves (float16, ~88 kB each). Seeds 1 and 2 are trained too (not
+# bundled): their phase changes are written to checkpoints/induction.seeds.json and the README.
+INDUCTION = ModelShape(n_layer=2, n_head=4, n_embd=64, block_size=32, dropout=0.0)
+INDUCTION_TRAIN = TrainerConfig(max_epochs=15, batch_size=32, learning_rate=1e-3, weight_decay=0.0, decay="mingpt",
+                                lr_decay=False, seed=0, log_every=10, save_every=15, snapshots=3,
+                                snapshot_spacing="linear")
+INDUCTION_SEEDS = (0, 1, 2)
+
 FOLDER = "checkpoints"
 
 
@@ -141,6 +154,10 @@ RECIPES: list[Recipe] = [
            NAMES, KNOW, CLASSIFY),
     Recipe("names-scratch", "train_classifier", "name -> country, the same model and pieces from fresh weights",
            {**NAMES, "warm_start": False}, KNOW, CLASSIFY),
+    # an induction head forming: the phase change on the curves page, head roles at every kept step
+    *[Recipe("induction" if seed == 0 else f"induction-seed{seed}", "train_induction",
+             f"attention-only, repeated random segments, seed {seed}", {}, INDUCTION,
+             replace(INDUCTION_TRAIN, seed=seed), bundled=seed == 0) for seed in INDUCTION_SEEDS],
 ]
 
 COURSE_FOLDER = "checkpoints/course"
@@ -153,7 +170,8 @@ def course_recipes() -> list[Recipe]:
 
 
 FUNCTIONS = {"pretrain": recipes.pretrain, "finetune": recipes.finetune, "train_lm": recipes.train_lm,
-             "pretrain_encoder": recipes.pretrain_encoder, "train_classifier": recipes.train_classifier}
+             "pretrain_encoder": recipes.pretrain_encoder, "train_classifier": recipes.train_classifier,
+             "train_induction": recipes.train_induction}
 OUTPUT_ARG = "writing_params_path"
 
 
@@ -171,6 +189,8 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
         trainer.metrics.update(record_memorisation(out))
     if recipe.recipe == "train_classifier":  # names the corpus never mentions: what is left without knowledge
         trainer.metrics.update(record_fabricated(out))
+    if recipe.recipe == "train_induction":  # where the phase change came, for the README's seeds table
+        record_induction_seed(out, recipe.trainer.seed, folder)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     resume_path(Path(out)).unlink(missing_ok=True)
     log_path(Path(out)).unlink(missing_ok=True)
@@ -376,6 +396,62 @@ def snapshot_facts(folder: str = FOLDER) -> dict[str, str]:
             "{SNAPSHOT_LAST}": steps[-1], "{SNAPSHOT_MB}": f"{found.bytes_per_snapshot / 1e6:.2f}"}
 
 
+def induction_measures(path: str | Path) -> dict[str, Any]:
+    """The phase change of an induction run: its step, the repeated-token loss before and after, and the best
+    layer-1 induction and layer-0 previous-token scores at the kept steps around it."""
+    from core.io import snapshots
+    from core.lens.phase_change import phase_change, roles_over_steps
+
+    loaded = ckpt.load(path)
+    rows = [r for r in loaded.history if r["metric"] == "loss" and r["split"] == "train"]
+    change = phase_change([r["step"] for r in rows], [r["value"] for r in rows])
+    found = snapshots.snapshots_of(loaded)
+    history = roles_over_steps(loaded, found) if found and found.snapshots else []
+    out: dict[str, Any] = {"steps": max((r["step"] for r in rows), default=0)}
+    if change is None:
+        return out
+    out.update(step=change.step, start=change.start, end=change.end, loss_before=round(change.loss_before, 3),
+               loss_after=round(change.loss_after, 3))
+    if history:
+        first, last = history[0][1], history[-1][1]
+        out.update(induction_l1=[round(float(first.best_per_layer("induction")[1]), 3),
+                                 round(float(last.best_per_layer("induction")[1]), 3)],
+                   previous_l0=[round(float(first.best_per_layer("previous-token")[0]), 3),
+                                round(float(last.best_per_layer("previous-token")[0]), 3)],
+                   kept=[s for s, _ in history])
+    return out
+
+
+def _induction_file(folder: str) -> Path:
+    return ROOT / folder / "induction.seeds.json"
+
+
+def record_induction_seed(path: str, seed: int, folder: str = FOLDER) -> None:
+    file = _induction_file(folder)
+    seeds = json.loads(file.read_text()) if file.exists() else {}
+    seeds[str(seed)] = induction_measures(path)
+    file.write_text(json.dumps(seeds, indent=1, sort_keys=True) + "\n")
+
+
+def induction_table(folder: str = FOLDER) -> str:
+    """{INDUCTION} of the README: each measured seed's phase change (checkpoints/induction.seeds.json)."""
+    file = _induction_file(folder)
+    seeds = json.loads(file.read_text()) if file.exists() else {}
+    if not seeds:
+        return "(not measured yet: python -m core.train.bundle --only induction induction-seed1 induction-seed2)"
+    rows = ["| seed | phase change (fastest fall) | repeated-token loss falls | in steps | share of the run | "
+            "best L1 induction, first -> last kept step | best L0 previous-token |", "|---|---|---|---|---|---|---|"]
+    for seed, m in sorted(seeds.items()):
+        if "step" not in m:
+            rows.append(f"| {seed} | none: the loss never falls | | | | | |")
+            continue
+        ind, prev = m.get("induction_l1", ["?", "?"]), m.get("previous_l0", ["?", "?"])
+        rows.append(f"| {seed} | step {m['step']:,} | {m['loss_before']:.2f} -> {m['loss_after']:.2f} | "
+                    f"{m['start']:,}-{m['end']:,} | {(m['end'] - m['start']) / max(m['steps'], 1):.0%} | "
+                    f"{ind[0]} -> {ind[1]} | {prev[0]} -> {prev[1]} |")
+    return "\n".join(rows)
+
+
 def names_table(folder: str = FOLDER) -> str:
     """The names pair epoch by epoch (test and train accuracy from each file's history), then what fabricated names
     and the most frequent country get: the README's numbers are the files' own."""
@@ -442,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         for recipe in chosen:
             if not recipe.bundled:
                 Path(_path(recipe.name, folder)).unlink(missing_ok=True)
+                snapshots_path(_path(recipe.name, folder)).unlink(missing_ok=True)
     total = sum(_timing(v)[0] or 0 for v in timings.values())
     table = write_readme(timings, table_recipes, folder)
     readme = ROOT / folder / "README.md"
@@ -451,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
         header = header.replace(key, value)
     readme.write_text(header.replace("{TABLE}", table).replace("{TOTAL}", f"{total / 60:.1f}")
                       .replace("{GRID}", grid_table()).replace("{NAMES}", names_table(folder))
-                      .replace("{POSITIONAL}", positional_table(folder)))
+                      .replace("{POSITIONAL}", positional_table(folder))
+                      .replace("{INDUCTION}", induction_table(folder)))
     print(f"total {total / 60:.1f} min; wrote {readme.relative_to(ROOT)}")
     return 0
 

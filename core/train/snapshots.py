@@ -35,13 +35,14 @@ def log_spaced_steps(count: int, total: int) -> list[int]:
 
 
 def linear_spaced_steps(count: int, total: int) -> list[int]:
-    """Step 0, then `count - 1` steps evenly spaced up to `total` (the last always among them): a run whose
-    change comes in the middle (an induction head's phase change) is seen at the same resolution throughout."""
+    """`count` steps evenly spaced from step 0, the last one a spacing before `total`: the run's final weights are
+    its checkpoint's, which the step slider shows last, so no snapshot repeats them. A run whose change comes in
+    the middle (an induction head's phase change) is seen at the same resolution throughout."""
     if count <= 0 or total <= 0:
         return []
-    if count - 1 >= total:
-        return list(range(total + 1))
-    return sorted({0, *(round(total * i / (count - 1)) for i in range(1, count))}) if count > 1 else [total]
+    if count >= total:
+        return list(range(total))
+    return sorted({round(total * i / count) for i in range(count)})
 
 
 SPACINGS = {"log": log_spaced_steps, "linear": linear_spaced_steps}
