@@ -34,7 +34,7 @@ from core.lens.history.records import (
     to_csv,
 )
 from core.text import markdown_escape as plain
-from pages import page_state
+from pages import page_state, phase_change_panel
 from pages.browser_tables import arrow_table
 from pages.display import show_figure, shown_table
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
@@ -285,3 +285,4 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
 
 
 st.fragment(chart_part, run_every=REFRESH_SECONDS if live else None)(settings, running if live else [])
+phase_change_panel.show_phase_change(settings.runs, sources)  # head roles at each kept step (issue 54)

@@ -42,6 +42,8 @@ def test_the_sentence_names_the_heads_that_rose_across_the_change():
     sentence = phase_sentence(change, risen, [s for s, _ in history])
     assert f"step {change.step:,}" in sentence
     assert "induction L1H1 0.30 -> 0.90" in sentence and "previous-token L0H0 0.07 -> 0.35" in sentence
+    both = [("induction", 1, 1, 0.3, 0.9), ("induction", 1, 0, 0.1, 0.6), ("previous-token", 0, 0, 0.07, 0.35)]
+    assert "induction L1H1 0.30 -> 0.90 (and 1 more head of layer 1)" in phase_sentence(change, both)
 
 
 def test_the_induction_data_repeats_a_segment_of_varying_length_and_place():
@@ -65,3 +67,14 @@ def test_even_snapshot_spacing_leaves_the_final_step_to_the_checkpoint():
     assert linear_spaced_steps(3, 1500) == [0, 500, 1000]
     assert linear_spaced_steps(4, 3) == [0, 1, 2]
     assert linear_spaced_steps(0, 100) == []
+
+
+def test_loss_driven_snapshots_fall_where_the_loss_falls():
+    from core.train.snapshots import SnapshotKeeper
+
+    keeper = SnapshotKeeper(3, "float16", 500, spacing="loss")
+    losses = [4.0] * 100 + list(np.linspace(4.0, 0.4, 201)) + [0.4] * 200  # flat, a fall over steps 100-300, flat
+    wanted = [step for step, loss in enumerate(losses) if keeper.wants(step, loss)]
+    assert wanted[0] == 0 and len(wanted) == 3
+    assert all(100 < step < 300 for step in wanted[1:]), wanted  # inside the fall (the average lags ~20 steps)
+    assert keeper.plan == wanted

@@ -94,6 +94,8 @@ def risen_heads(history: list[tuple[int, HeadRoles]], change: PhaseChange,
 
 def phase_sentence(change: PhaseChange | None, risen: list[tuple[str, int, int, float, float]],
                    history_steps: list[int] | None = None) -> str:
+    """One sentence: where the loss falls fastest, from what to what, and per role and layer the head that rose
+    most across the fall (with how many others of that layer rose too)."""
     if change is None:
         return "The loss never falls in this run, so there is no phase change to locate."
     text = (f"The loss falls fastest at step {change.step:,}: from {change.loss_before:.2f} at step "
@@ -102,6 +104,13 @@ def phase_sentence(change: PhaseChange | None, risen: list[tuple[str, int, int, 
         return text + "; this run keeps too few snapshots to say which heads changed."
     if not risen:
         return text + f"; no head's role score rose by {ROSE:.1f} or more across it."
-    named = [f"{role} L{layer}H{head} {a:.2f} -> {b:.2f}" for role, layer, head, a, b in risen[:4]]
-    more = f" and {len(risen) - 4} more" if len(risen) > 4 else ""
-    return text + "; across it the heads that rose are " + ", ".join(named) + more + "."
+    groups: dict[tuple[str, int], list[tuple[str, int, int, float, float]]] = {}
+    for row in risen:  # largest rise first, so each group's first row is its strongest head
+        groups.setdefault((row[0], row[1]), []).append(row)
+    named = []
+    for (role, layer), rows in groups.items():
+        _, _, head, a, b = rows[0]
+        others = f" (and {len(rows) - 1} more head{'s' if len(rows) > 2 else ''} of layer {layer})" \
+            if len(rows) > 1 else ""
+        named.append(f"{role} L{layer}H{head} {a:.2f} -> {b:.2f}{others}")
+    return text + "; across it the heads that rose are " + ", ".join(named) + "."

@@ -88,7 +88,7 @@ class TrainerConfig:
     save_seconds: float = 0.0  # also save when this long has passed since the last save (0: off)
     log_every: int = 10  # steps between train-loss records
     snapshots: int = 0  # weights kept at this many steps (the Snapshots callback); 0: none
-    snapshot_spacing: str = "log"  # "log": dense early (core.train.snapshots); "linear": evenly over the run
+    snapshot_spacing: str = "log"  # "log": dense early; "linear": evenly; "loss": where the loss falls (snapshots.py)
     snapshot_dtype: str = "float16"  # float16 halves the file; float32 keeps the weights exactly
     seed: int = 0
     device: str = "auto"
