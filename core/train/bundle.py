@@ -289,6 +289,12 @@ def reevaluate(name: str) -> dict[str, float]:
         val = LanguageModelDataset(text[int(len(text) * 0.9):], loaded.tokenizer, loaded.config.block_size)
         scores = evaluate_loss(loaded.model, val)
         return {"val_loss": scores["loss"], "val_perplexity": scores["perplexity"]}
+    if recipe.recipe == "train_induction":  # the same 512 held-out rows the run measured after each epoch
+        from core.data.datasets import RepeatedSegmentDataset
+
+        held_out = RepeatedSegmentDataset(loaded.config.block_size, 512, recipe.kwargs.get("segment", (6, 12)),
+                                          seed=recipe.trainer.seed + 10_000)
+        return {"val_loss": evaluate_loss(loaded.model, held_out)["loss"]}
     if recipe.recipe == "train_classifier":
         test = ClassificationDataset(read_tsv_pairs(args["test_path"]), loaded.tokenizer,
                                      loaded.config.block_size, loaded.labels)
