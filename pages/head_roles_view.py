@@ -63,3 +63,20 @@ def show_head_roles(loaded, view: str) -> None:
             found = roles.role_of(layer, head)
             notes[(layer, head)] = f"{found[0]} head ({found[1]:.2f})" if found else "no clear role"
     _leave_for_hover(notes, view)
+
+
+def show_recorded_roles(attention) -> None:
+    """Records mode (attention maps without a model): the roles that need no designed input, and one sentence for
+    the rest."""
+    if not st.toggle("Head roles", key="rec_roles_on",
+                     help="Previous-token, first-token and current-token scores of every head on this sentence."):
+        return
+    try:
+        roles = heads.roles_from_attention(attention)
+    except heads.HeadRolesError as exc:
+        st.info(str(exc))
+        return
+    for note in roles.notes:
+        st.info(note)
+    show_figure(head_figs.head_roles_figure(roles.scores), "head-roles", key="rec_roles_chart")
+    st.write(plain(roles.sentence()))
