@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         loaded = load(path)
         model, tokenizer = loaded.model, loaded.tokenizer
         head_roles(model, tokenizer)  # warm: the first pass allocates
-        ours, roles = timed(lambda: head_roles(model, tokenizer), args.repeats)
-        loop, reference = timed(lambda: one_row_at_a_time(model, tokenizer, 20, 100, 0), max(1, args.repeats // 2))
+        ours, roles = timed(lambda m=model, t=tokenizer: head_roles(m, t), args.repeats)
+        loop, reference = timed(lambda m=model, t=tokenizer: one_row_at_a_time(m, t, 20, 100, 0),
+                                max(1, args.repeats // 2))
         gap = max(float(np.abs(roles.scores[r] - reference[r]).max()) for r in roles.scores)
         L, H = roles.shape
         print(f"{name}: {L}x{H} heads, probe of {roles.length} tokens x 2: batched {ours:.3f} s, one row at a time "
