@@ -32,7 +32,8 @@ def head_roles_figure(scores: dict[str, np.ndarray], title: str | None = None) -
         fig.update_yaxes(autorange="reversed", showticklabels=k == 0, row=1, col=k + 1)
     base_layout(fig, html.escape(title) if title else None, 150 + 28 * L)
     fig.update_layout(coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0,
-                                     colorbar=dict(thickness=12, title=dict(text="score"))))
+                                     colorbar=dict(thickness=12, title=dict(text="score"))),
+                      margin=dict(t=70 if title else 45))  # room for the role names over the maps
     return fig
 
 
