@@ -14,6 +14,7 @@ from core.figures.heads import phase_change_figure
 from core.io import snapshots as snap_files
 from core.lens import phase_change as pc
 from core.lens.heads import HeadRolesError
+from core.lens.history.logs import is_running, log_stem
 from core.text import markdown_escape as plain
 from pages.display import show_figure
 from pages.shared_caches import load_cached
@@ -25,12 +26,24 @@ def cached_history(path: str, modified: float, side_modified: float, _loaded, _f
     return pc.roles_over_steps(_loaded, _found)
 
 
+LIVE_SECONDS = 5  # how often the panel looks again while a run it shows is still training
+
+
 def _runs_with_snapshots(runs, sources) -> list[tuple[str, Path]]:
+    """(run, checkpoint) for the selected runs with snapshots; a running job's log stands for the checkpoint
+    beside it (saved after every epoch), so its roles follow as snapshots arrive."""
     out = []
     for run in runs:
         source = sources.get(run)
-        if source is not None and source.kind == "checkpoint" and snap_files.snapshots_path(source.path).exists():
-            out.append((run, Path(source.path)))
+        if source is None:
+            continue
+        path = Path(source.path)
+        if source.kind == "log":
+            path = path.with_name(log_stem(path) + ".safetensors")
+        elif source.kind != "checkpoint":
+            continue
+        if path.is_file() and snap_files.snapshots_path(path).exists() and all(p != path for _, p in out):
+            out.append((run, path))
     return out
 
 
@@ -45,6 +58,11 @@ def show_phase_change(runs, sources) -> None:
                      help="Previous-token, induction, duplicate-token, first-token and current-token scores on "
                           "repeated random tokens, at each step the run kept."):
         return
+    live = any(is_running(path.with_name(path.stem + ".log.jsonl")) for _, path in found_runs)
+    st.fragment(_panels, run_every=LIVE_SECONDS if live else None)(found_runs)
+
+
+def _panels(found_runs: list[tuple[str, Path]]) -> None:
     for run, path in found_runs:
         try:
             loaded = load_cached(str(path), path.stat().st_mtime)
