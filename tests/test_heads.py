@@ -244,3 +244,45 @@ def test_the_command_refuses_bad_input_in_one_sentence(tmp_path, capsys, args, s
     assert heads.main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "gemma2", "bert"])
+def test_hugging_face_families_score_as_transformers_own_attention_through_the_loop(tmp_path, family):
+    transformers = require_hf_extra()
+    from bench.hf_folders import bert_folder, decoder_folder
+    from core.io.hf import load_folder
+
+    folder = bert_folder(tmp_path / family) if family == "bert" else decoder_folder(tmp_path / family, family)
+    loaded = load_folder(folder)
+    probe = heads.probe_for(loaded.model, loaded.tokenizer, length=6, samples=4, seed=1)
+    assert probe.bos is not None, "a BOS ([CLS] for BERT) in front"
+    special = heads._special_ids(loaded.tokenizer)
+    assert not set(probe.rows[:, 1:].ravel()) & special
+    roles = heads.head_roles(loaded.model, loaded.tokenizer, length=6, samples=4, seed=1)
+    cls = transformers.BertForMaskedLM if family == "bert" else transformers.AutoModelForCausalLM
+    theirs = cls.from_pretrained(folder, local_files_only=True, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = theirs(torch.tensor(probe.rows), output_attentions=True)
+    attention = torch.stack(out.attentions).numpy()  # (L, S, H, T, T)
+    expected = loop_scores(attention, probe.rows, probe.queries.tolist())
+    for role in heads.ROLES:
+        np.testing.assert_allclose(roles.scores[role], expected[role], atol=1e-5, err_msg=role)
+        assert ((roles.scores[role] >= 0) & (roles.scores[role] <= 1 + 1e-6)).all()
+
+
+def test_a_converted_nanogpt_model_is_scored_like_our_own(tmp_path):
+    from core.io.convert import main as convert
+    from tests.test_nanogpt import CHARS, meta_pkl, nanogpt_ckpt, write_ckpt
+
+    ckpt_path = write_ckpt(tmp_path / "ckpt.pt", nanogpt_ckpt(bias=False))
+    (tmp_path / "meta.pkl").write_bytes(meta_pkl(CHARS))
+    out = tmp_path / "nano.safetensors"
+    assert convert(["nanogpt", str(ckpt_path), "--meta", str(tmp_path / "meta.pkl"), "-o", str(out)]) == 0
+    loaded = ckpt.load(out)
+    roles = heads.head_roles(loaded.model, loaded.tokenizer, length=5, samples=6)
+    probe = heads.probe_for(loaded.model, loaded.tokenizer, length=5, samples=6)
+    assert probe.bos is None and probe.rows.shape[1] == 10, "nanoGPT has no BOS"
+    per_row = np.stack([trace(loaded.model, row.tolist()).attention for row in probe.rows], axis=1)
+    expected = loop_scores(per_row, probe.rows, probe.queries.tolist())
+    for role in heads.ROLES:
+        np.testing.assert_allclose(roles.scores[role], expected[role], atol=1e-5, err_msg=role)
