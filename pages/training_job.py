@@ -59,7 +59,7 @@ def show_training_job() -> None:
     slot = job_slot()
     running = slot.current() is not None and slot.current().running()
     left, right = st.columns([3, 2])
-    recipe = left.selectbox("Recipe", jobs.SMALL_RECIPES, key="train_recipe", disabled=running,
+    recipe = left.selectbox("Recipe", list(jobs.SMALL_RECIPES), key="train_recipe", disabled=running,
                             help="A small bundled recipe, trained again in its own process into "
                                  f"{jobs.runs_dir().name}/ (never over a bundled checkpoint).")
     right.button("Train", key="train_start", disabled=running, on_click=_start, args=(recipe,), type="primary")
