@@ -50,3 +50,11 @@ def test_train_shows_progress_and_stop_ends_the_process_with_a_whole_log(tmp_pat
     again = slot.start("induction", tmp_path)  # the slot is free again
     slot.stop()
     assert again.path != job.path
+
+
+def test_make_serve_turns_training_off_unless_the_operator_set_it():
+    import serve.__main__ as serve_main
+
+    assert serve_main.TRAINING_ENV == jobs.TRAINING_ENV
+    source = (jobs.ROOT / "serve" / "__main__.py").read_text()
+    assert 'env.setdefault(TRAINING_ENV, "0")' in source
