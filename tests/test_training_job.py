@@ -46,6 +46,13 @@ def test_train_shows_progress_and_stop_ends_the_process_with_a_whole_log(tmp_pat
     assert time.monotonic() - asked < 2.0 and not job.running()
     rows = [json.loads(line) for line in job.log.read_text().splitlines()]  # every line whole
     assert rows and rows[-1]["step"] >= step
+    from core.io import checkpoint as ckpt
+    from core.io import snapshots
+
+    saved = ckpt.load(job.path)  # the run ended as at its last step: its checkpoint and snapshots are saved
+    stopped_at = snapshots.final_step(saved)
+    assert step <= stopped_at < total and max(r["step"] for r in saved.history) <= stopped_at
+    assert snapshots.snapshots_of(saved).steps[0] == 0
     assert not slot.stop(), "nothing left to stop"
     again = slot.start("induction", tmp_path)  # the slot is free again
     slot.stop()

@@ -4,9 +4,10 @@
 of the small bundled recipes (`SMALL_RECIPES`: a run of a minute or two on a CPU) into a folder of its own
 (`runs_dir()`: `$ATTENTION_LAB_RUNS`, default `runs/` beside `checkpoints/`), never over a bundled checkpoint, and
 writes the live log (`<run>.log.jsonl`) the curves page already follows, its snapshots and its checkpoint as
-`make checkpoints` would. `JobSlot.stop()` sends SIGTERM (the child stops between two steps, leaving the log
-with whole lines and the checkpoint and snapshots of its last save), then SIGKILL if it is not gone within
-`STOP_SECONDS`. `progress(job)` reads the log: the last step recorded, of the run's total.
+`make checkpoints` would. `JobSlot.stop()` sends SIGTERM: the child ends its run after the step in progress as if
+that step were its last (the epoch's evaluation, the snapshots taken so far and the checkpoint are saved, the log
+ends with whole lines), then SIGKILL if it is not gone within `STOP_SECONDS` (the log and the files of its last
+save are kept). `progress(job)` reads the log: the last step recorded, of the run's total.
 
 The switch, an environment variable of the process that runs the app: `ATTENTION_LAB_TRAINING` (on unless set to
 0/false/no/off); `make serve` (serve/__main__.py) turns it off unless the operator set it to 1.
@@ -24,6 +25,8 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from core.train.trainer import Callback
 
 TRAINING_ENV = "ATTENTION_LAB_TRAINING"
 RUNS_ENV = "ATTENTION_LAB_RUNS"
@@ -152,12 +155,19 @@ class JobSlot:
             return True
 
 
-class Stopped(Exception):
-    """SIGTERM arrived: the run ends between two steps."""
+class StopWhenAsked(Callback):
+    """Once asked (SIGTERM), the step just done becomes the run's last, so the trainer ends its epoch and saves as it
+    does at the end of a run."""
 
+    def __init__(self) -> None:
+        self.asked = False
 
-def _stop(_signum, _frame) -> None:
-    raise Stopped
+    def ask(self, _signum=None, _frame=None) -> None:
+        self.asked = True
+
+    def on_batch_end(self, trainer, loss) -> None:
+        if self.asked:
+            trainer.config.max_steps = trainer.step  # the loop reads its config after every step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,15 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     if (ROOT / "checkpoints").resolve() in out_path.parents:
         print("error: a run from the page is never written into checkpoints/.", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _stop)
+    stopper = StopWhenAsked()
+    signal.signal(signal.SIGTERM, stopper.ask)
     kwargs = {k: str(ROOT / v) if isinstance(v, str) and v.startswith("data/") else v  # the data, wherever we run
               for k, v in recipe.kwargs.items()}
-    try:
-        FUNCTIONS[recipe.recipe](**kwargs, **{OUTPUT_ARG: str(out_path)}, shape=recipe.shape,
-                                 trainer=replace(recipe.trainer, device="cpu"), force=False,
-                                 command=f"python -m core.train.job {recipe_name} {out}")
-    except Stopped:
-        return 0
+    FUNCTIONS[recipe.recipe](**kwargs, **{OUTPUT_ARG: str(out_path)}, shape=recipe.shape,
+                             trainer=replace(recipe.trainer, device="cpu"), force=False, report=stopper,
+                             command=f"python -m core.train.job {recipe_name} {out}")
     return 0
 
 
