@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.io.snapshots import written_steps as snapshots_written
 from core.lens.history.logs import catalog
 from core.text import markdown_escape as plain
 from core.train import job as jobs
@@ -77,8 +78,11 @@ def _progress() -> None:
     alive = job.running()
     if st.session_state.get("train_follow") and job.log.exists():
         st.rerun(scope="app")  # its log is there: the curves above follow it
+    kept = snapshots_written(job.path)
+    kept_line = f"; snapshots written at steps {', '.join(f'{s:,}' for s in kept)}" if kept else ""
     if alive:
-        st.progress(min(step / max(total, 1), 1.0), text=plain(f"{job.path.stem}: step {step:,} of {total:,}"))
+        st.progress(min(step / max(total, 1), 1.0),
+                    text=plain(f"{job.path.stem}: step {step:,} of {total:,}{kept_line}"))
         st.button("Stop", key="train_stop", on_click=_stop)
         return
     code = job.process.returncode

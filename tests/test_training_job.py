@@ -65,3 +65,12 @@ def test_make_serve_turns_training_off_unless_the_operator_set_it():
     assert serve_main.TRAINING_ENV == jobs.TRAINING_ENV
     source = (jobs.ROOT / "serve" / "__main__.py").read_text()
     assert 'env.setdefault(TRAINING_ENV, "0")' in source
+
+
+def test_the_snapshot_steps_written_are_read_from_the_header(tmp_path):
+    from core.io.snapshots import written_steps
+
+    assert written_steps(tmp_path / "none.safetensors") == []
+    assert written_steps(jobs.ROOT / "checkpoints" / "induction.safetensors")[0] == 0
+    (tmp_path / "bad.snapshots.safetensors").write_bytes(b"not safetensors")
+    assert written_steps(tmp_path / "bad.safetensors") == []
