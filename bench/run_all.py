@@ -98,6 +98,7 @@ BENCHMARKS = [
     Benchmark("where_from", "bench.where_from", [], ["--repeats", "1", "--limit", "10"], from_result_line),
     Benchmark("errors", "bench.errors", [], ["--repeats", "1"], from_result_line),
     Benchmark("edit", "bench.edit", [], ["--edits", "3", "--sweep-edits", "2"], from_result_line),
+    Benchmark("head_roles", "bench.head_roles", [], ["--skip-135m", "--repeats", "1"], from_result_line),
 ]
 # Through `make serve`'s proxy, one replica per core, as a class would be served (issue 29).
 LOAD = Benchmark("load", "bench.load",

@@ -16,7 +16,7 @@ import streamlit as st
 from core.lens import attention as av
 from core.lens.training_pieces import corpus_cuts
 from core.text import markdown_escape
-from pages import attention_records, page_state, where_from_view
+from pages import attention_records, head_roles_view, page_state, where_from_view
 from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, words_toggle
 from pages.model_picker import PageModels, checkpoint_picker, require_model
 from pages.page_state import AttentionState
@@ -106,6 +106,7 @@ reading = av.reading_sentence(loaded.metadata, loaded.tokenizer, run)
 if reading:
     st.write(markdown_escape(reading))  # file names from the checkpoint: text, never Markdown
 show_output(run.output)
+head_roles_view.show_head_roles(loaded, view)  # what each head does, on repeated random tokens (issue 54)
 next_piece_fragment(loaded, info.name, text)
 show_sanity(run)
 st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),

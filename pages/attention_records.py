@@ -15,6 +15,7 @@ from core.lens import attention as av
 from core.lens import records as rec
 from core.text import markdown_escape as plain
 from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_pair, show_sanity
+from pages.head_roles_view import show_recorded_roles
 
 RECORDS_KEY = "attention_records"  # session_state: {file name: AttentionRecords}, added on Open your model
 CHOICE_KEY = "rec_file"
@@ -95,6 +96,7 @@ def show(name: str, records: rec.AttentionRecords) -> None:
     st.caption(f"Tokens as the file gives them: {run.n_tokens}")
     st.code(av.token_chips(run.tokens), language=None, wrap_lines=True)
     show_output(run.output)
+    show_recorded_roles(run.attention)  # the roles a file of maps can say (issue 54)
     st.caption(NEEDS_MODEL["where"])
     show_sanity(run)
     st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),

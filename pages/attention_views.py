@@ -170,12 +170,16 @@ def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: st
     source = (run.attention, run.allowed, run.tokens) if together is None else \
         (together.attention, together.allowed, together.labels)
     p = window_controls(source[2])
+    roles = st.session_state.get("attn_head_roles")  # each head's role, when Head roles is on (pages/head_roles_view)
 
     def build():
         attention, allowed = av.cut_to_window(source[0], source[1], p)
-        return figs.attention_model_view(attention, allowed, (layer, head), tokens=av.tokens_at(source[2], p))
+        return figs.attention_model_view(attention, allowed, (layer, head), tokens=av.tokens_at(source[2], p),
+                                         head_notes=roles)
     cells = run.n_layer * run.n_head * len(p or source[2]) ** 2
-    show_figure(figure((key, "model", layer, head, drawn(p), len(source[2])), build, cells), f"{name}-model-view",
+    roles_key = tuple(sorted(roles.items())) if roles else None
+    show_figure(figure((key, "model", layer, head, drawn(p), len(source[2]), roles_key), build, cells),
+                f"{name}-model-view",
                 key="attn_model_chart")
 
 

@@ -34,7 +34,7 @@ from core.lens.history.records import (
     to_csv,
 )
 from core.text import markdown_escape as plain
-from pages import page_state
+from pages import page_state, phase_change_panel, training_job
 from pages.browser_tables import arrow_table
 from pages.display import show_figure, shown_table
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
@@ -156,6 +156,7 @@ checkpoints = [(i.name, i.path) for i in all_checkpoints() if not i.error]
 if extra_folder is not None:
     checkpoints += [(i.name, i.path) for i in available_checkpoints(str(extra_folder)) if not i.error]
 sources = catalog(checkpoints, [checkpoint_dir()] + ([extra_folder] if extra_folder else []))
+sources.update(training_job.run_sources(sources))  # runs the Train button wrote (issue 54)
 # A link inside the typed folder must not lead out of the allowed ones.
 sources = {n: s for n, s in sources.items() if extra_folder is None or extra_folder not in Path(s.path).parents
            or folders.inside_allowed(s.path, allowed)}
@@ -285,3 +286,5 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
 
 
 st.fragment(chart_part, run_every=REFRESH_SECONDS if live else None)(settings, running if live else [])
+phase_change_panel.show_phase_change(settings.runs, sources)  # head roles at each kept step (issue 54)
+training_job.show_training_job()  # train a small recipe from the page, live (issue 54)

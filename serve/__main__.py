@@ -39,6 +39,7 @@ from serve.streamlit_process import ServerError, free_port, healthy, start_strea
 ROOT = Path(__file__).resolve().parent.parent
 COOKIE_SECRET_ENV = "STREAMLIT_SERVER_COOKIE_SECRET"
 HF_CACHE_ENV = "ATTENTION_LAB_HF_CACHE"  # core.io.hf_cache.CACHE_ENV (serve imports nothing of the app)
+TRAINING_ENV = "ATTENTION_LAB_TRAINING"  # core.train.job.TRAINING_ENV
 RESTART_LIMIT = 5  # restarts within RESTART_WINDOW_S before a replica is given up
 RESTART_WINDOW_S = 60.0
 
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.setdefault(COOKIE_SECRET_ENV, secrets.token_hex(32))
         env.setdefault(HF_CACHE_ENV, "0")  # a hosted app does not list its server's Hugging Face cache unless asked
+        env.setdefault(TRAINING_ENV, "0")  # nor lets every visitor start training on it (the Train button)
         for number in range(1, args.replicas + 1):
             port = free_port(args.replica_host) if args.first_replica_port is None else \
                 args.first_replica_port + number - 1

@@ -46,7 +46,7 @@ def test_pretraining_does_not_write_650_checkpoints():
 
 def test_other_families_say_their_groups_and_schedule():
     for recipe in RECIPES:
-        if recipe not in KNOWLEDGE:
+        if recipe not in KNOWLEDGE and recipe.trainer.lr_decay:  # the induction runs keep a constant rate
             assert (recipe.trainer.decay, recipe.trainer.schedule) == ("mingpt", "cosine-clamped"), recipe.name
 
 

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -174,3 +175,22 @@ def test_generation_stops_once_every_row_produced_the_stop_token():
     assert torch.equal(early, full[:, : early.size(1)])
     for row in early[:, 4:]:
         assert stop in row.tolist() or early.size(1) == full.size(1)
+
+
+def test_an_attention_only_model_has_no_feed_forward_and_reads_the_same_both_ways():
+    from core.lens.trace import trace
+    from core.model.transformer import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0,
+                                    mlp=False)).eval()
+    assert all(block.mlp is None and block.ln2 is None for block in model.blocks)
+    assert not any(".mlp." in name or ".ln2." in name for name in model.state_dict())
+    idx = torch.randint(0, 20, (2, 9))
+    logits, _ = model(idx)
+    recorded, attention = model.run_with_attention(idx)
+    torch.testing.assert_close(logits, recorded)
+    assert attention.shape == (2, 2, 2, 9, 9)
+    record = trace(model, idx[0].tolist(), activations=True)  # the hook points: a zero where the MLP would add
+    assert np.all(record.activations.mlp_out == 0)
+    torch.testing.assert_close(record.logits, logits[:1])

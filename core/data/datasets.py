@@ -282,3 +282,49 @@ class ClassificationDataset(Dataset):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         ids, label = self.items[i]
         return torch.tensor(ids + [0] * (self.block_size - len(ids))), torch.tensor(label)
+
+
+# Olsson et al. (2022)'s induction task: 62 symbols (PAD and MASK make the vocabulary 64), none of them reserved.
+REPEAT_SYMBOLS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def repeat_tokenizer() -> CharTokenizer:
+    """The induction task's vocabulary: PAD, MASK, then REPEAT_SYMBOLS (64 ids)."""
+    return CharTokenizer([PAD_CHAR, MASK_CHAR, *REPEAT_SYMBOLS])
+
+
+class RepeatedSegmentDataset(EpochSeeded):
+    """Sequences where a random segment repeats: `prefix segment segment filler`, every token drawn uniformly
+    from the ordinary symbols, the segment's length uniform in `segment` and its place uniform over the block,
+    so no fixed offset predicts the copy (only attending to the token after an earlier copy of the current one
+    does). Targets are PAD (ignored by the loss) except on the repeated tokens the model can predict: the second
+    copy from its second token on, so the training loss is the repeated-token loss. Fresh rows every epoch."""
+
+    def __init__(self, block_size: int, size: int, segment: tuple[int, int] = (6, 12), seed: int = 0,
+                 tokenizer: CharTokenizer | None = None) -> None:
+        low, high = segment
+        if not 2 <= low <= high or 2 * high > block_size + 1:
+            raise DataError(f"Segments of {low} to {high} tokens repeated twice must fit a block of {block_size}.")
+        self.tokenizer = tokenizer or repeat_tokenizer()
+        self.block_size, self.size, self.segment, self.seed = block_size, size, (low, high), seed
+        self.symbols = list(range(2, self.tokenizer.vocab_size))  # every id but PAD and MASK
+
+    def __len__(self) -> int:
+        return self.size
+
+    def row(self, index: int) -> tuple[list[int], int, int]:
+        """(the block_size + 1 ids, where the first copy starts, the segment's length)."""
+        rng = self.rng(index)
+        n = rng.randint(*self.segment)
+        start = rng.randint(0, self.block_size + 1 - 2 * n)
+        ids = [rng.choice(self.symbols) for _ in range(self.block_size + 1)]
+        ids[start + n: start + 2 * n] = ids[start: start + n]
+        return ids, start, n
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, start, n = self.row(index)
+        s = torch.tensor(ids, dtype=torch.long)
+        y = torch.full((self.block_size,), self.tokenizer.pad_id, dtype=torch.long)
+        predictable = slice(start + n, start + 2 * n - 1)  # y[t] = s[t + 1]: targets s[start+n+1 .. start+2n-1]
+        y[predictable] = s[predictable.start + 1: predictable.stop + 1]
+        return s[:-1], y

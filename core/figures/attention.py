@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import plotly.graph_objects as go
@@ -143,11 +144,13 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
 
 @finished
 def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None = None,
-                         title: str | None = None, tokens: list[str] | None = None) -> go.Figure:
+                         title: str | None = None, tokens: list[str] | None = None,
+                         head_notes: dict[tuple[int, int], str] | None = None) -> go.Figure:
     """Small multiples: every layer (rows) x head (columns) on one shared colour scale (0 to the largest
     weight, one colour bar); tokens label the first column's rows and the last row's columns.
 
-    The focused (layer, head) gets a frame. Trace order is layer-major: data[l * n_head + h]. The
+    The focused (layer, head) gets a frame. `head_notes`: a line per (layer, head) for its hover (its role on
+    repeated random tokens, core.lens.heads). Trace order is layer-major: data[l * n_head + h]. The
     grid comes from make_subplots once, as a dict; per-axis `update_*` calls would cost ~0.2 s at 32 heads.
     """
     import numpy as np
@@ -174,10 +177,12 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
     for l in range(L):
         for h in range(H):
             n = l * H + h + 1
+            note = (head_notes or {}).get((l, h))
+            role = f"<br>{html.escape(note)}" if note else ""
             traces.append(go.Heatmap(
                 z=z_all[l, h], x=categories, y=categories, xaxis=f"x{n if n > 1 else ''}",
                 yaxis=f"y{n if n > 1 else ''}", coloraxis="coloraxis", hoverongaps=False,
-                hovertemplate=f"layer {l} head {h}<br>query %{{y}} → key %{{x}}<br>weight %{{z:.7g}}"
+                hovertemplate=f"layer {l} head {h}{role}<br>query %{{y}} → key %{{x}}<br>weight %{{z:.7g}}"
                               "<extra></extra>"))
     shapes = []
     if focus is not None and 0 <= focus[0] < L and 0 <= focus[1] < H:

@@ -123,6 +123,17 @@ def _rows(raw: dict[str, str], name: str) -> list[Snapshot]:
     return sorted(snaps, key=lambda s: s.step)
 
 
+def written_steps(checkpoint: str | Path) -> list[int]:
+    """The steps a run's snapshot file holds, from its header alone (a running job's progress line); [] when it has
+    none yet or the file cannot be read (it is being replaced)."""
+    path = snapshots_path(checkpoint)
+    try:
+        header, _ = _read_header(path, DEFAULT_MAX_BYTES)
+        return [s.step for s in _rows(header.get("__metadata__") or {}, path.name)]
+    except (OSError, CheckpointError):
+        return []
+
+
 def _config_matches(raw: dict[str, str], config: dict[str, Any]) -> bool:
     try:
         return json.loads(raw.get("config", "")) == config

@@ -37,7 +37,8 @@ DEFAULT_SENTENCES: dict[str, tuple[str, ...]] = {
     "birthplace": tuple(f"Where was {name} born?"  # the page appends the MASK (birthplace_prompt)
                         for name in ("Daniel Dunn", "Giulia Rossi", "Ada Lovelace", "Alan Turing")),
     "lm": ("Daniel Dunn was an American actor, born in Baltimore.",
-           "Ada Lovelace was born in London.", "Alan Turing was born in Maida Vale."),
+           "Ada Lovelace was born in London.", "Alan Turing was born in Maida Vale.",
+           "abcdefghijklabcdefghijkl"),  # a repeated segment, for a model of symbols only (the induction run)
     "classify": ("Giulia Rossi", "Helena Tavares", "Ada Lovelace", "Alan Turing"),
 }
 

@@ -133,6 +133,9 @@ class Trace(AttentionShape):
     n_input_tokens: int = 0  # tokens of the text before any cut (trace_text); 0: ids given directly
     cut: int = 0  # tokens left out (trace_text): from the end (keep="start") or the front (keep="end")
     unknown: list[str] = field(default_factory=list)  # distinct input pieces the vocabulary lacks (trace_text)
+    # every row's attention when traced as a batch (trace_batch): (n_layer, B, n_head, T, T), the model's own
+    # tensor on the CPU; `attention`, `ids` and `tokens` are then row 0's. None: one sequence was traced.
+    rows_attention: torch.Tensor | None = None
 
 
 def model_device(model) -> torch.device:
@@ -180,6 +183,28 @@ def trace(model, ids: Sequence[int], tokens: Sequence[str] | None = None, querie
                  queries_keys=layer_queries_keys(records) if records is not None else None,
                  activations=activations_from(recorder, final_norm(model)) if recorder is not None else None,
                  n_input_tokens=len(ids))
+
+
+def trace_batch(model, rows: Sequence[Sequence[int]]) -> Trace:
+    """`trace` over several sequences of one length in one pass (what a score over many generated probes
+    reads, e.g. the head roles of core.lens.heads): the record is row 0's, and `rows_attention` holds every
+    row's attention as the model returned it, (n_layer, B, n_head, T, T)."""
+    rows = [[int(i) for i in row] for row in rows]
+    if not rows or not rows[0]:
+        raise TraceError("There is nothing to read: the input has no tokens.")
+    if len({len(row) for row in rows}) > 1:
+        raise ValueError("Rows traced together must have one length.")
+    idx = torch.tensor(rows, dtype=torch.long, device=model_device(model))  # (B, T)
+    try:
+        with torch.inference_mode():
+            logits, attention = model.run_with_attention(idx)  # (L, B, H, T, T)
+            allowed = model.attention_mask(idx)[0, 0]  # (T, T): row 0's
+    except ValueError as exc:
+        raise TraceError(str(exc)) from None
+    attention = attention.float().cpu()
+    return Trace(ids=rows[0], tokens=[str(i) for i in range(len(rows[0]))], attention=attention[:, 0].numpy(),
+                 allowed=allowed.cpu().numpy().astype(bool), logits=logits[:1], idx=idx[:1],
+                 n_input_tokens=len(rows[0]), rows_attention=attention)
 
 
 def cut_to_limit(n_tokens: int, limit: int, keep: str = "start") -> slice:

@@ -41,6 +41,7 @@ class ModelConfig:
     rope_base: float = 10000.0  # Su et al.'s theta base; also the sinusoidal base of Vaswani et al.
     init: str = "gpt2"  # key of core.model.transformer.INITS: "gpt2" N(0, 0.02); "pytorch" the modules' defaults
     bias: bool = True  # biases in the blocks' Linears and every LayerNorm; nanoGPT's bias=False has none at all
+    mlp: bool = True  # False: attention-only blocks, no feed-forward (Olsson et al.'s small induction-head models)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -55,7 +56,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}.")
-        for name in ("causal", "bias"):
+        for name in ("causal", "bias", "mlp"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
         if not self.rope_base > 1:

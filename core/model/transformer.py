@@ -34,25 +34,29 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.attn = ATTENTION[config.attention](config)
         self.attn.layer = layer
-        self.ln2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln2 = nn.LayerNorm(config.n_embd, bias=config.bias) if config.mlp else None
         self.mlp = nn.Sequential(
             nn.Linear(config.n_embd, config.feed_forward_width, bias=config.bias),
             nn.GELU(),  # exact (erf) GELU, as minGPT's course code and nanoGPT use
             nn.Linear(config.feed_forward_width, config.n_embd, bias=config.bias),
             nn.Dropout(config.dropout),
-        )
+        ) if config.mlp else None  # attention-only: the block adds nothing after its attention
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.ln2(x)) if self.mlp is not None else torch.zeros_like(x)
 
     def forward(self, x: torch.Tensor, step: Step, cache: KVCache | None = None):
         hooks = step.hooks
         if hooks is None:
             attended, weights = self.attn(self.ln1(x), step, cache)  # (B, T, C), (B, nh, T, Tk) | None
             x = x + attended
-            x = x + self.mlp(self.ln2(x))
+            if self.mlp is not None:
+                x = x + self.mlp(self.ln2(x))
             return x, weights
         x = hooks.resid_pre(self.layer, x)  # the same sums, through the hook points (core.model.hooks)
         attended, weights = self.attn(self.ln1(x), step, cache)
         x = x + hooks.attn_out(self.layer, attended)
-        x = x + hooks.mlp_out(self.layer, self.mlp(self.ln2(x)))
+        x = x + hooks.mlp_out(self.layer, self._feed_forward(x))  # attention-only: a zero the views can read
         return hooks.resid_post(self.layer, x), weights
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from core.io import checkpoint as ckpt
+from core.io.snapshots import snapshots_path
 from core.model.tokenizer import VocabularyChoice
 from core.train import recipes
 from core.train.callbacks import log_path, resume_path
@@ -93,6 +94,21 @@ SUBWORDS = dict(level="bpe", vocab_size=2000)
 PIECES = VocabularyChoice(level="bpe", vocab_size=SUBWORDS["vocab_size"])
 
 
+# The induction run (Olsson et al. 2022): a 2-layer attention-only model on repeated random segments of 6-16 of 62
+# symbols placed anywhere in a 32-token block, where an induction head forms in a phase change a few hundred steps
+# into 1,500. Measured at seed 0 on this CPU: with AdamW's weight decay 0.1, or at block 48, or with segments of
+# 6-12 only, no clear induction head (on 16-token probes) had formed by step 1,500. Its 3 snapshots are
+# loss-driven (step 0, then where the averaged loss first falls below 2/3 and 1/3 of its first value): dense
+# where the loss falls, and what checkpoints/'s 80 MB leaves (float16, ~88 kB each). The measured seeds
+# (`induction-seed0..2`, not bundled: the same runs with 15 evenly spaced snapshots, seed 0 the bundled run's
+# trajectory) write checkpoints/induction.seeds.json and the README's table.
+INDUCTION = ModelShape(n_layer=2, n_head=4, n_embd=64, block_size=32, dropout=0.0)
+INDUCTION_TRAIN = TrainerConfig(max_epochs=15, batch_size=32, learning_rate=1e-3, weight_decay=0.0, decay="mingpt",
+                                lr_decay=False, seed=0, log_every=25, save_every=15, snapshots=3,
+                                snapshot_spacing="loss")  # log_every 25: the history fits the 80 MB too
+INDUCTION_DATA = {"segment": (6, 16)}
+INDUCTION_SEEDS = (0, 1, 2)
+
 FOLDER = "checkpoints"
 
 
@@ -141,6 +157,12 @@ RECIPES: list[Recipe] = [
            NAMES, KNOW, CLASSIFY),
     Recipe("names-scratch", "train_classifier", "name -> country, the same model and pieces from fresh weights",
            {**NAMES, "warm_start": False}, KNOW, CLASSIFY),
+    # an induction head forming: the phase change on the curves page, head roles at every kept step
+    Recipe("induction", "train_induction", "attention-only, repeated random segments (an induction head forms)",
+           INDUCTION_DATA, INDUCTION, INDUCTION_TRAIN),
+    *[Recipe(f"induction-seed{seed}", "train_induction", f"the induction run at seed {seed}, measured",
+             INDUCTION_DATA, INDUCTION, replace(INDUCTION_TRAIN, seed=seed, snapshots=15, snapshot_spacing="linear"),
+             bundled=False) for seed in INDUCTION_SEEDS],
 ]
 
 COURSE_FOLDER = "checkpoints/course"
@@ -153,7 +175,8 @@ def course_recipes() -> list[Recipe]:
 
 
 FUNCTIONS = {"pretrain": recipes.pretrain, "finetune": recipes.finetune, "train_lm": recipes.train_lm,
-             "pretrain_encoder": recipes.pretrain_encoder, "train_classifier": recipes.train_classifier}
+             "pretrain_encoder": recipes.pretrain_encoder, "train_classifier": recipes.train_classifier,
+             "train_induction": recipes.train_induction}
 OUTPUT_ARG = "writing_params_path"
 
 
@@ -171,6 +194,8 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
         trainer.metrics.update(record_memorisation(out))
     if recipe.recipe == "train_classifier":  # names the corpus never mentions: what is left without knowledge
         trainer.metrics.update(record_fabricated(out))
+    if recipe.recipe == "train_induction" and not recipe.bundled:  # the phase change, for the README's seeds
+        record_induction_seed(out, recipe.trainer.seed, folder)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     resume_path(Path(out)).unlink(missing_ok=True)
     log_path(Path(out)).unlink(missing_ok=True)
@@ -264,6 +289,12 @@ def reevaluate(name: str) -> dict[str, float]:
         val = LanguageModelDataset(text[int(len(text) * 0.9):], loaded.tokenizer, loaded.config.block_size)
         scores = evaluate_loss(loaded.model, val)
         return {"val_loss": scores["loss"], "val_perplexity": scores["perplexity"]}
+    if recipe.recipe == "train_induction":  # the same 512 held-out rows the run measured after each epoch
+        from core.data.datasets import RepeatedSegmentDataset
+
+        held_out = RepeatedSegmentDataset(loaded.config.block_size, 512, recipe.kwargs.get("segment", (6, 12)),
+                                          seed=recipe.trainer.seed + 10_000)
+        return {"val_loss": evaluate_loss(loaded.model, held_out)["loss"]}
     if recipe.recipe == "train_classifier":
         test = ClassificationDataset(read_tsv_pairs(args["test_path"]), loaded.tokenizer,
                                      loaded.config.block_size, loaded.labels)
@@ -376,6 +407,76 @@ def snapshot_facts(folder: str = FOLDER) -> dict[str, str]:
             "{SNAPSHOT_LAST}": steps[-1], "{SNAPSHOT_MB}": f"{found.bytes_per_snapshot / 1e6:.2f}"}
 
 
+def induction_measures(path: str | Path, high: float = 2.0, low: float = 0.8) -> dict[str, Any]:
+    """The phase change of an induction run: the step where its repeated-token loss falls fastest; the window
+    from the last step where the smoothed loss is still >= `high` to the first where it is <= `low`; and the
+    best layer-1 induction and layer-0 previous-token scores at the kept steps bracketing that window (the last
+    at or before its start, the first at or after its end)."""
+    import numpy as np
+
+    from core.io import snapshots
+    from core.lens.phase_change import _smooth, phase_change, roles_over_steps
+
+    loaded = ckpt.load(path)
+    rows = sorted((r for r in loaded.history if r["metric"] == "loss" and r["split"] == "train"),
+                  key=lambda r: r["step"])
+    steps, losses = [r["step"] for r in rows], [r["value"] for r in rows]
+    change = phase_change(steps, losses)
+    out: dict[str, Any] = {"steps": max(steps, default=0)}
+    if change is None:
+        return out
+    smooth = _smooth(np.asarray(losses, dtype=float), 5)
+    k = max(i for i, s in enumerate(steps) if s <= change.step)
+    start = max((i for i in range(k + 1) if smooth[i] >= high), default=0)
+    end = min((i for i in range(k, len(steps)) if smooth[i] <= low), default=len(steps) - 1)
+    out.update(step=change.step, start=steps[start], end=steps[end], loss_start=round(float(smooth[start]), 3),
+               loss_end=round(float(smooth[end]), 3))
+    found = snapshots.snapshots_of(loaded)
+    history = roles_over_steps(loaded, found) if found and found.snapshots else []
+    if history:
+        kept = [s for s, _ in history]
+        before = max((i for i, s in enumerate(kept) if s <= steps[start]), default=0)
+        after = min((i for i, s in enumerate(kept) if s >= steps[end]), default=len(kept) - 1)
+        a, b = history[before][1], history[after][1]
+        out.update(kept_before=kept[before], kept_after=kept[after],
+                   induction_l1=[round(float(r.best_per_layer("induction")[1]), 3) for r in (a, b)],
+                   previous_l0=[round(float(r.best_per_layer("previous-token")[0]), 3) for r in (a, b)],
+                   probe_length=a.length)
+    return out
+
+
+def _induction_file(folder: str) -> Path:
+    return ROOT / folder / "induction.seeds.json"
+
+
+def record_induction_seed(path: str, seed: int, folder: str = FOLDER) -> None:
+    file = _induction_file(folder)
+    seeds = json.loads(file.read_text()) if file.exists() else {}
+    seeds[str(seed)] = induction_measures(path)
+    file.write_text(json.dumps(seeds, indent=1, sort_keys=True) + "\n")
+
+
+def induction_table(folder: str = FOLDER) -> str:
+    """{INDUCTION} of the README: each measured seed's phase change (checkpoints/induction.seeds.json)."""
+    file = _induction_file(folder)
+    seeds = json.loads(file.read_text()) if file.exists() else {}
+    if not seeds:
+        return "(not measured yet: python -m core.train.bundle --only induction-seed0 induction-seed1 induction-seed2)"
+    rows = ["| seed | loss falls fastest at | smoothed loss >= 2.0 until, <= 0.8 from | window (share of 1,500 "
+            "steps) | kept steps around it | best L1 induction | best L0 previous-token |",
+            "|---|---|---|---|---|---|---|"]
+    for seed, m in sorted(seeds.items()):
+        if "step" not in m:
+            rows.append(f"| {seed} | the loss never falls | | | | | |")
+            continue
+        ind, prev = m.get("induction_l1", ["?", "?"]), m.get("previous_l0", ["?", "?"])
+        rows.append(f"| {seed} | step {m['step']:,} | step {m['start']:,} ({m['loss_start']:.2f}), step "
+                    f"{m['end']:,} ({m['loss_end']:.2f}) | {m['end'] - m['start']:,} steps "
+                    f"({(m['end'] - m['start']) / max(m['steps'], 1):.0%}) | {m.get('kept_before', '?')} -> "
+                    f"{m.get('kept_after', '?')} | {ind[0]} -> {ind[1]} | {prev[0]} -> {prev[1]} |")
+    return "\n".join(rows)
+
+
 def names_table(folder: str = FOLDER) -> str:
     """The names pair epoch by epoch (test and train accuracy from each file's history), then what fabricated names
     and the most frequent country get: the README's numbers are the files' own."""
@@ -442,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         for recipe in chosen:
             if not recipe.bundled:
                 Path(_path(recipe.name, folder)).unlink(missing_ok=True)
+                snapshots_path(_path(recipe.name, folder)).unlink(missing_ok=True)
     total = sum(_timing(v)[0] or 0 for v in timings.values())
     table = write_readme(timings, table_recipes, folder)
     readme = ROOT / folder / "README.md"
@@ -451,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
         header = header.replace(key, value)
     readme.write_text(header.replace("{TABLE}", table).replace("{TOTAL}", f"{total / 60:.1f}")
                       .replace("{GRID}", grid_table()).replace("{NAMES}", names_table(folder))
-                      .replace("{POSITIONAL}", positional_table(folder)))
+                      .replace("{POSITIONAL}", positional_table(folder))
+                      .replace("{INDUCTION}", induction_table(folder)))
     print(f"total {total / 60:.1f} min; wrote {readme.relative_to(ROOT)}")
     return 0
 

@@ -77,7 +77,7 @@ class ProgressBar(Callback):
 
 
 class Snapshots(Callback):
-    """Keeps `config.snapshots` log-spaced steps of the weights; `path` is the checkpoint's."""
+    """Keeps `config.snapshots` steps of the weights (log, linear or loss-driven spacing); `path`: the checkpoint."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -87,7 +87,7 @@ class Snapshots(Callback):
     def _keeper(self, trainer: Trainer) -> SnapshotKeeper:
         if self.keeper is None:
             cfg = trainer.config
-            self.keeper = SnapshotKeeper(cfg.snapshots, cfg.snapshot_dtype, trainer.total_steps)
+            self.keeper = SnapshotKeeper(cfg.snapshots, cfg.snapshot_dtype, trainer.total_steps, cfg.snapshot_spacing)
         return self.keeper
 
     def on_train_start(self, trainer: Trainer) -> None:
@@ -97,7 +97,8 @@ class Snapshots(Callback):
         # the weights after `step` optimizer steps, with the loss they give (this batch's, before its own
         # step: the loss of the batch that made the step would belong to the weights before it)
         self._last = batch
-        if self._keeper(trainer).wants(trainer.step):
+        keeper = self._keeper(trainer)
+        if keeper.wants(trainer.step, float(loss.item()) if keeper.spacing == "loss" else None):
             self._take(trainer, loss, trainer.clock())
 
     def on_epoch_end(self, trainer: Trainer) -> None:

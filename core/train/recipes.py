@@ -22,6 +22,7 @@ from core.data.datasets import (
     LanguageModelDataset,
     MaskedLMDataset,
     NameDataset,
+    RepeatedSegmentDataset,
     TokenCorruptionDataset,
     check_no_reserved_characters,
     read_text,
@@ -422,4 +423,27 @@ def train_classifier(train_path: str, test_path: str, writing_params_path: str, 
                           data=[file_record(train_path), file_record(test_path)],
                           extra={"pretrained_from": Path(reading_params_path).name if reading_params_path and warm_start
                                  else "", "vocabulary": vocab, "pooling": pooling})
+    return _run(model, dataset, bounded(trainer, dataset), plan, resume, evaluate, report)
+
+
+def train_induction(writing_params_path: str, shape: ModelShape, trainer: TrainerConfig,
+                    segment: tuple[int, int] = (6, 12), epoch_rows: int = 3200, resume: bool = False,
+                    force: bool = False, command: str = "", report: EpochReport | None = None) -> Trainer:
+    """An attention-only model on repeated random segments (core.data.datasets.RepeatedSegmentDataset): where an
+    induction head forms, in a phase change (Olsson et al. 2022). The training loss is the repeated-token loss;
+    after every epoch the same loss on 512 held-out rows is `val_loss`."""
+    dataset = RepeatedSegmentDataset(shape.block_size, epoch_rows, segment, seed=trainer.seed)
+    held_out = RepeatedSegmentDataset(shape.block_size, 512, segment, seed=trainer.seed + 10_000)
+    tokenizer = dataset.tokenizer
+    out = Path(writing_params_path)
+    _prepare_output(out, resume, force)
+    model = build_model(shape, tokenizer.vocab_size, trainer.seed, mlp=False)
+
+    def evaluate(m: Transformer) -> dict[str, float]:
+        result = evaluate_loss(m, held_out, device=str(next(m.parameters()).device))
+        return {"val_loss": result["loss"]}
+
+    plan = CheckpointPlan(out, tokenizer, "lm", command=command,
+                          extra={"induction": {"segment": list(segment), "epoch_rows": epoch_rows,
+                                               "loss": "repeated tokens only"}})
     return _run(model, dataset, bounded(trainer, dataset), plan, resume, evaluate, report)

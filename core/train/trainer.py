@@ -87,7 +87,8 @@ class TrainerConfig:
     save_every: int = 1  # epochs between saves (Checkpointing: checkpoint + resume file); the last is always saved
     save_seconds: float = 0.0  # also save when this long has passed since the last save (0: off)
     log_every: int = 10  # steps between train-loss records
-    snapshots: int = 0  # weights kept at this many log-spaced steps (the Snapshots callback); 0: none
+    snapshots: int = 0  # weights kept at this many steps (the Snapshots callback); 0: none
+    snapshot_spacing: str = "log"  # "log": dense early; "linear": evenly; "loss": where the loss falls (snapshots.py)
     snapshot_dtype: str = "float16"  # float16 halves the file; float32 keeps the weights exactly
     seed: int = 0
     device: str = "auto"

@@ -199,6 +199,8 @@ def _feed_forward(name: str, first: nn.Linear, second: nn.Linear, expression: st
 def _block_parts(block: Block, prefix: str) -> Iterator[Part]:
     yield from walk(block.ln1, f"{prefix}.ln1")
     yield from walk(block.attn, f"{prefix}.attn")
+    if block.mlp is None:  # attention-only (ModelConfig.mlp False): no second LayerNorm, no feed-forward
+        return
     yield from walk(block.ln2, f"{prefix}.ln2")
     # minGPT's MLP is C -> 4C -> C: C·4C + 4C + 4C·C + C = 8C² + 5C; another width F (CSE 256's 100):
     # C·F + F + F·C + C.

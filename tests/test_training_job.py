@@ -1,0 +1,76 @@
+"""The Train button's job (core.train.job): its own process, progress from the live log, Stop within 2 s with the
+log whole, one job per server, the switch, and never a write into checkpoints/."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from core.train import job as jobs
+
+
+def test_the_switch_is_on_locally_and_off_when_set_off():
+    assert jobs.training_allowed({})
+    assert jobs.training_allowed({jobs.TRAINING_ENV: "1"})
+    assert not jobs.training_allowed({jobs.TRAINING_ENV: "0"})
+    assert not jobs.training_allowed({jobs.TRAINING_ENV: "off"})
+
+
+def test_only_small_recipes_are_trained_from_the_page():
+    with pytest.raises(jobs.JobError, match="not one of the recipes"):
+        jobs.total_steps("wiki-vanilla-pretrained")
+    assert jobs.total_steps("induction") == 1500
+
+
+def test_a_run_is_never_written_into_checkpoints(capsys):
+    assert jobs.main(["induction", str(jobs.ROOT / "checkpoints" / "induction-again.safetensors")]) == 2
+    assert "never written into checkpoints/" in capsys.readouterr().err
+    assert not (jobs.ROOT / "checkpoints" / "induction-again.safetensors").exists()
+
+
+def test_train_shows_progress_and_stop_ends_the_process_with_a_whole_log(tmp_path):
+    slot = jobs.JobSlot()
+    job = slot.start("induction", tmp_path)
+    assert job.path.parent == tmp_path and job.running()
+    with pytest.raises(jobs.JobError, match="already running"):
+        slot.start("induction", tmp_path)
+    deadline = time.monotonic() + 120
+    while jobs.progress(job)[0] < 50 and time.monotonic() < deadline and job.running():
+        time.sleep(0.2)
+    step, total = jobs.progress(job)
+    assert 50 <= step < total == 1500
+    asked = time.monotonic()
+    assert slot.stop()
+    assert time.monotonic() - asked < 2.0 and not job.running()
+    rows = [json.loads(line) for line in job.log.read_text().splitlines()]  # every line whole
+    assert rows and rows[-1]["step"] >= step
+    from core.io import checkpoint as ckpt
+    from core.io import snapshots
+
+    saved = ckpt.load(job.path)  # the run ended as at its last step: its checkpoint and snapshots are saved
+    stopped_at = snapshots.final_step(saved)
+    assert step <= stopped_at < total and max(r["step"] for r in saved.history) <= stopped_at
+    assert snapshots.snapshots_of(saved).steps[0] == 0
+    assert not slot.stop(), "nothing left to stop"
+    again = slot.start("induction", tmp_path)  # the slot is free again
+    slot.stop()
+    assert again.path != job.path
+
+
+def test_make_serve_turns_training_off_unless_the_operator_set_it():
+    import serve.__main__ as serve_main
+
+    assert serve_main.TRAINING_ENV == jobs.TRAINING_ENV
+    source = (jobs.ROOT / "serve" / "__main__.py").read_text()
+    assert 'env.setdefault(TRAINING_ENV, "0")' in source
+
+
+def test_the_snapshot_steps_written_are_read_from_the_header(tmp_path):
+    from core.io.snapshots import written_steps
+
+    assert written_steps(tmp_path / "none.safetensors") == []
+    assert written_steps(jobs.ROOT / "checkpoints" / "induction.safetensors")[0] == 0
+    (tmp_path / "bad.snapshots.safetensors").write_bytes(b"not safetensors")
+    assert written_steps(tmp_path / "bad.safetensors") == []
