@@ -252,6 +252,9 @@ def show_query_key(run: av.AttentionRun, run_key: tuple, layer: int, head: int, 
     with pick[1]:
         key = _select("Key token", "attn_key", n, row.best_key(), tokens,
                       on_change=lambda: move_to(st.session_state["attn_key"], n))
+    if st.session_state.get("attn_qk_framed") != (query, key):  # a pair seen first (the view opened on a window
+        move_to(key, n)  # another view chose): the window frames its key; later the window is the user's to move
+        st.session_state["attn_qk_framed"] = (query, key)
     st.code(f"layer {layer}, head {head}: query {query} '{tokens[query]}' → key {key} '{tokens[key]}'\n"
             + _steps_text(run, row, key, f"{scheme_label(positional)} bias"), language=None)
     positions = window_controls(tokens, around=key) or list(range(n))
