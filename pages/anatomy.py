@@ -65,6 +65,11 @@ st.dataframe(arrow_table(frame), hide_index=True, width="stretch", height="conte
                             "where": st.column_config.TextColumn(width="medium"),
                             "formula value": st.column_config.NumberColumn(format="localized"),
                             "parameters": st.column_config.NumberColumn(format="localized")})
+for row in rows:
+    if row.tied_to:  # weight tying, said where the weights are counted
+        own = f"; its own {row.parameters:,} are in its row" if row.parameters else ""
+        st.caption(f"{row.module} shares the weights of {row.tied_to} (tied): they are counted once, in "
+                   f"{row.tied_to}{own}.")
 counted = sum(r.parameters for r in rows)
 if counted == totals.total:
     st.caption(f"The rows add up to the model's total, {counted:,}.")
