@@ -6,7 +6,9 @@ text on screen is exactly the expression that tests compare with the count.
 
 Which formula a module gets comes from registries keyed by module class (looked up along the class's
 MRO, so every positional scheme without parameters shares one entry); containers are walked, so any
-model built from registered parts (ours, the PyTorch tutorial model) gets a table without new code.
+model built from registered parts (ours, the PyTorch tutorial model) gets a table without new code. Hugging Face
+families have a class per family, so their parts are found by their children's names instead (q_proj, k_proj,
+v_proj, o_proj; gate_proj, up_proj, down_proj; ...): attention as a formula over C, h, g (key/value heads) and d.
 """
 
 from __future__ import annotations
