@@ -22,8 +22,8 @@ def _folder(tmp_path: Path, family: str) -> Path:
     from bench.hf_folders import decoder_folder
     from tests import hf_models
 
-    if family == "gpt2":
-        return hf_models.gpt2_folder(tmp_path / family)
+    if family in ("gpt2", "distilbert", "roberta"):
+        return getattr(hf_models, f"{family}_folder")(tmp_path / family)
     if family.startswith("bert"):
         architecture = "BertForSequenceClassification" if family == "bert-classifier" else "BertForMaskedLM"
         return hf_models.bert_folder(tmp_path / family, architecture)
@@ -41,7 +41,7 @@ def _expected_attention(config, attention) -> int:
     return 2 * C * h * d + 2 * C * g * d + biases
 
 
-@pytest.mark.parametrize("family", DECODERS + ("gpt2", "bert", "bert-classifier"))
+@pytest.mark.parametrize("family", DECODERS + ("gpt2", "bert", "bert-classifier", "distilbert", "roberta"))
 def test_every_family_has_named_parts_whose_formulas_equal_the_counts(tmp_path, family):
     loaded = load(_folder(tmp_path, family))
     model = loaded.model
@@ -53,7 +53,7 @@ def test_every_family_has_named_parts_whose_formulas_equal_the_counts(tmp_path, 
     assert "other" not in roles, [r.module for r in rows if r.role == "other"]
     assert not any("I·O" in r.formula for r in rows)
     assert {"embeddings", "attention", "feed-forward", "norm"} <= set(roles)
-    if family.startswith("bert"):
+    if not model.config.causal:  # encoders: the names and sums above
         return
     family_entry = model.family
     layers = path_get(model.base, family_entry.layers)
