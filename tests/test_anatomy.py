@@ -216,9 +216,14 @@ def test_a_converted_nanogpt_models_tied_head_is_counted_once_as_nanogpt_counts(
     assert "tied" in head.note
     roles = table.role_totals(rows)
     assert roles["head"] == 0 and roles["embeddings"] == V * C and sum(roles.values()) == nanogpt_count
+    from core.lens.describe import model_card  # the sidebar's card gives the same count
+
+    (info,) = checkpoint.list_checkpoints(tmp_path)
+    assert model_card(info)["Parameters"] == (f"{nanogpt_count:,} (the output head shares the embedding's "
+                                              "weights: counted once)")
 
 
-def test_a_head_that_only_looks_like_the_embedding_is_counted():
+def test_a_head_that_only_looks_like_the_embedding_is_counted(tmp_path):
     model = tiny_model()
     with torch.no_grad():
         model.head.unembed.weight.copy_(model.tok_emb.weight)
@@ -227,6 +232,9 @@ def test_a_head_that_only_looks_like_the_embedding_is_counted():
     head = next(r for r in rows if r.module == "head")
     assert head.parameters == model.head.unembed.weight.numel() and head.tied_to == ""
     assert table.totals(model).total == model.num_parameters() == sum(r.parameters for r in rows)
+    from core.lens.describe import tied_head_values
+
+    assert tied_head_values(save_tiny_checkpoint(tmp_path / "untied.safetensors", "lm")) == 0
 
 
 def test_the_same_parameter_in_two_rows_is_counted_once():
