@@ -1,10 +1,11 @@
 import streamlit as st
 
 from core.io.checkpoint import checkpoint_dir
+from core.text import markdown_escape as plain
 from pages import APP_PAGES
 from pages.browser_tables import records_table
 from pages.model_picker import PageModels, checkpoint_picker
-from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints
+from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints, checkpoints_folder_note
 
 checkpoint_picker(PageModels("home", ("lm-learned",), "lm"))
 
@@ -41,7 +42,8 @@ st.markdown("\n".join(f"- **{page.title}**: {PAGE_GUIDE[page.title]}" if page.ti
 
 infos = all_checkpoints()
 if not infos:
-    st.warning(NO_CHECKPOINTS.format(folder=checkpoint_dir()))
+    note = checkpoints_folder_note(str(checkpoint_dir()))  # a hub cache named as the checkpoints folder
+    st.warning(plain(note) if note else NO_CHECKPOINTS.format(folder=checkpoint_dir()))
 else:
     st.subheader("Checkpoints")
     rows = [{"name": i.name, "task": i.task or "", "attention": i.config.get("attention", ""),

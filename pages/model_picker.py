@@ -136,6 +136,7 @@ def require_model() -> LoadedCheckpoint | None:
     """The selected model, or a note saying how to get one (pages then stop drawing)."""
     info = selected_info()
     if info is None:
-        st.info(NO_CHECKPOINTS.format(folder=checkpoint_dir()))
+        note = checkpoints_folder_note(str(checkpoint_dir()))
+        st.info(plain(note) if note else NO_CHECKPOINTS.format(folder=checkpoint_dir()))
         return None
     return load_checkpoint(info)

@@ -241,6 +241,7 @@ def test_a_hub_cache_named_as_the_checkpoints_folder_says_hf_hub_cache_is_the_va
                     f"HF_HUB_CACHE is the variable for a cache (set HF_HUB_CACHE={hub}), and the picker lists its "
                     "models under their hub names."]
     assert "Run `make checkpoints`" not in " ".join(said)
+    assert [w.value.replace("\\", "") for w in at.warning] == said  # the page says it too, not "no checkpoints"
     assert hf_cache.misplaced_cache(ROOT / "checkpoints") is None
     assert hf_cache.misplaced_cache(tmp_path / "missing") is None
     assert f"{hf_cache.CACHE_ENV}=1" in hf_cache.misplaced_cache(hub, {hf_cache.CACHE_ENV: "0"})
