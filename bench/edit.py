@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     stats = compute_key_statistics(model, tok, (data.folder / CORPUS_FILE).read_text(encoding="utf-8"))
     print(f"{args.checkpoint.name}: key statistics over {stats.count} corpus positions in "
-          f"{time.perf_counter() - started:.1f} s (once per checkpoint, then read from .edit_cache/); "
+          f"{time.perf_counter() - started:.1f} s (once per checkpoint, then read from the user's edit cache); "
           f"{torch.get_num_threads()} threads")
     reference = Reference.of(model, tok, data)
     requests = sweep_requests(data, reference.answers, args.edits, seed=0)

@@ -49,6 +49,10 @@ columns[0].metric("Parameters", f"{totals.total:,}")
 columns[1].metric("Trainable", f"{totals.trainable:,}")
 st.caption(f"Non-trainable parameters: {totals.non_trainable:,} · buffer values (stored, not trained): "
            f"{totals.buffer_values:,}")
+if source == SELECTED and '"format": "nanoGPT ckpt.pt"' in str(info.metadata.get("source", "")):
+    positions = sum(r.parameters for r in rows if r.role == "positional")  # nanoGPT's get_num_params leaves it out
+    st.caption(f"nanoGPT's own count (get_num_params, as its train.py prints it) leaves out the position table's "
+               f"{positions:,}: {totals.total - positions:,}.")
 if stated is not None:
     verdict = "matches" if stated == totals.total else "does NOT match"
     st.caption(f"The course material states {stated:,} parameters; the count {verdict}.")
@@ -65,6 +69,11 @@ st.dataframe(arrow_table(frame), hide_index=True, width="stretch", height="conte
                             "where": st.column_config.TextColumn(width="medium"),
                             "formula value": st.column_config.NumberColumn(format="localized"),
                             "parameters": st.column_config.NumberColumn(format="localized")})
+for row in rows:
+    if row.tied_to:  # weight tying, said where the weights are counted
+        own = f"; its own {row.parameters:,} are in its row" if row.parameters else ""
+        st.caption(f"{row.module} shares the weights of {row.tied_to} (tied): they are counted once, in "
+                   f"{row.tied_to}{own}.")
 counted = sum(r.parameters for r in rows)
 if counted == totals.total:
     st.caption(f"The rows add up to the model's total, {counted:,}.")

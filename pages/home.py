@@ -1,9 +1,11 @@
 import streamlit as st
 
 from core.io.checkpoint import checkpoint_dir
+from core.text import markdown_escape as plain
+from pages import APP_PAGES
 from pages.browser_tables import records_table
 from pages.model_picker import PageModels, checkpoint_picker
-from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints
+from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints, checkpoints_folder_note
 
 checkpoint_picker(PageModels("home", ("lm-learned",), "lm"))
 
@@ -11,6 +13,8 @@ st.title("Attention Lab")
 st.write("Look inside small transformer models: what each head attends to, what positional "
          "encodings do, how training went, and what a model knows versus makes up.")
 
+# What each page is for, by its title in the navigation (pages.APP_PAGES): the list below is the navigation's, in
+# its order, so a page added there and not here is listed with no purpose and fails tests/test_home_page.py.
 PAGE_GUIDE = {
     "Home": "this page: what each page is for and which models are loaded.",
     "Attention": "type a sentence, see every head's attention (one head, all heads, one token, mean/max/"
@@ -22,6 +26,9 @@ PAGE_GUIDE = {
                        "with best values, CSV export and a shareable link.",
     "Birthplace probe": "what a birthplace model retrieves vs. makes up: answer, candidate places, corpus "
                         "evidence and attention for a name; fabricated names; dev-set errors by evidence.",
+    "Errors": "which examples a model gets wrong and how sure it was: the confusion matrix, slices, calibration "
+              "and two models side by side for classifiers and birthplace models; documents and tokens for "
+              "language models.",
     "Attention playground": "attention by hand, no checkpoint needed: edit keys, values and queries, "
                             "course presets (copy, average), one head vs two heads under noisy keys.",
     "Model anatomy": "parameters per module with the formula next to each count (checkpoint or course "
@@ -30,12 +37,13 @@ PAGE_GUIDE = {
                        "meta.pkl) or a checkpoint of ours, and it joins the model picker; or attention maps "
                        "your own code computed, for the Attention page.",
 }
-for page, purpose in PAGE_GUIDE.items():
-    st.markdown(f"- **{page}**: {purpose}")
+st.markdown("\n".join(f"- **{page.title}**: {PAGE_GUIDE[page.title]}" if page.title in PAGE_GUIDE
+                       else f"- **{page.title}**" for page in APP_PAGES))
 
 infos = all_checkpoints()
 if not infos:
-    st.warning(NO_CHECKPOINTS.format(folder=checkpoint_dir()))
+    note = checkpoints_folder_note(str(checkpoint_dir()))  # a hub cache named as the checkpoints folder
+    st.warning(plain(note) if note else NO_CHECKPOINTS.format(folder=checkpoint_dir()))
 else:
     st.subheader("Checkpoints")
     rows = [{"name": i.name, "task": i.task or "", "attention": i.config.get("attention", ""),

@@ -16,7 +16,13 @@ from core.io.checkpoint import CheckpointInfo, LoadedCheckpoint, checkpoint_dir
 from core.text import markdown_escape as plain
 from pages import leave_legacy_multipage_mode
 from pages.page_state import model_from_url, model_to_url, set_params
-from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints, cached_model_card, load_checkpoint
+from pages.shared_caches import (
+    NO_CHECKPOINTS,
+    all_checkpoints,
+    cached_model_card,
+    checkpoints_folder_note,
+    load_checkpoint,
+)
 
 MODEL_CHOICE = "model_choice"  # the picker's choice, kept across page switches (widget state is not)
 
@@ -78,8 +84,11 @@ def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
     infos = [i for i in listed if not i.error]
     with st.sidebar:
         st.header("Model")
+        note = checkpoints_folder_note(str(checkpoint_dir()))  # a hub cache named as the checkpoints folder
+        if note and infos:
+            st.info(plain(note))
         if not infos:
-            st.info(NO_CHECKPOINTS.format(folder=checkpoint_dir()))
+            st.info(plain(note) if note else NO_CHECKPOINTS.format(folder=checkpoint_dir()))
             st.session_state["checkpoint"] = None
             return None
         names = [i.name for i in infos]
@@ -127,6 +136,7 @@ def require_model() -> LoadedCheckpoint | None:
     """The selected model, or a note saying how to get one (pages then stop drawing)."""
     info = selected_info()
     if info is None:
-        st.info(NO_CHECKPOINTS.format(folder=checkpoint_dir()))
+        note = checkpoints_folder_note(str(checkpoint_dir()))
+        st.info(plain(note) if note else NO_CHECKPOINTS.format(folder=checkpoint_dir()))
         return None
     return load_checkpoint(info)

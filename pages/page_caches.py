@@ -48,7 +48,8 @@ def parts_frame(source: str, version: tuple | None, _rows: list[table.PartRow]) 
 
     return pd.DataFrame([{
         "module": r.module, "parameters": r.parameters, "formula = count": "✓" if r.matches else "✗",
-        "formula": r.formula, "part": r.role, "formula value": r.formula_value, "where": r.where,
+        "formula": f"{r.formula} (tied)" if r.tied_to else r.formula,  # the caption under the table names to what
+        "part": r.role, "formula value": r.formula_value, "where": r.where,
         "buffers": r.buffers, "note": r.note,
     } for r in _rows]).fillna("")
 

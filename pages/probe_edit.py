@@ -6,8 +6,8 @@ question before and after, the methods side by side with a computed sentence -> 
 undo it, download the edited model -> a sweep of every site beside the causal trace.
 
 Edits live in this browser session only: the session edits its own copy of the model (EditedModel); the cached
-model every session shares is only read, and no file on the server is written (the key statistics are kept in
-the checkpoint folder's .edit_cache/, never over a file that is not their own).
+model every session shares is only read, and no file beside a checkpoint is written (the key statistics are kept
+in the user's cache folder, core.lens.edit.key_statistics.cache_dir, never over a file that is not their own).
 """
 
 from __future__ import annotations

@@ -107,6 +107,12 @@ def cached_hub_models(cache: str) -> tuple[CheckpointInfo, ...]:
     return tuple(hf_cache.picker_infos(Path(cache)))
 
 
+@st.cache_resource(show_spinner=False, ttl=30)
+def checkpoints_folder_note(folder: str) -> str | None:
+    """One sentence when ATTENTION_LAB_CHECKPOINTS names a Hugging Face hub cache (core.io.hf_cache); every 30 s."""
+    return hf_cache.misplaced_cache(folder)
+
+
 def all_checkpoints() -> list[CheckpointInfo]:
     """Bundled (or ATTENTION_LAB_CHECKPOINTS) checkpoints, the Hugging Face cache's models (a local run; off
     under `make serve` unless the operator turns it on: core.io.hf_cache), then this session's uploads."""

@@ -31,6 +31,18 @@ def empty_hugging_face_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("empty-hf-cache")))
 
 
+@pytest.fixture(scope="session")
+def _session_edit_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("edit-cache")
+
+
+@pytest.fixture(autouse=True)
+def edit_cache_of_the_test_run(_session_edit_cache, monkeypatch):
+    """The rank-one edit's key statistics go to one folder of this test run, never the user's cache folder
+    (a test that watches the cache sets ATTENTION_LAB_EDIT_CACHE itself)."""
+    monkeypatch.setenv("ATTENTION_LAB_EDIT_CACHE", str(_session_edit_cache))
+
+
 @pytest.fixture
 def tiny_checkpoints(tmp_path: Path) -> Path:
     """A folder with one checkpoint of each task, for app and page tests."""

@@ -185,3 +185,62 @@ def test_parameter_bars_show_counts_and_shares():
     bar = fig.data[0]
     assert list(bar.y) == ["embeddings", "head"] and list(bar.x) == [300, 100]
     assert list(bar.text) == ["300 (75.0%)", "100 (25.0%)"]
+
+
+# --- weight tying ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_converted_nanogpt_models_tied_head_is_counted_once_as_nanogpt_counts(tmp_path, bias):
+    """nanoGPT ties lm_head to wte; the converter stores the tensor twice (equal values). The total is nanoGPT's own
+    get_num_params(non_embedding=False): every parameter once, the position table included."""
+    from core.io.convert import main
+    from tests.test_nanogpt import BLOCK, CHARS, N_EMBD, N_LAYER, meta_pkl, nanogpt_ckpt, write_ckpt
+
+    ckpt_path = write_ckpt(tmp_path / "ckpt.pt", nanogpt_ckpt(bias))
+    (tmp_path / "meta.pkl").write_bytes(meta_pkl(CHARS))
+    out = tmp_path / "sh.safetensors"
+    assert main(["nanogpt", str(ckpt_path), "--meta", str(tmp_path / "meta.pkl"), "-o", str(out)]) == 0
+    model = checkpoint.load(out).model
+    V, C, T, L, b = len(CHARS), N_EMBD, BLOCK, N_LAYER, int(bias)
+    layer_norm = C + b * C
+    attention = 3 * C * C + b * 3 * C + C * C + b * C  # c_attn, c_proj
+    mlp = 4 * C * C + b * 4 * C + 4 * C * C + b * C  # c_fc, c_proj
+    nanogpt_count = V * C + T * C + L * (2 * layer_norm + attention + mlp) + layer_norm  # wte (= lm_head), wpe, h, ln_f
+    totals = table.totals(model)
+    assert (totals.total, totals.trainable) == (nanogpt_count, nanogpt_count)
+    rows = table.parameter_table(model)
+    assert sum(r.parameters for r in rows) == nanogpt_count
+    assert all(r.matches for r in rows)
+    head = next(r for r in rows if r.module == "head")
+    assert (head.parameters, head.tied_to, head.role) == (0, "tok_emb", "head")
+    assert "tied" in head.note
+    roles = table.role_totals(rows)
+    assert roles["head"] == 0 and roles["embeddings"] == V * C and sum(roles.values()) == nanogpt_count
+    from core.lens.describe import model_card  # the sidebar's card gives the same count
+
+    (info,) = checkpoint.list_checkpoints(tmp_path)
+    assert model_card(info)["Parameters"] == (f"{nanogpt_count:,} (the output head shares the embedding's "
+                                              "weights: counted once)")
+
+
+def test_a_head_that_only_looks_like_the_embedding_is_counted(tmp_path):
+    model = tiny_model()
+    with torch.no_grad():
+        model.head.unembed.weight.copy_(model.tok_emb.weight)
+        model.head.unembed.weight[0, 0] += 1.0  # one value apart: not tied
+    rows = table.parameter_table(model)
+    head = next(r for r in rows if r.module == "head")
+    assert head.parameters == model.head.unembed.weight.numel() and head.tied_to == ""
+    assert table.totals(model).total == model.num_parameters() == sum(r.parameters for r in rows)
+    from core.lens.describe import tied_head_values
+
+    assert tied_head_values(save_tiny_checkpoint(tmp_path / "untied.safetensors", "lm")) == 0
+
+
+def test_the_same_parameter_in_two_rows_is_counted_once():
+    model = tiny_model()
+    model.head.unembed.weight = model.tok_emb.weight  # tied as Hugging Face ties: one Parameter
+    rows = table.parameter_table(model)
+    assert sum(r.parameters for r in rows) == table.totals(model).total == model.num_parameters()
+    head = next(r for r in rows if r.module == "head")
+    assert (head.parameters, head.formula, head.tied_to) == (0, "0", "tok_emb")

@@ -15,7 +15,7 @@ from torch import nn
 
 from core.io.checkpoint import load, read_metadata
 from core.lens.edit import cli
-from core.lens.edit.key_statistics import CACHE_DIR, compute_key_statistics, key_statistics
+from core.lens.edit.key_statistics import CACHE_ENV, cache_dir, compute_key_statistics, key_statistics
 from core.lens.edit.methods import (
     METHODS,
     EditError,
@@ -151,7 +151,8 @@ def test_an_edit_never_writes_the_model_it_reads_and_undo_is_bitwise(bundled, st
 
 
 def test_no_file_on_disk_changes_and_the_statistics_are_kept_by_the_checkpoints_hash(tmp_path, bundled, corpus,
-                                                                                    data, reference):
+                                                                                    data, reference, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     copy_path = tmp_path / "model.safetensors"
     shutil.copy(BUNDLED, copy_path)
     watched = [copy_path, *sorted(p for p in (ROOT / "checkpoints").glob("*") if p.is_file()),
@@ -163,7 +164,7 @@ def test_no_file_on_disk_changes_and_the_statistics_are_kept_by_the_checkpoints_
     before = hashes()
     model, tokenizer = bundled.model, bundled.tokenizer
     stats = key_statistics(copy_path, model, tokenizer, corpus)
-    kept = list((tmp_path / CACHE_DIR).iterdir())
+    kept = list(cache_dir().iterdir())
     assert len(kept) == 1 and hashlib.sha256(copy_path.read_bytes()).hexdigest()[:16] in kept[0].name
     again = key_statistics(copy_path, model, tokenizer, corpus)  # read back, not recomputed
     assert all(torch.equal(a, b) for a, b in zip(stats.moments, again.moments))
@@ -174,14 +175,15 @@ def test_no_file_on_disk_changes_and_the_statistics_are_kept_by_the_checkpoints_
     while session.undo():
         pass
     assert hashes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [CACHE_DIR, "model.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "model.safetensors"]  # nothing beside it
 
 
-def test_a_foreign_file_where_the_statistics_would_go_is_never_overwritten(tmp_path, bundled, corpus):
+def test_a_foreign_file_where_the_statistics_would_go_is_never_overwritten(tmp_path, bundled, corpus, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     copy_path = tmp_path / "model.safetensors"
     shutil.copy(BUNDLED, copy_path)
     key_statistics(copy_path, bundled.model, bundled.tokenizer, corpus)
-    (kept,) = (tmp_path / CACHE_DIR).iterdir()
+    (kept,) = (tmp_path / "cache").iterdir()
     kept.write_bytes(b"a user's own file")
     stats = key_statistics(copy_path, bundled.model, bundled.tokenizer, corpus)
     assert kept.read_bytes() == b"a user's own file" and len(stats.moments) == 2
@@ -404,3 +406,21 @@ def test_the_sweep_scores_every_reachable_site_and_its_sentence_reads_its_arrays
     i, j = best.layer, found.positions.index(best.position)
     assert f"efficacy {found.efficacy[i, j]:.0%}" in found.sentence()
     assert ("also where the causal trace" in found.sentence()) == (best == found.traced_site())
+
+
+def test_the_cache_folder_is_the_users_and_two_checkpoint_folders_never_collide(tmp_path, bundled, corpus,
+                                                                                monkeypatch):
+    assert cache_dir({CACHE_ENV: "/srv/edit"}) == Path("/srv/edit")
+    assert cache_dir({"XDG_CACHE_HOME": "/x"}) == Path("/x/attention-lab/edit-statistics")
+    assert cache_dir({}) == Path.home() / ".cache" / "attention-lab" / "edit-statistics"
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    first, second = tmp_path / "a" / "model.safetensors", tmp_path / "b" / "model.safetensors"
+    for path in (first, second):
+        path.parent.mkdir()
+        shutil.copy(BUNDLED, path)
+    original = second.read_bytes()
+    second.write_bytes(original[:-8] + bytes(8))  # another model under the same name in another folder
+    key_statistics(first, bundled.model, bundled.tokenizer, corpus)
+    key_statistics(second, bundled.model, bundled.tokenizer, corpus)
+    assert len(list((tmp_path / "cache").iterdir())) == 2  # one file each, neither over the other
+    assert sorted(p.name for p in first.parent.iterdir()) == ["model.safetensors"]

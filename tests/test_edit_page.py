@@ -13,7 +13,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.figures.edit import site_sweep_panels
-from core.lens.edit.key_statistics import CACHE_DIR
+from core.lens.edit.key_statistics import CACHE_ENV
 from core.lens.probe import corpus
 from tests.conftest import ROOT
 
@@ -82,7 +82,32 @@ def test_run_keep_undo_and_nothing_on_disk_changes(monkeypatch, folder):
     assert not at.exception
     assert not kept.edits and all(torch.equal(fresh[k], kept.model.state_dict()[k]) for k in fresh)
     assert hashes(watched) == before
-    assert sorted(p.name for p in folder.iterdir()) == sorted([BUNDLED.name, CACHE_DIR])
+    assert sorted(p.name for p in folder.iterdir()) == [BUNDLED.name]  # only the checkpoint: nothing written beside it
+
+
+def test_a_read_only_checkpoints_folder_works_and_nothing_is_written_there(monkeypatch, folder, tmp_path):
+    """A class's checkpoints/ may be read-only: the rank-one edit keeps its key statistics in the user's cache. (Root
+    ignores the modes; the folder's listing still shows that nothing was written there.)"""
+    import stat
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "user-cache"))
+    checkpoint = folder / BUNDLED.name
+    before = hashes([checkpoint])
+    checkpoint.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+    try:
+        at = open_edit_tab(monkeypatch, folder)
+        at.selectbox(key="edit_place").set_value("Berlin")
+        at.button(key="edit_run").click().run()
+        assert not at.exception, [e.message for e in at.exception]
+        assert sum(m.value.replace("\\", "").startswith("After ") for m in at.markdown) == 2
+        assert not [e.value for e in at.error], [e.value for e in at.error]
+        assert sorted(p.name for p in folder.iterdir()) == [BUNDLED.name]
+        assert hashes([checkpoint]) == before
+        assert len(list((tmp_path / "user-cache").glob("*.key_moments.safetensors"))) == 1
+    finally:
+        folder.chmod(stat.S_IRWXU)
+        checkpoint.chmod(stat.S_IRUSR | stat.S_IWUSR)
 
 
 def test_a_typed_name_that_is_a_bad_question_is_one_sentence(monkeypatch, folder):

@@ -218,3 +218,61 @@ def test_the_picker_lists_cached_models_by_hub_name_and_hosting_hides_them(cache
     assert not at.sidebar.selectbox  # no checkpoints at all: the cache is not listed
     assert any("hub names are off on this server" in i.value for i in at.info)
 
+
+
+# --- a hub cache, or one of its snapshots, named as the checkpoints folder (issue 52) ---------------------------
+
+def _picker(monkeypatch, checkpoints: Path):
+    from streamlit.testing.v1 import AppTest
+
+    from pages.shared_caches import available_checkpoints, cached_hub_models, checkpoints_folder_note
+
+    for cached in (available_checkpoints, cached_hub_models, checkpoints_folder_note):
+        cached.clear()
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(checkpoints))
+    at = AppTest.from_file(str(ROOT / "pages" / "home.py"), default_timeout=60).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_a_hub_cache_named_as_the_checkpoints_folder_says_hf_hub_cache_is_the_variable(tmp_path, tiny_llama,
+                                                                                        monkeypatch, no_network):
+    hub = tmp_path / "hub"
+    lay_out(hub, "TinyOrg/tiny-llama", tiny_llama)
+    monkeypatch.delenv(hf_cache.CACHE_ENV, raising=False)
+    at = _picker(monkeypatch, hub)
+    said = [i.value.replace("\\", "") for i in at.sidebar.info]
+    assert said == [f"{hub} is a Hugging Face hub cache (models--ORG--NAME folders), not a folder of checkpoints: "
+                    f"HF_HUB_CACHE is the variable for a cache (set HF_HUB_CACHE={hub}), and the picker lists its "
+                    "models under their hub names."]
+    assert "Run `make checkpoints`" not in " ".join(said)
+    assert [w.value.replace("\\", "") for w in at.warning] == said  # the page says it too, not "no checkpoints"
+    assert hf_cache.misplaced_cache(ROOT / "checkpoints") is None
+    assert hf_cache.misplaced_cache(tmp_path / "missing") is None
+    assert f"{hf_cache.CACHE_ENV}=1" in hf_cache.misplaced_cache(hub, {hf_cache.CACHE_ENV: "0"})
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))  # as the sentence says: the model is listed by its hub name
+    at = _picker(monkeypatch, tmp_path / "no-checkpoints")
+    assert at.sidebar.selectbox(key="picker_model").options == ["TinyOrg/tiny-llama"]
+
+
+def test_a_snapshot_folder_is_listed_by_its_hub_name_not_its_commit(tmp_path, tiny_llama, monkeypatch, no_network):
+    from core.io import hf
+    from core.io.checkpoint import list_checkpoints
+
+    hub = tmp_path / "hub"
+    snapshot = lay_out(hub, "TinyOrg/tiny-llama", tiny_llama)
+    assert snapshot.name == COMMIT
+    (only,) = list_checkpoints(snapshot)  # the snapshot itself named as the checkpoints folder
+    assert (only.name, only.error, only.path) == ("TinyOrg/tiny-llama", None, snapshot)
+    repo = hub / "models--TinyOrg--tiny-llama"
+    assert [i.name for i in list_checkpoints(repo / "snapshots")] == ["TinyOrg/tiny-llama"]
+    assert [i.name for i in list_checkpoints(repo)] == ["TinyOrg/tiny-llama"]
+    lay_out(hub, "TinyOrg/tiny-llama", tiny_llama, commit=OLD_COMMIT)
+    assert sorted(i.name for i in list_checkpoints(repo / "snapshots")) == [
+        f"TinyOrg/tiny-llama@{COMMIT[:7]}", f"TinyOrg/tiny-llama@{OLD_COMMIT[:7]}"]
+    assert hf.folder_info(snapshot).name == "TinyOrg/tiny-llama"  # a model folder typed on Open your model
+    assert hf.folder_info(tiny_llama).name == "tiny-llama"  # any other folder: its own name
+    assert hf.hub_name(tmp_path / "snapshots" / COMMIT) is None  # no models--ORG--NAME above it
+    at = _picker(monkeypatch, snapshot)
+    assert at.sidebar.selectbox(key="picker_model").options == ["TinyOrg/tiny-llama"]
+    assert load(only.path).model is not None

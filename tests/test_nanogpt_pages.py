@@ -187,7 +187,16 @@ def test_every_page_opens_on_the_converted_model(monkeypatch, converted):
     anatomy.run()
     (table,) = [d.value for d in anatomy.dataframe if "formula = count" in d.value.columns]
     assert (table["formula = count"] == "✓").all(), table[table["formula = count"] != "✓"]  # no bias terms
-    assert table["parameters"].sum() == load(folder / "shakespeare.safetensors").model.num_parameters()
+    model = load(folder / "shakespeare.safetensors").model
+    once = model.num_parameters() - model.head.unembed.weight.numel()  # lm_head is wte (tied): counted once
+    assert table["parameters"].sum() == once
+    assert anatomy.metric[0].value == f"{once:,}"
+    assert "head shares the weights of tok_emb (tied): they are counted once, in tok_emb." in [
+        c.value for c in anatomy.caption]
+    assert f"The rows add up to the model's total, {once:,}." in [c.value for c in anatomy.caption]
+    table_of_positions = model.pos.table.numel()
+    assert ("nanoGPT's own count (get_num_params, as its train.py prints it) leaves out the position table's "
+            f"{table_of_positions:,}: {once - table_of_positions:,}.") in [c.value for c in anatomy.caption]
 
 
 def test_a_model_on_gpt2_pieces_draws_its_pieces(monkeypatch, tmp_path):

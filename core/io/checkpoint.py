@@ -272,26 +272,41 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cp
     return LoadedCheckpoint(model=model, tokenizer=tokenizer, metadata=meta, path=path)
 
 
+def _model_paths(folder: Path) -> list[Path]:
+    """What a checkpoints folder holds: its *.safetensors and Hugging Face model folders; the folder itself when it
+    is one model folder (a hub cache's snapshot named directly); a hub cache repository's (`models--ORG--NAME`, or
+    its `snapshots/`) snapshot folders."""
+    if hf.is_hf_folder(folder):
+        return [folder]
+    if folder.name.startswith("models--") and (folder / "snapshots").is_dir():
+        folder = folder / "snapshots"
+    return [*(p for p in folder.glob("*.safetensors") if not p.name.endswith(SNAPSHOTS_SUFFIX)),
+            *(p for p in folder.iterdir() if hf.is_hf_folder(p))]
+
+
 def list_checkpoints(folder: str | Path | None = None) -> list[CheckpointInfo]:
     """Every *.safetensors in the folder and every Hugging Face model folder in it (a subfolder with a
-    config.json), sorted by name, metadata only; bad ones carry `error`."""
+    config.json), sorted by name, metadata only; bad ones carry `error`. A hub cache's snapshot folder is named
+    by its hub name (ORG/NAME, with @ and the commit's first 7 characters when two snapshots of one model are
+    listed), never by its commit alone."""
     folder = Path(folder) if folder is not None else checkpoint_dir()
     if not folder.is_dir():
         return []
     infos = []
-    paths = [*(p for p in folder.glob("*.safetensors") if not p.name.endswith(SNAPSHOTS_SUFFIX)),
-             *(p for p in folder.iterdir() if hf.is_hf_folder(p))]
-    for path in sorted(paths, key=lambda p: p.name):
+    paths = _model_paths(folder)
+    names = [path.stem if path.is_file() else hf.folder_name(path) for path in paths]
+    for path, name in sorted(zip(paths, names, strict=True), key=lambda pair: pair[0].name):
+        if path.is_dir() and hf.hub_name(path) and names.count(name) > 1:
+            name = f"{name}@{path.name[:7]}"
         stat = path.stat()
         size = stat.st_size if path.is_file() else sum(p.stat().st_size for p in path.glob("*.safetensors"))
-        info = CheckpointInfo(path=path, name=path.stem if path.is_file() else path.name, size_bytes=size,
-                              modified=stat.st_mtime)
+        info = CheckpointInfo(path=path, name=name, size_bytes=size, modified=stat.st_mtime)
         try:
             info.metadata = read_metadata(path)
             if path.is_dir() and not hf.available():
-                info.error = (f"{path.name} is a Hugging Face model folder; install the optional extra to "
+                info.error = (f"{name} is a Hugging Face model folder; install the optional extra to "
                               "open it: pip install -r requirements-hf.txt.")
         except CheckpointError as exc:
-            info.error = str(exc)
+            info.error = str(exc).replace(path.name, name, 1) if path.is_dir() and name != path.name else str(exc)
         infos.append(info)
     return infos

@@ -54,6 +54,21 @@ def is_hf_folder(path: str | Path) -> bool:
     return path.is_dir() and (path / "config.json").is_file()
 
 
+def hub_name(folder: str | Path) -> str | None:
+    """ORG/NAME for a snapshot folder of a Hugging Face hub cache (`models--ORG--NAME/snapshots/<commit>/`, the layout
+    core.io.hf_cache reads); None for any other folder."""
+    folder = Path(folder)
+    repo = folder.parent.parent.name
+    if folder.parent.name != "snapshots" or not repo.startswith("models--") or len(repo) == len("models--"):
+        return None
+    return repo.removeprefix("models--").replace("--", "/")
+
+
+def folder_name(folder: str | Path) -> str:
+    """A model folder's name in the picker: its hub name for a hub cache's snapshot, not the commit; else its name."""
+    return hub_name(folder) or Path(folder).name
+
+
 def available() -> bool:
     return importlib.util.find_spec("transformers") is not None
 
@@ -508,14 +523,18 @@ def folder_info(path: str | Path):
     folder = Path(str(path).strip()).expanduser()
     if not str(path).strip() or not folder.is_dir():
         raise HFError(f"{str(path)[:200]} is not a folder on this machine.")
+    name = folder_name(folder)
     if not is_hf_folder(folder):
-        raise HFError(f"{folder.name} has no config.json, so it is not a Hugging Face model folder.")
-    metadata = check_folder(folder)
+        raise HFError(f"{name} has no config.json, so it is not a Hugging Face model folder.")
+    try:
+        metadata = check_folder(folder)
+    except CheckpointError as exc:  # the sentence names the hub name, not a snapshot's commit
+        raise HFError(str(exc).replace(folder.name, name, 1) if name != folder.name else str(exc)) from None
     if not available():
-        raise HFError(f"{folder.name} is a Hugging Face model folder; install the optional extra to open it: "
+        raise HFError(f"{name} is a Hugging Face model folder; install the optional extra to open it: "
                       "pip install -r requirements-hf.txt.")
     size = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
-    return CheckpointInfo(path=folder, name=folder.name, size_bytes=size, modified=folder.stat().st_mtime,
+    return CheckpointInfo(path=folder, name=name, size_bytes=size, modified=folder.stat().st_mtime,
                           metadata=metadata)
 
 

@@ -29,7 +29,7 @@ from core.io.loaded import CheckpointError, CheckpointInfo
 
 CACHE_ENV = "ATTENTION_LAB_HF_CACHE"
 __all__ = ["CACHE_ENV", "DOWNLOAD_ENV", "CachedModel", "HubError", "cache_dir", "downloads_allowed",
-           "listing_enabled", "picker_infos", "resolve", "scan"]
+           "listing_enabled", "misplaced_cache", "picker_infos", "resolve", "scan"]
 HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 # what a download fetches: enough to open the model offline, never a pickle
 DOWNLOAD_PATTERNS = ["config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
@@ -61,6 +61,22 @@ def cache_dir(environ=None) -> Path:
     if env.get("HF_HOME"):
         return Path(env["HF_HOME"]).expanduser() / "hub"
     return Path("~/.cache/huggingface/hub").expanduser()
+
+
+def misplaced_cache(folder: str | Path, environ=None) -> str | None:
+    """One sentence when a folder named as the checkpoints folder (ATTENTION_LAB_CHECKPOINTS) is a hub cache (it holds
+    models--ORG--NAME folders): HF_HUB_CACHE is the variable for a cache. None for any other folder."""
+    folder = Path(folder)
+    try:
+        is_cache = any(p.name.startswith("models--") and p.is_dir() for p in folder.iterdir())
+    except OSError:
+        return None
+    if not is_cache:
+        return None
+    also = "" if listing_enabled(environ) else f" and {CACHE_ENV}=1"
+    return (f"{folder} is a Hugging Face hub cache (models--ORG--NAME folders), not a folder of checkpoints: "
+            f"HF_HUB_CACHE is the variable for a cache (set HF_HUB_CACHE={folder}{also}), and the picker lists its "
+            "models under their hub names.")
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,24 @@ def parameter_count(config: dict[str, Any]) -> int | None:
         return None
 
 
+def tied_head_values(path: str | Path) -> int:
+    """How many numbers the file's output head repeats of its embedding: V·C when `head.unembed.weight` equals
+    `tok_emb.weight` (a converted nanoGPT model stores its tied tensor twice), else 0. Reads only those two."""
+    import torch
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as fh:
+            if not {"tok_emb.weight", "head.unembed.weight"} <= set(fh.keys()):
+                return 0
+            if fh.get_slice("tok_emb.weight").get_shape() != fh.get_slice("head.unembed.weight").get_shape():
+                return 0
+            embedding, head = fh.get_tensor("tok_emb.weight"), fh.get_tensor("head.unembed.weight")
+            return embedding.numel() if torch.equal(embedding, head) else 0
+    except Exception:  # unreadable or foreign: the card counts the architecture as it is
+        return 0
+
+
 def model_card(info: CheckpointInfo) -> dict[str, str]:
     """Ordered label -> value rows for the sidebar card."""
     if info.error:
@@ -69,7 +87,9 @@ def model_card(info: CheckpointInfo) -> dict[str, str]:
     }
     count = parameter_count(cfg)
     if count is not None:
-        rows["Parameters"] = f"{count:,}"
+        tied = tied_head_values(info.path) if Path(info.path).is_file() else 0
+        rows["Parameters"] = (f"{count - tied:,} (the output head shares the embedding's weights: counted once)"
+                              if tied else f"{count:,}")
     tokenizer, size = meta.get("tokenizer"), cfg.get("vocab_size")
     if isinstance(tokenizer, dict) and isinstance(size, int):
         rows["Vocabulary"] = describe_vocabulary(meta, tokenizer, size)

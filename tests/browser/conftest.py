@@ -53,7 +53,9 @@ class Server(StreamlitServer):
 
 def start_server(checkpoints: Path, log: Path, root: Path = ROOT) -> Server:
     """`streamlit run app.py` of the tree at `root` (default this one) on a free loopback port, healthy."""
-    started = start_healthy(log, root=root, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(checkpoints)})
+    # the Edit tab's key statistics beside the log, not in the user's cache folder (core.lens.edit.key_statistics)
+    started = start_healthy(log, root=root, extra_env={"ATTENTION_LAB_CHECKPOINTS": str(checkpoints),
+                                                       "ATTENTION_LAB_EDIT_CACHE": str(log.parent / "edit-cache")})
     return Server(started.url, started.process, log, checkpoints)
 
 

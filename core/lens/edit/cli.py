@@ -3,7 +3,8 @@
 birthplace of the dev set, undone before the next), and prints efficacy, generalisation, the three
 specificities and the rest of the person, averaged over the edits, per method. `--edits FILE`
 (NAME<TAB>NEW PLACE per line) edits the given facts, one at a time, or all at once with `--together` (MEMIT's
-batched update). The checkpoint file is never written; the key statistics are kept in `.edit_cache/` beside it.
+batched update). The checkpoint file is never written; the key statistics are kept in the user's cache folder
+(core.lens.edit.key_statistics.cache_dir: ATTENTION_LAB_EDIT_CACHE, else ~/.cache/attention-lab/edit-statistics).
 """
 
 from __future__ import annotations

@@ -3,9 +3,12 @@
 
 A key is an MLP's hidden activation (after the nonlinearity, the input of its output projection) at one
 position. C is computed once per checkpoint (every layer in one pass over the corpus's documents) and kept in
-a cache folder beside the checkpoint (`.edit_cache/`, git-ignored), in a file named by the checkpoint's
-sha256: a changed checkpoint gets new statistics, and a file there that is not this module's own is never
-overwritten (the statistics are then computed and kept in memory only).
+a per-user cache folder, never beside the checkpoint (a class's checkpoints folder may be read-only, and is
+never written to): `ATTENTION_LAB_EDIT_CACHE` when set, else `$XDG_CACHE_HOME/attention-lab/edit-statistics`,
+else `~/.cache/attention-lab/edit-statistics`. A file there is named by the checkpoint's and the corpus's
+sha256, so two checkpoint folders never collide (the same bytes share their statistics) and a changed
+checkpoint gets new ones; a file there that is not this module's own is never overwritten, and where the
+folder cannot be written the statistics are computed and kept in memory only.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from torch import nn
 
 from core.lens.trace import Progress, model_device
 
-CACHE_DIR = ".edit_cache"
+CACHE_ENV = "ATTENTION_LAB_EDIT_CACHE"  # the folder the key statistics are kept in
 CACHE_FORMAT = "attention-lab/key-moments/1"
 BATCH = 128
 
@@ -118,9 +121,20 @@ def compute_key_statistics(model: nn.Module, tokenizer, corpus: str, progress: P
                          corpus_sha256=hashlib.sha256(corpus.encode("utf-8")).hexdigest())
 
 
-def cache_path(checkpoint: str | Path, checkpoint_sha256: str) -> Path:
-    checkpoint = Path(checkpoint)
-    return checkpoint.parent / CACHE_DIR / f"{checkpoint.stem}.{checkpoint_sha256[:16]}.key_moments.safetensors"
+def cache_dir(environ=None) -> Path:
+    """Where the statistics are kept: ATTENTION_LAB_EDIT_CACHE, else the user's cache folder (XDG)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(CACHE_ENV):
+        return Path(environ[CACHE_ENV]).expanduser()
+    base = Path(environ["XDG_CACHE_HOME"]).expanduser() if environ.get("XDG_CACHE_HOME") else \
+        Path("~/.cache").expanduser()
+    return base / "attention-lab" / "edit-statistics"
+
+
+def cache_path(checkpoint: str | Path, checkpoint_sha256: str, corpus_sha256: str) -> Path:
+    """The file for this checkpoint's bytes and this corpus: named by both hashes, never by the folder."""
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(checkpoint).stem)[:64]
+    return cache_dir() / f"{stem}.{checkpoint_sha256[:16]}.{corpus_sha256[:16]}.key_moments.safetensors"
 
 
 def _read_cache(path: Path, checkpoint_sha256: str, corpus_sha256: str) -> KeyStatistics | None:
@@ -170,13 +184,15 @@ def _write_cache(path: Path, stats: KeyStatistics, checkpoint_sha256: str) -> bo
 
 def key_statistics(checkpoint: str | Path | None, model: nn.Module, tokenizer, corpus: str,
                    progress: Progress | None = None) -> KeyStatistics:
-    """C for this checkpoint: read from the cache beside it when kept for the same file and corpus, else
-    computed (and kept when the folder allows). `checkpoint` None: computed, nothing written."""
+    """C for this checkpoint: read from the cache folder (`cache_dir`) when kept for the same file and corpus,
+    else computed (and kept when that folder allows). `checkpoint` None: computed, nothing written. Nothing is
+    ever written beside the checkpoint."""
     if checkpoint is None or not Path(checkpoint).is_file():
         return compute_key_statistics(model, tokenizer, corpus, progress)
     sha = file_sha256(checkpoint)
-    path = cache_path(checkpoint, sha)
-    kept = _read_cache(path, sha, hashlib.sha256(corpus.encode("utf-8")).hexdigest()) if path.is_file() else None
+    corpus_sha = hashlib.sha256(corpus.encode("utf-8")).hexdigest()
+    path = cache_path(checkpoint, sha, corpus_sha)
+    kept = _read_cache(path, sha, corpus_sha) if path.is_file() else None
     if kept is not None:
         return kept
     stats = compute_key_statistics(model, tokenizer, corpus, progress)

@@ -1,0 +1,31 @@
+"""The Home page lists every page of the navigation (pages.APP_PAGES), in its order, each with what it is for."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from pages import APP_PAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_home_lists_every_page_of_the_navigation_in_its_order(monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tmp_path / "none"))
+    at = AppTest.from_file(str(ROOT / "pages" / "home.py"), default_timeout=60).run()
+    assert not at.exception
+    (guide,) = [m.value for m in at.markdown if m.value.startswith("- **")]
+    listed = re.findall(r"^- \*\*(.+?)\*\*: (.+)$", guide, flags=re.M)
+    assert [title for title, _ in listed] == [page.title for page in APP_PAGES]  # Errors included
+    assert all(len(purpose) > 20 for _, purpose in listed)
+    assert ("Errors", "which examples a model gets wrong") in [(t, p[:33]) for t, p in listed]
+
+
+def test_the_guide_describes_no_page_the_navigation_lacks():
+    tree = ast.parse((ROOT / "pages" / "home.py").read_text())
+    (guide,) = [node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                and any(getattr(t, "id", None) == "PAGE_GUIDE" for t in node.targets)]
+    assert [ast.literal_eval(key) for key in guide.keys] == [page.title for page in APP_PAGES]
