@@ -241,7 +241,7 @@ def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], 
 
 def _swappable(loaded, q: wf.Question, swap_names: tuple[str, ...]) -> bool:
     """Whether another name of the same length in pieces can be swapped in (else only noise traces it)."""
-    return bool(swap_names) and bool(wf.analyses.swap_candidates(loaded.tokenizer, q, swap_names))
+    return bool(swap_names) and bool(wf.tracing.swap_candidates(loaded.tokenizer, q, swap_names))
 
 
 def _use_swap(key: str) -> None:

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from core.lens.trace import Progress, model_device
-from core.lens.where_from.analyses import IG_STEPS, InputAttribution, integrated_gradients
+from core.lens.where_from.saliency import IG_STEPS, InputAttribution, integrated_gradients
 from core.model.tokenizer import Tokenizer
 from core.text import visible_token
 

@@ -13,8 +13,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from core.lens.where_from.analyses import CORRUPTIONS, IG_STEPS, METRICS, NOISE, SAMPLES, SEED, WhereFromError
 from core.lens.where_from.dev_set import DEV_SAMPLES, kept_averages, question_record, read_questions, swap_pool
+from core.lens.where_from.question import WhereFromError
+from core.lens.where_from.saliency import IG_STEPS
+from core.lens.where_from.tracing import CORRUPTIONS, METRICS, NOISE, SAMPLES, SEED
 
 
 def build_parser() -> argparse.ArgumentParser:

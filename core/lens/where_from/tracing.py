@@ -1,30 +1,11 @@
-"""Where an answer comes from: logit lens, direct attribution, causal tracing and input attribution.
-
-Everything starts from one `Trace` with activations (core.lens.trace) and patches the model only through its
-hook points (core.model.hooks): no second implementation of the model.
-
-- `logit_lens`: the residual stream after the embeddings and after each block, read through the final LayerNorm
-  and the output head (nostalgebraist 2020): per (layer, position) the top piece, and the probability and rank of
-  the answer's first piece; the last row is the model's own output.
-- `direct_attribution`: the answer's logit at the last position as a sum over the embeddings, each head, each
-  attention output bias, each MLP and the final LayerNorm's bias, with the LayerNorm's scale frozen at its value
-  in this pass (TransformerLens's `decompose_resid` + `apply_ln_to_stack`): the pieces add up to the logit.
-- `causal_trace`: ROME (Meng et al. 2022), with Zhang & Nanda 2023's best practice: corrupt the subject (the
-  name's pieces) by Gaussian noise of `noise` x the standard deviation of those pieces' token embeddings (a fixed
-  seed, the mean over `samples` draws) or by symmetric token replacement with another person's name of the same
-  number of pieces; restore one clean state at one (layer, position) for the residual stream, the attention
-  output and the MLP output; measure the answer's probability or the logit difference against the corrupted
-  run's answer. Every restored run of one question is one batched forward pass. With 4 layers or fewer the
-  window is one layer (ROME's window of 10 would restore the whole model at once). The last layer at a position
-  before the last cannot reach the answer: those cells are marked and are exactly 0.
-- `input_attribution`: gradient x input and integrated gradients (zero token-embedding baseline, positions
-  kept, `steps` midpoints, the target piece held fixed) for the answer's log-probability, per input piece.
-
-The dev-set averages are in `core.lens.where_from.dev_set`; the command line in `core.lens.where_from.cli`.
-
-For a fabricated name there is no true answer: every view then traces the model's own first piece, and
-`Question.note` says what that means.
-"""
+"""Causal tracing: ROME (Meng et al. 2022), with Zhang & Nanda 2023's best practice: corrupt the subject (the
+name's pieces) by Gaussian noise of `noise` x the standard deviation of those pieces' token embeddings (a fixed
+seed, the mean over `samples` draws) or by symmetric token replacement with another person's name of the same
+number of pieces; restore one clean state at one (layer, position) for the residual stream, the attention output
+and the MLP output; measure the answer's probability or the logit difference against the corrupted run's answer.
+Every restored run of one question is one batched forward pass. With 4 layers or fewer the window is one layer
+(ROME's window of 10 would restore the whole model at once). The last layer at a position before the last cannot
+reach the answer: those cells are marked and are exactly 0."""
 
 from __future__ import annotations
 
@@ -34,11 +15,18 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from core.lens.probe.questions import name_from_question
-from core.lens.trace import Trace, TraceError, cut_to_limit, model_device, trace
+from core.lens.trace import Trace, model_device
+from core.lens.where_from.question import (
+    Question,
+    WhereFromError,
+    name_pieces,
+    name_span,
+    patchable,
+    prompt_pieces,
+    record,
+)
 from core.model.attention import KVCache
 from core.model.hooks import Hooks, Recorder
-from core.model.readout import is_centered, norm_label
 from core.model.tokenizer import MASK_CHAR
 from core.model.transformer import Transformer
 from core.text import visible_token
@@ -51,10 +39,8 @@ POSITION_CLASSES = ("before the name", "name's first piece", "name's middle piec
 NOISE = 3.0  # ROME: 3 standard deviations of the subject's embeddings
 SAMPLES = 10  # ROME's number of noise draws
 SEED = 0
-IG_STEPS = 30
 SMALL_MODEL_LAYERS = 4  # up to this many layers, restore one layer at a time
 ROME_WINDOW = 10
-AGAINST_LISTED = 3  # heads named in the attribution sentence (the CSV and the bars have every one)
 NOTHING_CORRUPTED = 1e-6  # a total effect smaller than this: the corruption changed nothing
 # A total effect below this (in the metric's unit) is too small for shares of it to mean anything: a model that
 # gives the answer 1.6% before and 1.4% after the corruption (birth-vanilla-scratch) has nothing to trace.
@@ -77,343 +63,6 @@ def weak_effect_note(metric: str, clean: float, corrupted: float) -> str:
     return (f" Careful: the corruption moves the {metric} by only {total:+.3f} ({clean:.3f} clean), so these shares "
             "are shares of almost nothing: the model did not hold this answer to begin with.")
 
-
-class WhereFromError(ValueError):
-    """Input these views cannot trace; str() is one sentence for the user."""
-
-
-# --------------------------------------------------------------------------- the question read
-
-
-@dataclass
-class Question:
-    """A prompt as the model reads it, where the name is in it, and which piece counts as the answer."""
-
-    question: str
-    ids: list[int]  # question + MASK, cut from the front to the model's context
-    tokens: list[str]  # display labels
-    raw: list[str]  # the text each piece covers
-    name: str
-    name_positions: list[int]  # positions of the name's pieces (empty: no name found)
-    answer_id: int  # the first piece of the answer
-    answer_piece: str  # its display label
-    truth: str | None  # the true birthplace, None when unknown (a fabricated name)
-    own_answer: bool  # True: the answer traced is the model's own first piece, not a known truth
-    cut: int = 0  # pieces dropped from the front
-
-    @property
-    def note(self) -> str:
-        piece = self.answer_piece
-        if self.own_answer:
-            return (f"No birthplace is known for {self.name or 'this text'}, so every view traces the model's own "
-                    f"first piece {piece!r}: what pushes the model to its guess (pieces of the name that sound "
-                    "like a country, the question's wording), not where a stored fact is kept. A trace of a "
-                    "guess looks like a trace of a fact; only the true answer tells them apart.")
-        return f"The answer traced is the first piece {piece!r} of the true birthplace {self.truth!r}."
-
-
-def _prompt_pieces(tokenizer, prompt: str) -> tuple[list[int], list[str]]:
-    read = tokenizer.tokenize(prompt)
-    return read.ids, read.tokens
-
-
-def name_span(question: str, name: str) -> tuple[int, int] | None:
-    start = question.find(name) if name else -1
-    return (start, start + len(name)) if start >= 0 else None
-
-
-def pieces_covering(raw_tokens: Sequence[str], span: tuple[int, int]) -> list[int]:
-    """Positions of the pieces whose characters overlap `span` (raw tokens must spell the text in order)."""
-    out, at = [], 0
-    for i, piece in enumerate(raw_tokens):
-        end = at + len(piece)
-        if at < span[1] and end > span[0] and piece.strip():
-            out.append(i)
-        at = end
-    return out
-
-
-def name_pieces(tokenizer, prompt: str, ids: Sequence[int], raw: Sequence[str], span: tuple[int, int]) -> list[int]:
-    """Positions of the pieces that spell the name at `span` (whitespace pieces left out): the pieces of the text
-    before the name and up to its end, when the tokenizer splits the prompt there (it does at a space); else
-    the pieces whose characters overlap the span (when the pieces spell the text); else none."""
-    before, upto = tokenizer.encode(prompt[:span[0]]), tokenizer.encode(prompt[:span[1]])
-    if list(ids[:len(before)]) == before and list(ids[:len(upto)]) == upto:
-        return [p for p in range(len(before), len(upto)) if raw[p].strip()]
-    if "".join(raw) == prompt:
-        return pieces_covering(raw, span)
-    return []
-
-
-def context_of(model) -> int:
-    return model.max_length or model.config.block_size
-
-
-def answer_piece_id(tokenizer, prompt_ids: list[int], prompt: str, answer: str) -> int:
-    """The first piece the model would write for `answer` after the prompt (tokenised in context)."""
-    whole = tokenizer.encode(prompt + answer)
-    if whole[:len(prompt_ids)] == prompt_ids and len(whole) > len(prompt_ids):
-        return whole[len(prompt_ids)]
-    alone = tokenizer.encode(answer)
-    if not alone:
-        raise WhereFromError(f"The answer {answer!r} has no pieces this model can read.")
-    return alone[0]
-
-
-def read_question(model, tokenizer, question: str, truth: str | None = None) -> Question:
-    """question ('Where was NAME born?', or any text) + MASK, the name's pieces in it, the answer's first piece:
-    the truth's when given, else the model's own top piece after the prompt."""
-    question = " ".join((question or "").split()).rstrip(MASK_CHAR)
-    if not question:
-        raise WhereFromError("Type a question such as 'Where was Ada Lovelace born?'.")
-    prompt = question + MASK_CHAR if getattr(tokenizer, "mask_id", None) is not None else question
-    tokenized = tokenizer.tokenize(prompt)
-    if not tokenized.ids:
-        raise WhereFromError("The question has no pieces this model can read.")
-    if tokenized.unknown:
-        shown = ", ".join(repr(p) for p in tokenized.unknown[:5])
-        raise WhereFromError(f"This model's vocabulary lacks {shown}, so what it reads is not the question typed.")
-    window = cut_to_limit(len(tokenized.ids), context_of(model), "end")
-    ids, raw = tokenized.ids[window], tokenized.tokens[window]
-    name = name_from_question(question)
-    span = name_span(prompt, name)
-    positions = []
-    if span is not None:
-        found = name_pieces(tokenizer, prompt, tokenized.ids, tokenized.tokens, span)
-        positions = [p - window.start for p in found if p >= window.start]
-    truth = truth.strip() if truth else None
-    if truth:
-        answer_id = answer_piece_id(tokenizer, tokenized.ids, prompt, truth)
-    else:
-        with torch.inference_mode():
-            logits, _ = model(torch.tensor([ids], dtype=torch.long, device=model_device(model)))
-        answer_id = int(logits[0, -1].argmax())
-    return Question(question=question, ids=ids, tokens=[visible_token(t) for t in raw], raw=list(raw), name=name,
-                    name_positions=positions, answer_id=answer_id, answer_piece=tokenizer.decode([answer_id]),
-                    truth=truth or None, own_answer=not truth, cut=window.start)
-
-
-def record(model, q: Question) -> Trace:
-    """One Trace of the question with activations (the one record every view here reads)."""
-    try:
-        return trace(model, q.ids, q.raw, activations=True)
-    except TraceError as exc:
-        raise WhereFromError(str(exc)) from None
-
-
-def unembed_bias(model) -> torch.Tensor | None:
-    """The output head's bias (Phi's has one; ours and most have none)."""
-    return getattr(model, "unembed_bias", None)
-
-
-def logit_softcap(model) -> float | None:
-    """The cap a model puts on its output logits, logits = cap * tanh(z / cap) (Gemma 2; core.io.hf), or None."""
-    return getattr(model, "logit_softcap", None)
-
-
-def patchable(model) -> bool:
-    """Whether causal tracing and input attribution may patch the model through its hook points: our own
-    Transformer, or a Hugging Face pre-norm decoder (core.io.hf)."""
-    return isinstance(model, Transformer) or bool(getattr(model, "patchable", False))
-
-
-def _readout(model):
-    try:
-        return model.readout()
-    except (AttributeError, ValueError) as exc:
-        raise WhereFromError(str(exc) if isinstance(exc, ValueError) else
-                             "This model has no final LayerNorm and output head to read its stream through.") from None
-
-
-# --------------------------------------------------------------------------- logit lens
-
-
-@dataclass
-class LogitLens:
-    layers: list[str]  # "embeddings", "after layer 0", ...
-    tokens: list[str]
-    top_ids: np.ndarray  # (L + 1, T)
-    top_pieces: list[list[str]]  # (L + 1) x T display labels
-    top_prob: np.ndarray  # (L + 1, T)
-    answer_prob: np.ndarray  # (L + 1, T): the answer's first piece
-    answer_rank: np.ndarray  # (L + 1, T): 1 = the top piece
-    probs_last: np.ndarray  # (L + 1, V) the whole distribution at the last position (float64)
-    answer_piece: str
-    norm: str = "LayerNorm"  # the final norm read through: "LayerNorm" or "RMSNorm"
-
-    @property
-    def first_top_layer(self) -> int | None:
-        """The first row (0 = embeddings) where the answer is the top piece at the last position."""
-        top = np.flatnonzero(self.answer_rank[:, -1] == 1)
-        return int(top[0]) if top.size else None
-
-    def sentence(self) -> str:
-        row = self.first_top_layer
-        piece = self.answer_piece
-        if row is None:
-            rank, p = int(self.answer_rank[-1, -1]), float(self.answer_prob[-1, -1])
-            return (f"{piece!r} never becomes the top piece at the last position: after the last layer it ranks "
-                    f"{rank} with probability {p:.3f}, and the model's top piece is {self.top_pieces[-1][-1]!r}.")
-        where = "already in the embeddings" if row == 0 else f"after layer {row - 1}"
-        return (f"{piece!r} first becomes the top piece at the last position {where} (probability "
-                f"{self.answer_prob[row, -1]:.3f}); after the last layer its probability is "
-                f"{self.answer_prob[-1, -1]:.3f}.")
-
-    def rows(self) -> list[dict]:
-        out = []
-        for layer, name in enumerate(self.layers):
-            for t, token in enumerate(self.tokens):
-                out.append({"layer": name, "position": t, "token": token, "top piece": self.top_pieces[layer][t],
-                            "top probability": float(self.top_prob[layer, t]),
-                            "answer probability": float(self.answer_prob[layer, t]),
-                            "answer rank": int(self.answer_rank[layer, t])})
-        return out
-
-
-def streams(acts) -> np.ndarray:
-    """(L + 1, T, C): the embeddings, then the stream after each block."""
-    return np.concatenate([acts.resid_pre[:1], acts.resid_post])
-
-
-def logit_lens(model, tokenizer, rec: Trace, answer_id: int) -> LogitLens:
-    ln, unembed = _readout(model)
-    acts = rec.activations
-    bias = unembed_bias(model)
-    with torch.inference_mode():
-        x = torch.from_numpy(streams(acts)).to(unembed.device, unembed.dtype)  # (L + 1, T, C)
-        logits = ln(x) @ unembed.T
-        logits = (logits if bias is None else logits + bias).double().cpu()  # (L + 1, T, V)
-        cap = logit_softcap(model)
-        if cap is not None:  # read out as the model reads its own output
-            logits = cap * torch.tanh(logits / cap)
-    probs = torch.softmax(logits, dim=-1)
-    top_prob, top_ids = probs.max(dim=-1)
-    answer_logit = logits[..., answer_id]
-    rank = (logits > answer_logit[..., None]).sum(-1) + 1
-    labels = {int(i): visible_token(tokenizer.decode([int(i)])) for i in top_ids.unique().tolist()}
-    n_layer = acts.resid_post.shape[0]
-    return LogitLens(layers=["embeddings"] + [f"after layer {i}" for i in range(n_layer)], tokens=rec.tokens,
-                     top_ids=top_ids.numpy(), top_pieces=[[labels[int(i)] for i in row] for row in top_ids.tolist()],
-                     top_prob=top_prob.numpy(), answer_prob=probs[..., answer_id].numpy(), answer_rank=rank.numpy(),
-                     probs_last=probs[:, -1].numpy(), answer_piece=visible_token(tokenizer.decode([answer_id])),
-                     norm=norm_label(ln))
-
-
-# --------------------------------------------------------------------------- direct attribution
-
-
-@dataclass
-class Attribution:
-    names: list[str]  # "embeddings", "L0 H0", ..., "L0 attention bias", "MLP 0", ..., "final LayerNorm bias"
-    kinds: list[str]  # "embeddings" | "head" | "attention bias" | "MLP" | "LayerNorm bias"
-    layers: list[int | None]
-    values: np.ndarray  # each piece's share of the answer's logit
-    logit: float  # the model's own logit for the answer at the last position
-    answer_piece: str
-    position: int
-    norm: str = "LayerNorm"  # the final norm whose scale is frozen: "LayerNorm" or "RMSNorm"
-    softcap: float | None = None  # the model caps its logits: `logit` is before the cap, `capped` after it
-    capped: float | None = None
-
-    @property
-    def total(self) -> float:
-        return float(self.values.sum())
-
-    def by_layer(self) -> dict[str, float]:
-        """'embeddings', 'attention 0' (its heads plus its bias), 'MLP 0', ..., 'final LayerNorm bias'."""
-        out: dict[str, float] = {}
-        for name, kind, layer, value in zip(self.names, self.kinds, self.layers, self.values):
-            key = f"attention {layer}" if kind in ("head", "attention bias") else name
-            out[key] = out.get(key, 0.0) + float(value)
-        return out
-
-    def sentence(self) -> str:
-        """The logit, its three largest parts by layer, and the heads that push against the answer (the count
-        is of them all; the strongest AGAINST_LISTED are named, and the sentence says so when that is fewer)."""
-        parts = self.by_layer()
-        ranked = sorted(parts.items(), key=lambda kv: -abs(kv[1]))
-        top = ", ".join(f"{k} {v:+.2f}" for k, v in ranked[:3])
-        against = sorted((float(v), k) for k, v, kind in zip(self.names, self.values, self.kinds, strict=True)
-                         if v < 0 and kind == "head")  # the strongest push first
-        names = [k for _, k in against[:AGAINST_LISTED]]
-        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1] if names else ""
-        if len(against) > len(names):
-            tail = f"; {len(against)} heads push against it, the strongest {len(names)} of them {listed}"
-        else:
-            tail = (f"; 1 head pushes against it ({listed})" if len(against) == 1 else
-                    f"; {len(against)} heads push against it ({listed})" if against else "")
-        capped = "" if self.softcap is None else (
-            f" before the model's soft cap ({self.softcap:g} tanh(logit / {self.softcap:g}) = {self.capped:.2f})")
-        return (f"The logit of {self.answer_piece!r}{capped} is {self.logit:.2f}, the sum of the pieces (the final "
-                f"{self.norm}'s scale frozen at its value in this pass). Largest: {top}{tail}.")
-
-    def rows(self) -> list[dict]:
-        return [{"piece": n, "kind": k, "layer": "" if la is None else la, "logit contribution": float(v)}
-                for n, k, la, v in zip(self.names, self.kinds, self.layers, self.values)]
-
-
-def direct_attribution(model, rec: Trace, answer_id: int, position: int = -1, answer_piece: str = "") -> Attribution:
-    """The answer's logit at `position` split over the stream's pieces through the frozen final LayerNorm:
-    piece c contributes W_U[a] . (gamma * (c - mean(c)) / scale), the LayerNorm's bias W_U[a] . beta. An RMSNorm
-    does not centre: c contributes W_U[a] . (gamma * c / scale); an output head's bias adds its b[a]."""
-    ln, unembed = _readout(model)
-    acts = rec.activations
-    if acts.head_out is None or acts.mlp_out is None or acts.final_scale is None:
-        raise WhereFromError("This architecture does not add its sublayers' outputs into one residual stream "
-                             "(a post-norm encoder), so its logit has no direct attribution.")
-    t = position % rec.n_tokens
-    gamma = ln.weight.detach().double().cpu().numpy() if ln.weight is not None else 1.0
-    beta = ln.bias.detach().double().cpu().numpy() if ln.bias is not None else None
-    w = unembed[answer_id].detach().double().cpu().numpy()  # (C,)
-    direction = gamma * w / float(acts.final_scale[t])
-
-    centered = is_centered(ln)
-
-    def share(c: np.ndarray) -> float:
-        c = c.astype(np.float64)
-        return float(((c - c.mean()) if centered else c) @ direction)
-
-    names, kinds, layers, values = ["embeddings"], ["embeddings"], [None], [share(acts.resid_pre[0, t])]
-    n_layer, n_head = acts.head_out.shape[:2]
-    for layer in range(n_layer):
-        for head in range(n_head):
-            names.append(f"L{layer} H{head}")
-            kinds.append("head")
-            layers.append(layer)
-            values.append(share(acts.head_out[layer, head, t]))
-        if acts.attn_bias is not None:
-            names.append(f"L{layer} attention bias")
-            kinds.append("attention bias")
-            layers.append(layer)
-            values.append(share(acts.attn_bias[layer]))
-        names.append(f"MLP {layer}")
-        kinds.append("MLP")
-        layers.append(layer)
-        values.append(share(acts.mlp_out[layer, t]))
-    if beta is not None:
-        names.append("final LayerNorm bias")
-        kinds.append("LayerNorm bias")
-        layers.append(None)
-        values.append(float(beta @ w))
-    head_bias = unembed_bias(model)
-    if head_bias is not None:
-        names.append("output head bias")
-        kinds.append("head bias")
-        layers.append(None)
-        values.append(float(head_bias[answer_id].detach()))
-    logit = float(rec.logits[0, t, answer_id]) if rec.logits.dim() == 3 else float("nan")
-    cap, capped = logit_softcap(model), None
-    if cap is not None:  # the pieces add up to the logit before the cap: that one, read through the model's own norm
-        capped = logit
-        with torch.inference_mode():
-            x = torch.from_numpy(acts.resid_post[-1, t]).to(unembed.device, unembed.dtype)  # (C,)
-            logit = float(ln(x) @ unembed[answer_id]) + (0.0 if head_bias is None else float(head_bias[answer_id]))
-    return Attribution(names=names, kinds=kinds, layers=layers, values=np.asarray(values), logit=logit,
-                       answer_piece=answer_piece or str(answer_id), position=t, norm=norm_label(ln), softcap=cap,
-                       capped=capped)
-
-
-# --------------------------------------------------------------------------- causal tracing
 
 
 def last_logits(model, idx: torch.Tensor, hooks: Hooks, shared: int = 0) -> torch.Tensor:
@@ -641,7 +290,7 @@ def swap_candidates(tokenizer, q: Question, names: Sequence[str]) -> list[tuple[
             continue
         seen.add(other)
         prompt = q.question.replace(q.name, other, 1) + MASK_CHAR
-        ids, raw = _prompt_pieces(tokenizer, prompt)
+        ids, raw = prompt_pieces(tokenizer, prompt)
         span = name_span(prompt, other)
         if len(ids) != len(q.ids) + q.cut or span is None:
             continue
@@ -798,72 +447,3 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
                        corrupted_answer=visible_token(tokenizer.decode([against[0]])),
                        scores=scores, impossible=impossible, summary=summary)
 
-
-# --------------------------------------------------------------------------- input attribution
-
-
-@dataclass
-class InputAttribution:
-    tokens: list[str]
-    gradient_x_input: np.ndarray  # (T,)
-    integrated_gradients: np.ndarray  # (T,)
-    log_prob: float  # the answer's log-probability on the question
-    baseline_log_prob: float  # with every token embedding zero (positions kept)
-    steps: int
-    answer_piece: str
-
-    @property
-    def completeness_gap(self) -> float:
-        """Integrated gradients add up to log p(x) - log p(baseline) up to the Riemann sum's error."""
-        return float(self.integrated_gradients.sum() - (self.log_prob - self.baseline_log_prob))
-
-    def rows(self) -> list[dict]:
-        return [{"position": t, "token": tok, "gradient x input": float(g), "integrated gradients": float(i)}
-                for t, (tok, g, i) in enumerate(zip(self.tokens, self.gradient_x_input, self.integrated_gradients))]
-
-
-class _Scale(Hooks):
-    def __init__(self, embedded: torch.Tensor) -> None:
-        self.embedded = embedded
-
-    def embed(self, x):
-        return self.embedded
-
-
-def integrated_gradients(model, ids: Sequence[int], score, steps: int = IG_STEPS
-                         ) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """(gradient x input (T,), integrated gradients (T,), score of the input, score of the baseline) of a scalar
-    per batch row, `score(model, idx, hooks) -> (B,)` (a log-probability), over the token embeddings: zero
-    baseline, positions kept, midpoint rule with `steps` points, one batched pass. Shared by the question view
-    (the answer's first piece) and the error analysis (a classifier's class)."""
-    if not patchable(model):
-        raise WhereFromError("Input attribution patches a pre-norm decoder's embeddings through its hook points; "
-                             "this model has none.")
-    device = model_device(model)
-    idx = torch.tensor([list(ids)], dtype=torch.long, device=device)  # (1, T)
-    with torch.no_grad():
-        x = model.tok_emb(idx).detach()  # (1, T, C)
-    alphas = torch.cat([torch.ones(1), (torch.arange(steps, dtype=torch.float32) + 0.5) / steps,
-                        torch.zeros(1)]).to(device)  # the input itself, the midpoints, the baseline
-    with torch.enable_grad():
-        scaled = (alphas.view(-1, 1, 1) * x).requires_grad_(True)  # (steps + 2, T, C)
-        scores = score(model, idx.expand(len(alphas), -1), _Scale(scaled))  # (steps + 2,)
-        (grads,) = torch.autograd.grad(scores.sum(), scaled)
-    scores = scores.detach()
-    grads = grads.double()
-    gxi = (grads[0] * x[0].double()).sum(-1)
-    ig = (grads[1:-1].mean(0) * x[0].double()).sum(-1)
-    return gxi.cpu().numpy(), ig.cpu().numpy(), float(scores[0]), float(scores[-1])
-
-
-def input_attribution(model, q: Question, steps: int = IG_STEPS, tokens: list[str] | None = None
-                      ) -> InputAttribution:
-    """Gradient x input and integrated gradients of log p(answer's first piece | question) per input piece,
-    over the token embeddings (zero baseline, positions kept, midpoint rule with `steps` points)."""
-    def answer_log_prob(model, idx, hooks):
-        return torch.log_softmax(last_logits(model, idx, hooks).double(), -1)[:, q.answer_id]
-
-    gxi, ig, log_prob, baseline = integrated_gradients(model, q.ids, answer_log_prob, steps)
-    return InputAttribution(tokens=tokens if tokens is not None else q.tokens, gradient_x_input=gxi,
-                            integrated_gradients=ig, log_prob=log_prob, baseline_log_prob=baseline, steps=steps,
-                            answer_piece=q.answer_piece)
