@@ -42,10 +42,22 @@ class Question:
     truth: str | None  # the true birthplace, None when unknown (a fabricated name)
     own_answer: bool  # True: the answer traced is the model's own first piece, not a known truth
     cut: int = 0  # pieces dropped from the front
+    prompt: str = ""  # the text the pieces spell ('' : the question + MASK, as read_question reads it)
+    marked: bool = False  # a free prompt whose subject the user marked (read_prompt), not a birthplace question
+
+    @property
+    def text(self) -> str:
+        """The text the pieces spell, the subject included (what a swap replaces the subject in)."""
+        return self.prompt or self.question + MASK_CHAR
 
     @property
     def note(self) -> str:
         piece = self.answer_piece
+        if self.marked:
+            subject = f"; the subject corrupted is {self.name!r}"
+            if self.own_answer:
+                return f"The target traced is the model's own next piece {piece!r}{subject}."
+            return f"The target traced is {piece!r}, the first piece of {self.truth!r}{subject}."
         if self.own_answer:
             return (f"No birthplace is known for {self.name or 'this text'}, so every view traces the model's own "
                     f"first piece {piece!r}: what pushes the model to its guess (pieces of the name that sound "
@@ -132,7 +144,65 @@ def read_question(model, tokenizer, question: str, truth: str | None = None) -> 
         answer_id = int(logits[0, -1].argmax())
     return Question(question=question, ids=ids, tokens=[visible_token(t) for t in raw], raw=list(raw), name=name,
                     name_positions=positions, answer_id=answer_id, answer_piece=tokenizer.decode([answer_id]),
-                    truth=truth or None, own_answer=not truth, cut=window.start)
+                    truth=truth or None, own_answer=not truth, cut=window.start, prompt=prompt)
+
+
+def target_text(prompt: str, target: str) -> str:
+    """The target as written after the prompt: a word typed after a prompt ending in a word ('... city of' +
+    'Seattle') is the next word, so it gets the space between them (' Seattle', as ROME's targets are written)."""
+    if target[:1].isalnum() and prompt[-1:].isalnum():
+        return " " + target
+    return target
+
+
+def read_prompt(model, tokenizer, prompt: str, subject: str | tuple[int, int], target: str | None = None
+                ) -> Question:
+    """Any prompt, with its subject marked, as a Question causal tracing reads: `subject` is the subject's text
+    (its first occurrence in the prompt) or a span of piece positions (first, end) of the prompt as read; the
+    target is the first piece of `target` after the prompt, or the model's own next piece. The prompt is read as
+    typed (no MASK added: a birthplace model's page adds it before, as it reads the sentence)."""
+    prompt = (prompt or "").strip()
+    if not prompt:
+        raise WhereFromError("Type a prompt, such as 'The Space Needle is located in the city of'.")
+    tokenized = tokenizer.tokenize(prompt)
+    if not tokenized.ids:
+        raise WhereFromError("The prompt has no pieces this model can read.")
+    if tokenized.unknown:
+        shown = ", ".join(repr(p) for p in tokenized.unknown[:5])
+        raise WhereFromError(f"This model's vocabulary lacks {shown}, so what it reads is not the prompt typed.")
+    window = cut_to_limit(len(tokenized.ids), context_of(model), "end")
+    ids, raw = tokenized.ids[window], tokenized.tokens[window]
+    if isinstance(subject, str):
+        name = " ".join(subject.split())
+        span = name_span(prompt, name)
+        if span is None:
+            raise WhereFromError(f"The subject {name[:80]!r} is not in the prompt, so there is nothing to corrupt; "
+                                 "mark a part of the prompt.")
+        found = name_pieces(tokenizer, prompt, tokenized.ids, tokenized.tokens, span)
+        if not found:
+            raise WhereFromError(f"The subject {name[:80]!r} does not fall on whole pieces of the prompt as this "
+                                 "model reads it; mark it by its pieces.")
+    else:
+        first, end = int(subject[0]), int(subject[1])
+        if not 0 <= first < end <= len(tokenized.ids):
+            raise WhereFromError(f"The subject's pieces {first} to {end - 1} are not in the prompt's "
+                                 f"{len(tokenized.ids)} pieces.")
+        found = list(range(first, end))
+        name = "".join(tokenized.tokens[first:end]).strip()
+    positions = [p - window.start for p in found if p >= window.start]
+    if not positions:
+        raise WhereFromError(f"The subject {name[:80]!r} lies before the last {context_of(model)} pieces the model "
+                             "reads, so corrupting it cannot change the next piece.")
+    target = target.strip() if target and target.strip() else None
+    if target:
+        answer_id = answer_piece_id(tokenizer, tokenized.ids, prompt, target_text(prompt, target))
+    else:
+        with torch.inference_mode():
+            logits, _ = model(torch.tensor([ids], dtype=torch.long, device=model_device(model)))
+        answer_id = int(logits[0, -1].argmax())
+    return Question(question=prompt, ids=ids, tokens=[visible_token(t) for t in raw], raw=list(raw), name=name,
+                    name_positions=positions, answer_id=answer_id, answer_piece=tokenizer.decode([answer_id]),
+                    truth=target, own_answer=not target, cut=window.start, prompt=prompt, marked=True)
 
 
 def record(model, q: Question) -> Trace:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from core.lens.trace import Trace, model_device
+from core.lens.trace import Progress, Trace, model_device
 from core.lens.where_from.question import (
     Question,
     WhereFromError,
@@ -27,7 +27,6 @@ from core.lens.where_from.question import (
 )
 from core.model.attention import KVCache
 from core.model.hooks import Hooks, Recorder
-from core.model.tokenizer import MASK_CHAR
 from core.model.transformer import Transformer
 from core.text import visible_token
 
@@ -88,9 +87,31 @@ def last_logits(model, idx: torch.Tensor, hooks: Hooks, shared: int = 0) -> torc
 GROUP_ROWS = 24
 
 
+# positions one patched pass reads at most: a Hugging Face model's trace (every row reads the whole prompt) runs in
+# passes of this many rows x positions, so that its memory stays bounded and its progress can be shown between them
+CHUNK_TOKENS = 4096
+
+
+def chunked_logits(model, idx: torch.Tensor, restore: _Restore, shared: int = 0, keep=None,
+                   progress: Progress | None = None) -> torch.Tensor:
+    """`last_logits` of the batch in passes of at most CHUNK_TOKENS positions, each pass's (rows, V) logits
+    reduced by `keep` (default: kept whole) before the next, `progress(rows done, rows)` after each."""
+    B, T = idx.shape
+    rows = max(1, CHUNK_TOKENS // max(1, T - shared))
+    parts = []
+    for lo in range(0, B, rows):
+        sel = torch.arange(lo, min(B, lo + rows))
+        logits = last_logits(model, idx[sel], restore.part(sel), shared)
+        parts.append(logits if keep is None else keep(logits))
+        if progress is not None:
+            progress(int(sel[-1]) + 1, B)
+    return torch.cat(parts)
+
+
 def restored_logits(model, idx: torch.Tensor, restore: _Restore, first: Sequence[int], base: Sequence[int],
-                    shared: int = 0) -> torch.Tensor:
-    """(B, V) last-position logits of a trace's batch, each row computed only from its first restored position on.
+                    shared: int = 0, keep=None, progress: Progress | None = None) -> torch.Tensor:
+    """(B, V) last-position logits of a trace's batch (each row reduced by `keep` when given), each row computed
+    only from its first restored position on.
 
     A causal model computes every position before a row's first restored one (`first[row]`; the row's length for a
     row that restores nothing) exactly as in the unrestored row of the same input (`base[row]`, a row that
@@ -104,7 +125,7 @@ def restored_logits(model, idx: torch.Tensor, restore: _Restore, first: Sequence
     first_t = torch.as_tensor(list(first), dtype=torch.long)
     groups = len(set(first_t.tolist()) - {T})
     if not isinstance(model, Transformer) or B < GROUP_ROWS * max(groups, 1):
-        return last_logits(model, idx, restore, shared)
+        return chunked_logits(model, idx, restore, shared, keep, progress)
     bases = sorted({int(b) for b in base})
     caches = [KVCache() for _ in model.blocks]
     if shared > 0:
@@ -118,7 +139,8 @@ def restored_logits(model, idx: torch.Tensor, restore: _Restore, first: Sequence
     out[rows] = unrestored
     where = {b: i for i, b in enumerate(bases)}  # a base row -> its place in the base pass's caches
     base_t = torch.tensor([where[int(b)] for b in base])
-    for g in sorted({int(f) for f in first_t.tolist()} - {T}):
+    starts = sorted({int(f) for f in first_t.tolist()} - {T})
+    for done, g in enumerate(starts, 1):
         group = torch.nonzero(first_t == g).flatten()
         start = max(g, shared)
         kept = [c.rows(base_t[group], start) for c in caches]
@@ -127,7 +149,9 @@ def restored_logits(model, idx: torch.Tensor, restore: _Restore, first: Sequence
                         None if restore.noise is None else restore.noise[group, start - shared:])
         h, _ = model.hidden_states(idx[group, start:], start=start, caches=kept, hooks=part)
         out[group] = model.head.unembed(h[:, -1])
-    return out
+        if progress is not None:
+            progress(done, len(starts))
+    return out if keep is None else keep(out)
 
 
 class _Restore(Hooks):
@@ -137,6 +161,11 @@ class _Restore(Hooks):
     def __init__(self, clean: dict[str, list[torch.Tensor]], masks: dict[tuple[str, int], torch.Tensor],
                  embed_noise: torch.Tensor | None) -> None:
         self.clean, self.masks, self.noise = clean, masks, embed_noise
+
+    def part(self, rows: torch.Tensor) -> _Restore:
+        """The same patches for these rows of the batch only."""
+        return _Restore(self.clean, {key: mask[rows] for key, mask in self.masks.items()},
+                        None if self.noise is None else self.noise[rows])
 
     def embed(self, x):
         return x if self.noise is None else x + self.noise  # (B, T, C) + (B, T, C)
@@ -289,7 +318,7 @@ def swap_candidates(tokenizer, q: Question, names: Sequence[str]) -> list[tuple[
         if other in seen or not other:
             continue
         seen.add(other)
-        prompt = q.question.replace(q.name, other, 1) + MASK_CHAR
+        prompt = q.text.replace(q.name, other, 1)
         ids, raw = prompt_pieces(tokenizer, prompt)
         span = name_span(prompt, other)
         if len(ids) != len(q.ids) + q.cut or span is None:
@@ -312,11 +341,12 @@ def shared_start(model, names: Sequence[int], corruption: str, n_tokens: int) ->
 
 def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corruption: str = "noise",
                  metric: str | None = None, noise: float = NOISE, samples: int = SAMPLES, seed: int = SEED,
-                 window: int | None = None, swap_names: Sequence[str] = (), noise_std: float | None = None
-                 ) -> CausalTrace:
+                 window: int | None = None, swap_names: Sequence[str] = (), noise_std: float | None = None,
+                 progress: Progress | None = None) -> CausalTrace:
     """The three restoration grids for one question, all in one batched forward pass (see the module doc).
     `noise_std`: the standard deviation the noise is a multiple of (default: that of the name pieces' token
-    embeddings; ROME measures it over a corpus of subjects)."""
+    embeddings; ROME measures it over a corpus of subjects). `progress(done, total)` is called between the batch's
+    passes (a page's bar; a Stop there interrupts the trace)."""
     if corruption not in CORRUPTIONS:
         raise WhereFromError(f"Corruption must be one of {', '.join(CORRUPTIONS)}, not {corruption!r}.")
     metric = metric or ("probability" if corruption != "swap" else "logit difference")
@@ -407,22 +437,32 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
     restore = _Restore({kind: [x[shared:] for x in states] for kind, states in clean_states.items()},
                        {key: mask[:, shared:] for key, mask in masks.items()},
                        None if noise_batch is None else noise_batch[:, shared:])
-    with torch.inference_mode():
-        logits = restored_logits(model, idx, restore, first, base, shared).double().cpu()
-    clean_logits, logits = logits[-1], logits[:-1]
     a = q.answer_id
-    corrupted_rows = logits[::per_sample]  # (S, V)
+    unrestored = torch.tensor([s * per_sample for s in range(S)] + [B - 1])  # each sample's corrupted row, clean
+    with torch.inference_mode():
+        plain = last_logits(model, idx[unrestored], restore.part(unrestored), shared).double().cpu()
+    corrupted_rows, clean_logits = plain[:-1], plain[-1]  # (S, V), (V,)
     if metric == "probability":
-        values = torch.softmax(logits, -1)[:, a]
-        clean = float(torch.softmax(clean_logits, -1)[a])
         against = [int(corrupted_rows[0].argmax())]
     else:
         against = []
         for row in corrupted_rows:
             top2 = row.topk(2).indices.tolist()
             against.append(top2[1] if top2[0] == a else top2[0])
-        other = torch.tensor(against).repeat_interleave(per_sample)
-        values = logits[:, a] - logits[torch.arange(B - 1), other]
+    columns = torch.tensor([a, *against], device=device)
+
+    def keep(logits: torch.Tensor) -> torch.Tensor:  # (rows, V) -> (rows, 1 + 1 + S): log Z, the answer, against
+        logits = logits.double()
+        return torch.cat([torch.logsumexp(logits, -1, keepdim=True), logits[:, columns]], -1).cpu()
+
+    with torch.inference_mode():
+        kept = restored_logits(model, idx, restore, first, base, shared, keep, progress)[:-1]  # (B - 1, 2 + S)
+    if metric == "probability":
+        values = torch.exp(kept[:, 1] - kept[:, 0])
+        clean = float(torch.softmax(clean_logits, -1)[a])
+    else:
+        sample = torch.arange(B - 1) // per_sample
+        values = kept[:, 1] - kept[torch.arange(B - 1), 2 + sample]
         clean = float(np.mean([float(clean_logits[a] - clean_logits[b]) for b in against]))
     values = values.view(S, per_sample).mean(0).numpy()  # the mean over samples
     corrupted = float(values[0])
