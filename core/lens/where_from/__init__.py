@@ -7,7 +7,7 @@ command line (`cli`: `python -m core.lens.where_from CHECKPOINT --questions FILE
 
 from core.lens.where_from.attribution import Attribution, direct_attribution
 from core.lens.where_from.logitlens import LogitLens, logit_lens
-from core.lens.where_from.question import Question, WhereFromError, patchable, read_question, record
+from core.lens.where_from.question import Question, WhereFromError, patchable, read_prompt, read_question, record
 from core.lens.where_from.saliency import IG_STEPS, InputAttribution, input_attribution
 from core.lens.where_from.tracing import (
     CORRUPTIONS,
@@ -25,4 +25,4 @@ from core.lens.where_from.tracing import (
 __all__ = ["CORRUPTIONS", "IG_STEPS", "KINDS", "METRICS", "NOISE", "POSITION_CLASSES", "SAMPLES", "SEED",
            "Attribution", "CausalTrace", "InputAttribution", "LogitLens", "Question", "WhereFromError",
            "causal_trace", "direct_attribution", "impossible_cells", "input_attribution", "logit_lens",
-           "patchable", "read_question", "record"]
+           "patchable", "read_prompt", "read_question", "record"]

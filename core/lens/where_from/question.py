@@ -91,9 +91,13 @@ def name_pieces(tokenizer, prompt: str, ids: Sequence[int], raw: Sequence[str], 
     """Positions of the pieces that spell the name at `span` (whitespace pieces left out): the pieces of the text
     before the name and up to its end, when the tokenizer splits the prompt there (it does at a space); else
     the pieces whose characters overlap the span (when the pieces spell the text); else none."""
-    before, upto = tokenizer.encode(prompt[:span[0]]), tokenizer.encode(prompt[:span[1]])
-    if list(ids[:len(before)]) == before and list(ids[:len(upto)]) == upto:
-        return [p for p in range(len(before), len(upto)) if raw[p].strip()]
+    upto = tokenizer.encode(prompt[:span[1]])
+    # the text before the name as it is, then without its last spaces: a subword tokenizer (GPT-2's, LLaMA's) reads
+    # the space before a word as part of the word's piece, so 'the ' alone ends in a piece 'the cat' does not have
+    for head in dict.fromkeys((prompt[:span[0]], prompt[:span[0]].rstrip())):
+        before = tokenizer.encode(head)
+        if list(ids[:len(before)]) == before and list(ids[:len(upto)]) == upto and len(upto) > len(before):
+            return [p for p in range(len(before), len(upto)) if raw[p].strip()]
     if "".join(raw) == prompt:
         return pieces_covering(raw, span)
     return []
