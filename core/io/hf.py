@@ -89,6 +89,8 @@ def _read_config(folder: Path) -> dict[str, Any]:
 
 def _task(config: dict[str, Any]) -> str:
     arch = str((config.get("architectures") or [""])[0])
+    if arch.endswith("ForSequenceClassification"):  # a BERT-family or a decoder-family classifier (the Trainer's)
+        return "classify"
     if config.get("model_type") in DECODERS:
         return "lm"
     if arch.endswith("ForMaskedLM"):
@@ -187,7 +189,7 @@ class HFModel(nn.Module):
         self.family = family
         self._max_positions = max_positions
         self.head = _Head(_OutputHead(self._module(family.lm_head, base=False), self.logit_softcap)) \
-            if family.lm_head else None
+            if family.lm_head and view.head == "lm" else None
 
     @property
     def max_length(self) -> int:

@@ -45,19 +45,21 @@ class _Scale(Hooks):
         return self.embedded
 
 
-def integrated_gradients(model, ids: Sequence[int], score, steps: int = IG_STEPS
+def integrated_gradients(model, ids: Sequence[int], score, steps: int = IG_STEPS, embed=None
                          ) -> tuple[np.ndarray, np.ndarray, float, float]:
     """(gradient x input (T,), integrated gradients (T,), score of the input, score of the baseline) of a scalar
     per batch row, `score(model, idx, hooks) -> (B,)` (a log-probability), over the token embeddings: zero
     baseline, positions kept, midpoint rule with `steps` points, one batched pass. Shared by the question view
-    (the answer's first piece) and the error analysis (a classifier's class)."""
-    if not patchable(model):
+    (the answer's first piece) and the error analysis (a classifier's class). `embed`: the token embedding to
+    scale (default the model's `tok_emb`, patched through its hook points; a score given `embed` reads the scaled
+    embeddings from its hooks' `embedded` itself, as a Hugging Face classifier's inputs_embeds)."""
+    if embed is None and not patchable(model):
         raise WhereFromError("Input attribution patches a pre-norm decoder's embeddings through its hook points; "
                              "this model has none.")
     device = model_device(model)
     idx = torch.tensor([list(ids)], dtype=torch.long, device=device)  # (1, T)
     with torch.no_grad():
-        x = model.tok_emb(idx).detach()  # (1, T, C)
+        x = (model.tok_emb if embed is None else embed)(idx).detach()  # (1, T, C)
     alphas = torch.cat([torch.ones(1), (torch.arange(steps, dtype=torch.float32) + 0.5) / steps,
                         torch.zeros(1)]).to(device)  # the input itself, the midpoints, the baseline
     with torch.enable_grad():
