@@ -18,6 +18,7 @@ from core.figures import where_from as viz
 from core.lens import where_from as wf
 from core.lens.where_from import prompts
 from core.text import markdown_escape as plain
+from core.text import visible_token
 from pages.display import csv_download, show_figure
 from pages.shared_caches import model_version
 
@@ -61,7 +62,7 @@ def prompt_trace_view(loaded, name: str, text: str) -> None:
         return
     limit = loaded.model.max_length or loaded.model.config.block_size
     first = max(0, len(read.ids) - limit)
-    labels = [f"{i}: {t}" for i, t in enumerate(read.tokens)][first:]
+    labels = [f"{i}: {visible_token(t)}" for i, t in enumerate(read.tokens)][first:]
     if len(labels) < 2:
         st.info("The prompt has one piece: a subject and a next piece need at least two.")
         return

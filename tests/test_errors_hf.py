@@ -182,3 +182,28 @@ def test_the_command_on_folders(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "perplexity" in captured.out and "accuracy" in captured.out
     assert "'cat'" in captured.err and "Traceback" not in captured.err
+
+
+def test_the_errors_page_on_a_hugging_face_classifier_and_a_csv(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    from core.io.folders import ALLOWED_DIRS_ENV
+    from tests.conftest import ROOT
+
+    models, files = tmp_path / "models", tmp_path / "files"
+    files.mkdir()
+    loaded = load(_bert_classifier(models / "bert"))
+    (files / "export.csv").write_text('text,label\n"the cat, the mat",positive\na dog ran,NEGATIVE\n'
+                                      "the cat sat on the mat .,negative\n", encoding="utf-8")
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(models))
+    monkeypatch.setenv(ALLOWED_DIRS_ENV, str(files))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in {"model": "bert", "err_source": "folder", "err_folder": str(files)}.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("pages/errors.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    pairs = inputs.classifier_pairs(inputs.read_eval_path(files / "export.csv"), loaded.labels)
+    result = classify.score_classifier(loaded.model, loaded.tokenizer, loaded.labels, pairs, "bert", "export.csv")
+    assert result.caption() in " ".join(m.value for m in at.markdown).replace("\\", "")

@@ -171,3 +171,23 @@ def test_the_command_refuses_a_bad_file_or_model_in_one_sentence(tmp_path, capsy
     err = capsys.readouterr().err
     assert "is empty" in err and "does not exist" in err and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.startswith("error:")]) == 3
+
+
+def test_the_attention_page_traces_the_typed_sentence(monkeypatch, llama, tmp_path):
+    from tests.test_attention_page import assert_no_exception, open_page
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "llama").symlink_to(llama.path, target_is_directory=True)
+    at = open_page(monkeypatch, models, model="llama", text="the cat sat on the mat", wf="1")
+    assert at.select_slider(key="wf_prompt_subject").value == ("1: ␣the", "1: ␣the")  # the first piece after <s>
+    at.select_slider(key="wf_prompt_subject").set_value(("2: ␣cat", "2: ␣cat"))
+    at.number_input(key="wf_prompt_samples").set_value(3)
+    at.button(key="wf_prompt_run").click().run()
+    assert_no_exception(at)
+    _, ct = prompts.trace_prompt(llama, "the cat sat on the mat", (2, 3), samples=3, seed=0)
+    shown = " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert ct.sentence() in shown
+    at.select_slider(key="wf_prompt_subject").set_value(("5: ␣the", "6: ␣mat")).run()  # not traced yet: asks
+    assert ct.sentence() not in " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert at.button(key="wf_prompt_run")
