@@ -66,7 +66,9 @@ def prompt_trace_view(loaded, name: str, text: str) -> None:
     if len(labels) < 2:
         st.info("The prompt has one piece: a subject and a next piece need at least two.")
         return
-    lo, hi = _subject_default(read.tokens[first:])
+    guess = prompts.subject_guess(loaded.tokenizer, prompt)
+    lo, hi = (guess[0] - first, guess[1] - 1 - first) if guess and guess[0] >= first else \
+        _subject_default(read.tokens[first:])
     span = st.select_slider("Subject: its first and last piece", options=labels, value=(labels[lo], labels[hi]),
                             key=f"{KEY}_subject")
     start, end = labels.index(span[0]) + first, labels.index(span[1]) + first + 1

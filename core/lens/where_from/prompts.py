@@ -13,7 +13,7 @@ from pathlib import Path
 
 from core.lens.attention import birthplace_prompt
 from core.lens.trace import Progress
-from core.lens.where_from.question import Question, WhereFromError, read_prompt
+from core.lens.where_from.question import Question, WhereFromError, name_pieces, name_span, read_prompt
 from core.lens.where_from.tracing import NOISE, SAMPLES, SEED, CausalTrace, causal_trace
 
 MAX_PROMPTS = 1000  # prompts traced by one command (a 135M model takes tens of seconds each)
@@ -63,6 +63,20 @@ def as_read(loaded, prompt: str) -> str:
     """The prompt as the model is asked it: a birthplace model's typed '?' gets its MASK (as the Attention page
     reads a sentence)."""
     return birthplace_prompt(prompt) if getattr(loaded, "task", "") == "birthplace" else prompt
+
+
+def subject_guess(tokenizer, prompt: str) -> tuple[int, int] | None:
+    """The pieces (first, end) of the name the prompt asks about (the probe's reading of a question: the
+    name in 'Where was NAME born?'), for the page's first marking of the subject; None when it names none."""
+    from core.lens.probe.questions import name_from_question
+
+    name = name_from_question(prompt)
+    span = name_span(prompt, name)
+    if not name or span is None or len(name) >= len(prompt.strip(" ?\u2047")):  # not a question about someone
+        return None
+    read = tokenizer.tokenize(prompt)
+    found = name_pieces(tokenizer, prompt, read.ids, read.tokens, span)
+    return (found[0], found[-1] + 1) if found else None
 
 
 def check_traceable(loaded, name: str) -> None:
