@@ -191,3 +191,20 @@ def test_the_attention_page_traces_the_typed_sentence(monkeypatch, llama, tmp_pa
     at.select_slider(key="wf_prompt_subject").set_value(("5: ␣the", "6: ␣mat")).run()  # not traced yet: asks
     assert ct.sentence() not in " ".join(m.value for m in at.markdown).replace("\\", "")
     assert at.button(key="wf_prompt_run")
+
+
+def test_a_model_the_lab_cannot_split_keeps_its_one_sentence(tmp_path):
+    require_hf_extra()
+    from bench.hf_folders import decoder_folder
+
+    bloom = load(decoder_folder(tmp_path / "bloom", "bloom"))
+    with pytest.raises(wf.WhereFromError, match="has none to patch"):
+        prompts.trace_prompt(bloom, "the cat sat on the mat", "cat", samples=1)
+
+
+def test_the_pages_first_subject_is_the_name_a_question_asks_about():
+    loaded = load(BUNDLED)
+    prompt = prompts.as_read(loaded, "Where was Ada Lovelace born?")
+    first, end = prompts.subject_guess(loaded.tokenizer, prompt)
+    assert "".join(loaded.tokenizer.tokenize(prompt).tokens[first:end]) == "Ada Lovelace"
+    assert prompts.subject_guess(loaded.tokenizer, "the cat sat on the mat") is None
