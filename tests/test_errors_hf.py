@@ -207,3 +207,18 @@ def test_the_errors_page_on_a_hugging_face_classifier_and_a_csv(monkeypatch, tmp
     pairs = inputs.classifier_pairs(inputs.read_eval_path(files / "export.csv"), loaded.labels)
     result = classify.score_classifier(loaded.model, loaded.tokenizer, loaded.labels, pairs, "bert", "export.csv")
     assert result.caption() in " ".join(m.value for m in at.markdown).replace("\\", "")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_lines_are_documents_on_a_hugging_face_tokenizer(family, tmp_path):
+    # LLaMA's tokenizer reads a line alone differently (<s>, the word-start mark): its pieces' character offsets
+    # say which line each is in
+    folder = gpt2_folder(tmp_path / family) if family == "gpt2" else decoder_folder(tmp_path / family, family)
+    loaded = load(folder)
+    text = "\n".join(GPT_TEXT[:4]) + "\n"
+    result = lm.score_lm(loaded.model, loaded.tokenizer, [("t.txt", text)], family)
+    assert not result.one_document_per_file and list(result.documents["text"]) == GPT_TEXT[:4]
+    by_line = result.tokens.groupby("document")["loss"].mean()
+    np.testing.assert_allclose(result.documents["loss"].to_numpy(), by_line.to_numpy())
+    second = result.tokens[result.tokens["document"] == 1]["piece"]
+    assert "".join(second).replace("␣", " ").strip() == GPT_TEXT[1] + "⏎"  # a line's pieces, its newline last

@@ -491,6 +491,11 @@ class HFTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.tokenize(text).ids
 
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) characters of `text` each piece of `tokenize(text)` covers ((0, 0) for a special token)."""
+        enc = self.inner(text, return_offsets_mapping=True, add_special_tokens=True, truncation=False)
+        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+
     def decode(self, ids: list[int]) -> str:
         if any(not 0 <= i < self.vocab_size for i in ids):  # e.g. GPT-2's missing PAD (-1): the lab's PAD sign
             return "".join(PAD_CHAR if not 0 <= i < self.vocab_size else self.decode([i]) for i in ids)

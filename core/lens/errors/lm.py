@@ -113,9 +113,20 @@ def line_documents(tokenizer: Tokenizer, text: str, ids: Sequence[int]) -> np.nd
     per_line = tokenizer.encode_batch(segments) if hasattr(tokenizer, "encode_batch") else [
         tokenizer.encode(s) for s in segments]
     joined = [i for line in per_line for i in line]
-    if joined != list(ids):
+    if joined == list(ids):
+        return np.repeat(np.arange(len(segments)), [len(line) for line in per_line])
+    offsets = tokenizer.offsets(text) if hasattr(tokenizer, "offsets") else None
+    if offsets is None or len(offsets) != len(ids):
         return None
-    return np.repeat(np.arange(len(segments)), [len(line) for line in per_line])
+    # a Hugging Face tokenizer that reads a line differently alone (LLaMA's <s> and its word-start mark): each piece
+    # belongs to the line its first character is in; a special token (no characters) to the line before it
+    starts = np.cumsum([0] + [len(s) for s in segments[:-1]])
+    out, line = np.zeros(len(ids), dtype=np.int64), 0
+    for n, (start, end) in enumerate(offsets):
+        if end > start:
+            line = int(np.searchsorted(starts, start, side="right")) - 1
+        out[n] = line
+    return out
 
 
 @dataclass
