@@ -3,9 +3,11 @@ name's pieces) by Gaussian noise of `noise` x the standard deviation of those pi
 seed, the mean over `samples` draws) or by symmetric token replacement with another person's name of the same
 number of pieces; restore one clean state at one (layer, position) for the residual stream, the attention output
 and the MLP output; measure the answer's probability or the logit difference against the corrupted run's answer.
-Every restored run of one question is one batched forward pass. With 4 layers or fewer the window is one layer
-(ROME's window of 10 would restore the whole model at once). The last layer at a position before the last cannot
-reach the answer: those cells are marked and are exactly 0."""
+Every restored run of one question is a row of one batch, run in passes of at most CHUNK_TOKENS positions with
+`progress` between them (a page's bar and Stop). The subject is a birthplace question's name (`read_question`) or
+any prompt's marked subject (`read_prompt`, core.lens.where_from.prompts). With 4 layers or fewer the window is
+one layer (ROME's window of 10 would restore the whole model at once). The last layer at a position before the
+last cannot reach the answer: those cells are marked and are exactly 0."""
 
 from __future__ import annotations
 
