@@ -479,6 +479,7 @@ def test_rows_go_on_from_their_first_restored_piece_and_change_nothing(bundled, 
     runs = [tuple(shape) for shape in passes[-(T - shared) - 2:]]
     passes.clear()
     monkeypatch.setattr(tracing, "GROUP_ROWS", 10**9)
+    monkeypatch.setattr(tracing, "CHUNK_TOKENS", 10**9)  # one pass, not passes of CHUNK_TOKENS positions
     whole = wf.causal_trace(bundled.model, bundled.tokenizer, q)
     rows = passes[-1][0]  # the whole batch: every row reads every piece after the shared start
     assert tuple(passes[-1]) == (rows, T - shared) and rows > 300

@@ -215,6 +215,7 @@ class CausalTrace:
     # "residual" -> "layer l, name's last piece" | "layer l, all name pieces" | "layer l, last position" -> the
     # share of the total effect that restoring the residual stream there (all those positions at once) brings back
     summary: dict[str, dict[str, float]] = field(default_factory=dict)
+    subject: str = "name"  # what the corrupted pieces are called in the sentence: a question's name, a prompt's subject
 
     @property
     def total_effect(self) -> float:
@@ -249,8 +250,8 @@ class CausalTrace:
         grid = self.informative(best)
         layer, t = np.unravel_index(int(np.nanargmax(grid)), grid.shape)
         where = ("the last position" if t == len(self.tokens) - 1 else
-                 "the name's last piece" if self.name_positions and t == self.name_positions[-1] else
-                 "a piece of the name" if t in self.name_positions else f"position {t}")
+                 f"the {self.subject}'s last piece" if self.name_positions and t == self.name_positions[-1] else
+                 f"a piece of the {self.subject}" if t in self.name_positions else f"position {t}")
         unit = "probability" if self.metric == "probability" else "logit difference"
         if abs(self.total_effect) < NOTHING_CORRUPTED:
             return "The corruption did not change the answer, so there is nothing to recover."
@@ -493,5 +494,6 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
                        noise_std=embed_std, seed=int(seed), samples=S, window=window, swapped_names=swapped,
                        clean=clean, corrupted=corrupted,
                        corrupted_answer=visible_token(tokenizer.decode([against[0]])),
-                       scores=scores, impossible=impossible, summary=summary)
+                       scores=scores, impossible=impossible, summary=summary,
+                       subject="subject" if q.marked else "name")
 
