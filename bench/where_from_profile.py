@@ -38,7 +38,7 @@ CATEGORIES = [
     ("where-from view (all of it)", [("pages/where_from_view.py", "question_view"),
                                      ("pages/where_from_view.py", "_question_fragment")]),
     ("  reading (computed): record, lens, attributions", [("pages/where_from_view.py", "cached_reading")]),
-    ("    of which input attribution (integrated gradients)", [("core/lens/where_from/analyses.py",
+    ("    of which input attribution (integrated gradients)", [("core/lens/where_from/saliency.py",
                                                                 "input_attribution")]),
     ("  causal trace (computed: clean, corrupted, restored passes)", [("pages/where_from_view.py", "cached_trace")]),
     ("  figure building (core.figures.where_from)", [("core/figures/where_from.py", "logit_lens_heatmap"),

@@ -1,6 +1,7 @@
 """Errors: which examples a model gets wrong, how sure it was, and what in the input drove it.
 
-Storyboard: the sidebar's model (a classifier, a language model or a birthplace model of this lab) -> an
+Storyboard: the sidebar's model (a classifier, a language model or a birthplace model of this lab; a Hugging Face
+causal language model or ...ForSequenceClassification folder, its labels matched to id2label by name) -> an
 evaluation file (a bundled test file, an upload, or a file in a folder the operator allowed) -> one
 `core.lens.errors` call, cached per (checkpoint version, file hash) -> the caption computed from the result ->
 one view: for classifiers and birthplace models the examples (confusion matrix, table, the selected example),
@@ -33,9 +34,9 @@ st.write("Which examples a model gets wrong, how sure it was, and what in the in
 loaded = require_model()
 if loaded is None or info is None:
     st.stop()
-if loaded.task not in TASK_VIEWS or loaded.metadata.get("format") == "huggingface":
-    st.info(plain(f"{info.name} is a {loaded.task} model; this page analyses this lab's classifiers, language "
-                  "models and birthplace models."))
+if loaded.task not in TASK_VIEWS:
+    st.info(plain(f"{info.name} is a {loaded.task} model; this page analyses classifiers (this lab's and Hugging "
+                  "Face ...ForSequenceClassification folders), causal language models and birthplace models."))
     st.stop()
 if loaded.task == "birthplace":  # an edit kept on the probe's Edit tab is this session's model here too
     edited_mark(loaded, info.name, "err_edited")

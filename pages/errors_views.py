@@ -38,7 +38,8 @@ from pages.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRO
 from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-FORMATS = {"classify": "LABEL<TAB>TEXT per line", "lm": "plain UTF-8 text (a document per line, or the whole file)",
+FORMATS = {"classify": "LABEL<TAB>TEXT per line, or a CSV with text and label columns",
+           "lm": "plain UTF-8 text (a document per line, or the whole file)",
            "birthplace": "'Where was NAME born?<TAB>PLACE' per line"}
 # the pair each bundled model is compared with by default (pretraining's effect; the positional schemes)
 DEFAULT_PAIRS = {"names-pretrained": "names-scratch", "names-scratch": "names-pretrained", "lm-learned": "lm-alibi",
@@ -117,8 +118,8 @@ def choose_file(loaded) -> inputs.EvalText | None:
                 label = st.selectbox("Bundled file", labels, key="err_file")
                 return bundled_text(files[labels.index(label)])
             if source == "upload":
-                upload = st.file_uploader(f"A file: {FORMATS[loaded.task]}", type=["tsv", "txt"], key="err_upload",
-                                          max_upload_size=inputs.MAX_EVAL_MB)
+                upload = st.file_uploader(f"A file: {FORMATS[loaded.task]}", type=["tsv", "txt", "csv"],
+                                          key="err_upload", max_upload_size=inputs.MAX_EVAL_MB)
                 if upload is None:
                     st.info(f"Upload a file: {FORMATS[loaded.task]}.")
                     return None
@@ -134,10 +135,10 @@ def choose_file(loaded) -> inputs.EvalText | None:
                 st.info("Type the path of a folder: " + ", ".join(str(a) for a in allowed) + " or one inside.")
                 return None
             folder = folders.resolve_allowed(typed, allowed)
-            files = sorted(p.name for p in folder.iterdir() if p.suffix in (".tsv", ".txt") and p.is_file()
+            files = sorted(p.name for p in folder.iterdir() if p.suffix in (".tsv", ".txt", ".csv") and p.is_file()
                            and folders.inside_allowed(p, allowed))[:FOLDER_FILES]
             if not files:
-                st.info("That folder has no .tsv or .txt file.")
+                st.info("That folder has no .tsv, .txt or .csv file.")
                 return None
             if loaded.task == "lm":  # several files: one row each on Documents with 'the whole file' (PA2's speakers)
                 _keep_options("err_paths", files)

@@ -1,6 +1,7 @@
 """The "Where from" views: where a model's answer comes from (core.lens.where_from), drawn for the probe page's
 Ask tab (one question), its Dev set tab (the causal traces averaged over the dev people, kept beside the
-checkpoint) and the Attention page (the logit lens and direct attribution of the next piece of any sentence).
+checkpoint) and the Attention page (the logit lens and direct attribution of the next piece of any sentence, and
+its causal trace: pages.where_from_prompt).
 
 Not a page (app.py lists pages explicitly): the pages call `question_view`, `dev_view` and `next_piece_view`.
 The options live in the URL (pages.page_state.WhereFromState); every table downloads as CSV and every chart as PNG
@@ -26,7 +27,7 @@ from core.lens.probe.questions import name_from_question
 from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
 from core.text import markdown_escape as plain
-from pages import page_state
+from pages import page_state, where_from_prompt
 from pages.display import csv_download, show_figure
 from pages.page_state import PROBE_TABS, WHERE_FROM_CORRUPTIONS, WhereFromState
 from pages.shared_caches import figure, model_version
@@ -241,7 +242,7 @@ def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], 
 
 def _swappable(loaded, q: wf.Question, swap_names: tuple[str, ...]) -> bool:
     """Whether another name of the same length in pieces can be swapped in (else only noise traces it)."""
-    return bool(swap_names) and bool(wf.analyses.swap_candidates(loaded.tokenizer, q, swap_names))
+    return bool(swap_names) and bool(wf.tracing.swap_candidates(loaded.tokenizer, q, swap_names))
 
 
 def _use_swap(key: str) -> None:
@@ -385,7 +386,7 @@ def next_piece_view(loaded, name: str, text: str, key: str = "wf_next") -> None:
     if not config.causal or config.head != "lm":
         return  # an encoder or a classifier has no next piece to trace
     _state(key)
-    if not st.toggle("Where the next piece comes from (logit lens, attribution)", key=f"{key}_open",
+    if not st.toggle("Where the next piece comes from (logit lens, attribution, causal tracing)", key=f"{key}_open",
                      on_change=_save, args=(key,)):
         return
     _save(key)
@@ -400,3 +401,4 @@ def next_piece_view(loaded, name: str, text: str, key: str = "wf_next") -> None:
     # one under the other: side by side at 1024 px the lens's cells and the bars' labels had ~200 px and overlapped
     _lens_part(lens, name, key, NEXT_PIECE)
     _attribution_part(attribution, name, key)
+    where_from_prompt.prompt_trace_view(loaded, name, text)

@@ -380,7 +380,7 @@ def test_the_comparison_sentence_names_the_method_that_kept_the_neighbours(bundl
 
 def test_the_traced_site_is_the_mlp_cell_the_causal_trace_restores_most(bundled):
     from core.lens.edit.sites import CLEAR_SHARE, traced_site
-    from core.lens.where_from.analyses import causal_trace, read_question
+    from core.lens.where_from import causal_trace, read_question
 
     model, tokenizer = bundled.model, bundled.tokenizer
     question = f"Where was {PERSON} born?"

@@ -123,7 +123,7 @@ def test_causal_tracing_properties(bundled):
 
 def test_a_name_swap_needs_a_name_of_as_many_pieces(bundled, dev_pairs):
     model, tok = bundled.model, bundled.tokenizer
-    names = [wf.analyses.name_from_question(qq) for qq, _ in dev_pairs]
+    names = [wf.question.name_from_question(qq) for qq, _ in dev_pairs]
     q = wf.read_question(model, tok, "Where was Michelle Lefort born?", "Paris")
     swapped = wf.causal_trace(model, tok, q, corruption="swap", swap_names=names, samples=3)
     assert swapped.metric == "logit difference" and len(swapped.swapped_names) == 3
@@ -179,9 +179,9 @@ def _reference_grids(model, ids, names, answer, noise_rows):
 
 @pytest.mark.parametrize("group_rows", [1, 10**9], ids=["from each row's first restored piece", "whole batch"])
 def test_causal_trace_matches_an_independent_reference_written_with_forward_hooks(monkeypatch, group_rows):
-    from core.lens.where_from import analyses
+    from core.lens.where_from import tracing
 
-    monkeypatch.setattr(analyses, "GROUP_ROWS", group_rows)  # 1: every row goes on from its first restored piece
+    monkeypatch.setattr(tracing, "GROUP_ROWS", group_rows)  # 1: every row goes on from its first restored piece
     model = small()
     q = wf.read_question(model, CHARS, "Where was Ada Lovelace born?", "London")
     assert len(q.name_positions) == len("AdaLovelace")
@@ -265,7 +265,7 @@ def test_a_gpt2_folder_logit_lens_and_attribution_match_transformers_hidden_stat
     loaded = load_hf(gpt2_folder(tmp_path / "gpt2"))
     model, tok = loaded.model, loaded.tokenizer
     ids = tok.encode("Hello world, the cat sat on the mat")
-    rec = wf.analyses.trace(model, ids, activations=True)
+    rec = wf.question.trace(model, ids, activations=True)
     answer = int(rec.logits[0, -1].argmax())
     lens = wf.logit_lens(model, tok, rec, answer)
     inner = model.inner
@@ -372,7 +372,7 @@ def test_a_bert_folder_records_its_residual_stream_and_refuses_the_lens_in_one_s
 
     loaded = load_hf(bert_folder(tmp_path / "bert"))
     ids = loaded.tokenizer.encode("the cat sat on the mat")
-    rec = wf.analyses.trace(loaded.model, ids, activations=True)
+    rec = wf.question.trace(loaded.model, ids, activations=True)
     acts = rec.activations
     with torch.no_grad():
         hidden = loaded.model.inner(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
@@ -384,10 +384,10 @@ def test_a_bert_folder_records_its_residual_stream_and_refuses_the_lens_in_one_s
 
 
 def test_a_tiny_total_effect_is_called_out():
-    note = wf.analyses.weak_effect_note("probability", 0.016, 0.014)
+    note = wf.tracing.weak_effect_note("probability", 0.016, 0.014)
     assert "shares of almost nothing" in note and "+0.002" in note
-    assert wf.analyses.weak_effect_note("probability", 0.78, 0.03) == ""
-    assert wf.analyses.weak_effect_note("logit difference", 12.3, -14.1) == ""
+    assert wf.tracing.weak_effect_note("probability", 0.78, 0.03) == ""
+    assert wf.tracing.weak_effect_note("logit difference", 12.3, -14.1) == ""
 
 
 @pytest.mark.parametrize("against", [0, 1, 3, 4, 7])
@@ -414,7 +414,7 @@ def test_the_attribution_sentence_counts_and_names_the_same_heads(against):
 
 
 def test_a_grid_that_cannot_teach_says_so_and_the_threshold_is_what_the_constant_says(bundled, dev_pairs):
-    """analyses.LOCALISED_SHARE's comment, measured: with noise on the name (the page's 10 draws) no single state
+    """tracing.LOCALISED_SHARE's comment, measured: with noise on the name (the page's 10 draws) no single state
     brings back 10% for the probe's opening question or for Nela Švecová, and a name swap does for her."""
     truths = dict(dev_pairs)
     names = [q.removeprefix("Where was ").removesuffix(" born?") for q, _ in dev_pairs]
@@ -425,7 +425,7 @@ def test_a_grid_that_cannot_teach_says_so_and_the_threshold_is_what_the_constant
         return wf.causal_trace(bundled.model, bundled.tokenizer, q, corruption=corruption, swap_names=names)
 
     opening = trace(names[0], "noise")
-    assert opening.best_share < wf.analyses.LOCALISED_SHARE and opening.total_effect > 0.3
+    assert opening.best_share < wf.tracing.LOCALISED_SHARE and opening.total_effect > 0.3
     lesson = opening.lesson()
     assert lesson.startswith(f"No single restored state brings back more than {opening.best_share:.0%} of the "
                              f"{opening.total_effect:.3f} the corruption took away")
@@ -433,7 +433,7 @@ def test_a_grid_that_cannot_teach_says_so_and_the_threshold_is_what_the_constant
     assert lesson.endswith("restoring it brings back all of it, so it is left out.)")
     assert opening.recovered("residual")[-1, -1] == pytest.approx(1.0, abs=1e-6)
     nela = trace("Nela Švecová", "noise")
-    assert nela.best_share < wf.analyses.LOCALISED_SHARE and nela.lesson() is not None
+    assert nela.best_share < wf.tracing.LOCALISED_SHARE and nela.lesson() is not None
     swapped = trace("Nela Švecová", "swap")
     assert swapped.best_share > 0.5 and swapped.lesson() is None  # the view that teaches
     assert trace("Jeanette Pedersen", "noise").lesson() is None
@@ -450,13 +450,13 @@ def test_a_grid_that_cannot_teach_says_so_and_the_threshold_is_what_the_constant
 def test_the_shared_question_start_is_read_once_and_changes_nothing(bundled, monkeypatch, corruption):
     # causal_trace reads the pieces before the name once (shared_start) and every row goes on from their keys and
     # values; the grids equal those of the full batch, where every row reads the whole question
-    from core.lens.where_from import analyses
+    from core.lens.where_from import tracing
 
     q = wf.read_question(bundled.model, bundled.tokenizer, "Where was Lise Meitner born?", "Vienna")
     names = ["Lisa Meitner", "Lise Meltner", "Lore Meitner", "Lise Heitner"]
-    assert analyses.shared_start(bundled.model, q.name_positions, corruption, len(q.ids)) == q.name_positions[0] > 3
+    assert tracing.shared_start(bundled.model, q.name_positions, corruption, len(q.ids)) == q.name_positions[0] > 3
     shared = wf.causal_trace(bundled.model, bundled.tokenizer, q, corruption=corruption, samples=3, swap_names=names)
-    monkeypatch.setattr(analyses, "shared_start", lambda *args: 0)
+    monkeypatch.setattr(tracing, "shared_start", lambda *args: 0)
     full = wf.causal_trace(bundled.model, bundled.tokenizer, q, corruption=corruption, samples=3, swap_names=names)
     assert shared.clean == pytest.approx(full.clean, rel=1e-5, abs=1e-6)  # float32 logits of ~8 (swap)
     for kind in wf.KINDS:
@@ -468,7 +468,7 @@ def test_the_shared_question_start_is_read_once_and_changes_nothing(bundled, mon
 def test_rows_go_on_from_their_first_restored_piece_and_change_nothing(bundled, monkeypatch):
     # ROME's 10 noise samples: each group of rows that first restores at one position goes on from there with its
     # sample's keys and values before it (restored_logits); the grids equal those of the whole batch
-    from core.lens.where_from import analyses
+    from core.lens.where_from import tracing
 
     q = wf.read_question(bundled.model, bundled.tokenizer, "Where was Lise Meitner born?", "Vienna")
     T, shared = len(q.ids), q.name_positions[0]
@@ -478,7 +478,8 @@ def test_rows_go_on_from_their_first_restored_piece_and_change_nothing(bundled, 
     grouped = wf.causal_trace(bundled.model, bundled.tokenizer, q)
     runs = [tuple(shape) for shape in passes[-(T - shared) - 2:]]
     passes.clear()
-    monkeypatch.setattr(analyses, "GROUP_ROWS", 10**9)
+    monkeypatch.setattr(tracing, "GROUP_ROWS", 10**9)
+    monkeypatch.setattr(tracing, "CHUNK_TOKENS", 10**9)  # one pass, not passes of CHUNK_TOKENS positions
     whole = wf.causal_trace(bundled.model, bundled.tokenizer, q)
     rows = passes[-1][0]  # the whole batch: every row reads every piece after the shared start
     assert tuple(passes[-1]) == (rows, T - shared) and rows > 300

@@ -104,6 +104,8 @@ def _read_config(folder: Path) -> dict[str, Any]:
 
 def _task(config: dict[str, Any]) -> str:
     arch = str((config.get("architectures") or [""])[0])
+    if arch.endswith("ForSequenceClassification"):  # a BERT-family or a decoder-family classifier (the Trainer's)
+        return "classify"
     if config.get("model_type") in DECODERS:
         return "lm"
     if arch.endswith("ForMaskedLM"):
@@ -202,7 +204,7 @@ class HFModel(nn.Module):
         self.family = family
         self._max_positions = max_positions
         self.head = _Head(_OutputHead(self._module(family.lm_head, base=False), self.logit_softcap)) \
-            if family.lm_head else None
+            if family.lm_head and view.head == "lm" else None
 
     @property
     def max_length(self) -> int:
@@ -504,6 +506,11 @@ class HFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenize(text).ids
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) characters of `text` each piece of `tokenize(text)` covers ((0, 0) for a special token)."""
+        enc = self.inner(text, return_offsets_mapping=True, add_special_tokens=True, truncation=False)
+        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
 
     def decode(self, ids: list[int]) -> str:
         if any(not 0 <= i < self.vocab_size for i in ids):  # e.g. GPT-2's missing PAD (-1): the lab's PAD sign

@@ -230,3 +230,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def load_named(name: str, device: str = "cpu"):
+    """What a command is given as its model: a checkpoint file or a model folder on this machine, else a hub name
+    opened from the cache (`resolve`). Raises CheckpointError (HubError included) with one sentence."""
+    from core.io import checkpoint
+
+    path = Path(str(name)).expanduser()
+    if path.exists():
+        return checkpoint.load(path, device=device)
+    return checkpoint.load(resolve(str(name)).path, device=device)

@@ -30,7 +30,7 @@ from torch.func import functional_call
 from core.lens.edit.key_statistics import KeyCatcher, KeyStatistics, mlp_projection
 from core.lens.edit.weights import WeightDelta, delta_from
 from core.lens.trace import model_device
-from core.lens.where_from.analyses import name_pieces, name_span
+from core.lens.where_from.question import name_pieces, name_span
 from core.model.hooks import Hooks
 from core.model.tokenizer import MASK_CHAR
 from core.model.transformer import Transformer

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from core.lens.trace import Progress, model_device
-from core.lens.where_from.analyses import IG_STEPS, InputAttribution, integrated_gradients
+from core.lens.where_from.saliency import IG_STEPS, InputAttribution, integrated_gradients
 from core.model.tokenizer import Tokenizer
 from core.text import visible_token
 
@@ -104,6 +104,29 @@ def padded_ids(tokenizer: Tokenizer, texts: Sequence[str], block_size: int) -> t
     return torch.tensor(rows, dtype=torch.long), [len(ids) for ids in encoded]
 
 
+def is_hf(model) -> bool:
+    """A Hugging Face ...ForSequenceClassification folder (core.io.hf), not this lab's classifier."""
+    return getattr(model, "inner", None) is not None
+
+
+def hf_batches(model, tokenizer: Tokenizer, texts: Sequence[str]):
+    """A Hugging Face classifier's batches as the Trainer's evaluation reads them: each text's pieces with the
+    tokenizer's special tokens, cut to the model's positions, padded with its PAD to the batch's longest and
+    masked; without a PAD token (a decoder classifier whose config names none) one text per batch. Yields
+    (ids (B, T), attention mask (B, T), each text's pieces before the cut, rows done)."""
+    pad = model.config.pad_id
+    single = pad < 0 or getattr(model.inner.config, "pad_token_id", None) is None
+    batch = 1 if single else BATCH // 4
+    limit = model.max_length
+    for start in range(0, len(texts), batch):
+        encoded = [tokenizer.encode(t) for t in texts[start: start + batch]]
+        cut = [ids[:limit] for ids in encoded]
+        width = max(1, max(len(ids) for ids in cut))
+        idx = torch.tensor([ids + [max(pad, 0)] * (width - len(ids)) for ids in cut], dtype=torch.long)
+        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in cut], dtype=torch.long)
+        yield idx, mask, [len(ids) for ids in encoded], start + len(cut)
+
+
 @torch.no_grad()
 def class_logits(model, tokenizer: Tokenizer, texts: Sequence[str], progress: Progress | None = None
                  ) -> tuple[torch.Tensor, list[int]]:
@@ -112,6 +135,14 @@ def class_logits(model, tokenizer: Tokenizer, texts: Sequence[str], progress: Pr
     model.eval()
     device = model_device(model)
     out, lengths = [], []
+    if is_hf(model):
+        for idx, mask, pieces, done in hf_batches(model, tokenizer, texts):
+            logits = model.inner(input_ids=idx.to(device), attention_mask=mask.to(device)).logits  # (B, n_classes)
+            out.append(logits.float().cpu())
+            lengths += pieces
+            if progress is not None:
+                progress(done, len(texts))
+        return (torch.cat(out) if out else torch.zeros(0, model.config.n_classes)), lengths
     for start in range(0, len(texts), BATCH):
         idx, pieces = padded_ids(tokenizer, texts[start: start + BATCH], model.config.block_size)
         logits, _ = model(idx.to(device))  # (B, n_classes)
@@ -173,7 +204,8 @@ def class_attribution(model, tokenizer: Tokenizer, labels: Sequence[str], text: 
     the block size; no PAD: PAD positions never reach a real one's pooled state)."""
     _check(model)
     tokenized = tokenizer.tokenize(text)
-    ids, raw = tokenized.ids[: model.config.block_size], tokenized.tokens[: model.config.block_size]
+    limit = model.max_length if is_hf(model) else model.config.block_size
+    ids, raw = tokenized.ids[:limit], tokenized.tokens[:limit]
     if not ids:
         raise ClassifierError("The text has no pieces to attribute.")
     target = list(labels).index(label)
@@ -183,7 +215,18 @@ def class_attribution(model, tokenizer: Tokenizer, labels: Sequence[str], text: 
         logits, _ = model.head(h, idx, None)  # (B, n_classes)
         return torch.log_softmax(logits.double(), -1)[:, target]
 
-    gxi, ig, log_prob, baseline = integrated_gradients(model, ids, class_log_prob, steps)
+    def hf_class_log_prob(model, idx, hooks):  # the scaled token embeddings go in as inputs_embeds
+        if getattr(model.inner.config, "pad_token_id", None) is None:  # a decoder classifier reads one row a pass
+            logits = torch.cat([model.inner(inputs_embeds=row[None]).logits for row in hooks.embedded])
+        else:
+            logits = model.inner(inputs_embeds=hooks.embedded, attention_mask=torch.ones_like(idx)).logits
+        return torch.log_softmax(logits.double(), -1)[:, target]
+
+    if is_hf(model):  # through the input embeddings: positions (and BERT's segment embedding) are added after them
+        embed = model.inner.get_input_embeddings()
+        gxi, ig, log_prob, baseline = integrated_gradients(model, ids, hf_class_log_prob, steps, embed=embed)
+    else:
+        gxi, ig, log_prob, baseline = integrated_gradients(model, ids, class_log_prob, steps)
     return InputAttribution(tokens=[visible_token(t) for t in raw], gradient_x_input=gxi, integrated_gradients=ig,
                             log_prob=log_prob, baseline_log_prob=baseline, steps=steps, answer_piece=label)
 

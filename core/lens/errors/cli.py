@@ -1,4 +1,7 @@
-"""`python -m core.lens.errors CHECKPOINT --eval FILE [-o OUT.csv] [--compare CHECKPOINT2] [--tokens]`
+"""`python -m core.lens.errors MODEL --eval FILE [-o OUT.csv] [--compare MODEL2] [--tokens]`
+
+MODEL: this lab's checkpoint, a Hugging Face folder (a causal language model, or a ...ForSequenceClassification
+whose id2label names the file's labels) or a hub name in the cache.
 
 One row per example (a classifier's lines, a birthplace model's questions), per document or, with `--tokens`, per
 piece (a language model) written to OUT.csv (never over an existing file without `--force`); the summary it
@@ -24,10 +27,13 @@ from core.lens.errors.inputs import DOCUMENT_UNITS
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core.lens.errors",
                                      description="Error analysis of a checkpoint on an evaluation file.")
-    parser.add_argument("checkpoint", help="a .safetensors checkpoint of this lab (classifier, language model or "
-                                           "birthplace model)")
+    parser.add_argument("checkpoint", metavar="MODEL",
+                        help="a .safetensors checkpoint of this lab (classifier, language model or birthplace "
+                             "model), a Hugging Face folder (a causal LM or a ...ForSequenceClassification) or a hub "
+                             "name in the cache")
     parser.add_argument("--eval", nargs="+", required=True, metavar="FILE",
-                        help="LABEL<TAB>TEXT (classifier), plain text (language model; several files allowed), "
+                        help="LABEL<TAB>TEXT or a CSV with text,label columns (classifier), "
+                             "plain text (language model; several files allowed), "
                              "'Where was NAME born?<TAB>PLACE' (birthplace model)")
     parser.add_argument("-o", "--output", metavar="OUT.csv", help="write the table here as CSV")
     parser.add_argument("--compare", metavar="CHECKPOINT2", help="a second checkpoint of the same task")
@@ -40,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 class CommandError(ValueError):
     pass
+
+
+def model_name(given: str) -> str:
+    """A checkpoint's stem, a folder's name, or a hub name as typed."""
+    path = Path(given)
+    return path.stem if path.is_file() else path.name if path.is_dir() else given
 
 
 def write_csv(frame: pd.DataFrame, target: str, force: bool) -> None:
@@ -62,18 +74,16 @@ def write_csv(frame: pd.DataFrame, target: str, force: bool) -> None:
 
 
 def run(args, out=print) -> pd.DataFrame:
-    from core.io import checkpoint as ckpt
+    from core.io.hf_cache import load_named
     from core.lens.errors import birthplace, classify, inputs, lm
 
-    loaded = ckpt.load(args.checkpoint)
-    name = Path(args.checkpoint).stem
-    other = ckpt.load(args.compare) if args.compare else None
-    other_name = Path(args.compare).stem if args.compare else ""
+    loaded = load_named(args.checkpoint)
+    name = model_name(args.checkpoint)
+    other = load_named(args.compare) if args.compare else None
+    other_name = model_name(args.compare) if args.compare else ""
     if other is not None and other.task != loaded.task:
         raise CommandError(f"{name} is a {loaded.task} model and {other_name} a {other.task} model; compare two "
                            "models of the same task.")
-    if loaded.metadata.get("format") == "huggingface":
-        raise CommandError(f"{name} is a Hugging Face folder; the error analysis reads this lab's checkpoints.")
     sources = [inputs.read_eval_path(path) for path in args.eval]
     if loaded.task != "lm" and len(sources) > 1:
         raise CommandError(f"A {loaded.task} model takes one --eval file, not {len(sources)}.")

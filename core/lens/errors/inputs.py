@@ -75,28 +75,83 @@ def read_eval_path(path: str | Path) -> EvalText:
     return decode_eval(path.read_bytes(), path.name)
 
 
-def classifier_pairs(source: EvalText, labels: list[str]) -> list[tuple[str, str]]:
-    """(label, text) per line, as `ClassificationDataset` reads them; every label must be one the checkpoint
-    knows. A line without a tab, or a file whose columns look swapped, is refused with its line number."""
+CSV_COLUMNS = ("text", "label")  # a course's usual export (pandas to_csv, the datasets library's CSV)
+
+
+def csv_pairs(source: EvalText) -> list[tuple[str, str]] | None:
+    """(label, text) of a CSV whose header has `text` and `label` columns (any order, others ignored), or None
+    when the file is not such a CSV (then it is read as LABEL<TAB>TEXT)."""
+    import csv
+    import io
+
+    first = source.text.lstrip().split("\n", 1)[0]
+    if "\t" in first or "," not in first:
+        return None
+    header = [h.strip().lower() for h in next(csv.reader([first]))]
+    if not set(CSV_COLUMNS) <= set(header):
+        return None
     try:
-        pairs = parse_tsv_pairs(source.text, source.name)
-    except DataError as exc:
-        raise EvalFileError(str(exc).replace("'TEXT<TAB>ANSWER'", "'LABEL<TAB>TEXT' (a classifier's file)")) from None
+        rows = list(csv.DictReader(io.StringIO(source.text.lstrip()), fieldnames=header))[1:]
+    except csv.Error as exc:
+        raise EvalFileError(f"{source.name} is not a readable CSV ({exc}).") from None
+    pairs = []
+    for n, row in enumerate(rows, start=2):
+        text, label = row.get("text"), row.get("label")
+        if text is None or label is None:
+            raise EvalFileError(f"{source.name} line {n} has no {'text' if text is None else 'label'} value.")
+        if text.strip():
+            pairs.append((label.strip(), " ".join(text.split())))
+    if not pairs:
+        raise EvalFileError(f"{source.name} has a text,label header but no rows.")
+    return pairs
+
+
+def match_labels(found: list[str], labels: list[str]) -> dict[str, str]:
+    """Each label of the file -> the model's label of the same name: exactly, else ignoring case ('positive' and
+    a config's 'POSITIVE'), else a class number ('1') where the model's labels are the Trainer's defaults
+    ('LABEL_1'). Labels that match none are left out."""
+    out = {}
+    folded = {label.casefold(): label for label in labels}
+    generic = all(label == f"LABEL_{i}" for i, label in enumerate(labels))
+    for label in found:
+        if label in labels:
+            out[label] = label
+        elif label.casefold() in folded:
+            out[label] = folded[label.casefold()]
+        elif generic and label.isdigit() and int(label) < len(labels):
+            out[label] = labels[int(label)]
+    return out
+
+
+def classifier_pairs(source: EvalText, labels: list[str]) -> list[tuple[str, str]]:
+    """(label, text) per line, as `ClassificationDataset` reads them (or a CSV with text and label columns);
+    every label must be one the checkpoint knows, matched by name (`match_labels`: a Hugging Face folder's
+    id2label). A line without a tab, or a file whose columns look swapped, is refused with its line number."""
+    pairs = csv_pairs(source)
+    if pairs is None:
+        try:
+            pairs = parse_tsv_pairs(source.text, source.name)
+        except DataError as exc:
+            raise EvalFileError(str(exc).replace("'TEXT<TAB>ANSWER'", "'LABEL<TAB>TEXT' (a classifier's file)")
+                                ) from None
     if len(pairs) > MAX_EXAMPLES:
         raise EvalFileError(f"{source.name} has {len(pairs):,} lines; up to {MAX_EXAMPLES:,} are scored at once.")
-    known = set(labels)
-    unknown = [(n, label) for n, (label, _) in enumerate(pairs, start=1) if label not in known]
+    matched = match_labels(sorted({label for label, _ in pairs}), labels)
+    unknown = [(n, label) for n, (label, _) in enumerate(pairs, start=1) if label not in matched]
     if unknown:
+        known = set(labels)
         if all(text in known for _, text in pairs):
             raise EvalFileError(f"{source.name} has the text first and the label second; a classifier's file is "
                                 "'LABEL<TAB>TEXT' per line.")
         line, label = unknown[0]
         distinct = sorted({label for _, label in unknown})
         shown = ", ".join(repr(x[:40]) for x in distinct[:3]) + (" …" if len(distinct) > 3 else "")
+        none = ("; none of the file's labels matches one of the model's by name"
+                if len(distinct) == len({label for label, _ in pairs}) else "")
         raise EvalFileError(f"{source.name} has {len(distinct)} label(s) this checkpoint does not know ({shown}, "
-                            f"first on line {line}); it knows {', '.join(labels[:12])}"
+                            f"first on line {line}){none}; it knows {', '.join(labels[:12])}"
                             f"{' …' if len(labels) > 12 else ''}.")
-    return pairs
+    return [(matched[label], text) for label, text in pairs]
 
 
 def lm_documents(source: EvalText, unit: str = "line") -> list[str]:

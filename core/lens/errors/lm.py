@@ -113,9 +113,20 @@ def line_documents(tokenizer: Tokenizer, text: str, ids: Sequence[int]) -> np.nd
     per_line = tokenizer.encode_batch(segments) if hasattr(tokenizer, "encode_batch") else [
         tokenizer.encode(s) for s in segments]
     joined = [i for line in per_line for i in line]
-    if joined != list(ids):
+    if joined == list(ids):
+        return np.repeat(np.arange(len(segments)), [len(line) for line in per_line])
+    offsets = tokenizer.offsets(text) if hasattr(tokenizer, "offsets") else None
+    if offsets is None or len(offsets) != len(ids):
         return None
-    return np.repeat(np.arange(len(segments)), [len(line) for line in per_line])
+    # a Hugging Face tokenizer that reads a line differently alone (LLaMA's <s> and its word-start mark): each piece
+    # belongs to the line its first character is in; a special token (no characters) to the line before it
+    starts = np.cumsum([0] + [len(s) for s in segments[:-1]])
+    out, line = np.zeros(len(ids), dtype=np.int64), 0
+    for n, (start, end) in enumerate(offsets):
+        if end > start:
+            line = int(np.searchsorted(starts, start, side="right")) - 1
+        out[n] = line
+    return out
 
 
 @dataclass
@@ -131,6 +142,7 @@ class LanguageModelErrors:
     pieces: dict[str, list[str]]
     ids: dict[str, list[int]]
     one_document_per_file: list[str]  # files whose lines could not be told apart
+    window: int = 0  # the model's positions: a longer file is scored in windows of this many pieces
 
     @property
     def loss(self) -> float:
@@ -179,6 +191,11 @@ class LanguageModelErrors:
             hardest = self.documents.loc[self.documents["loss"].idxmax()]
             line += (f"; its hardest document is {hardest['file']} #{int(hardest['document'])} "
                      f"(perplexity {hardest['perplexity']:.4g})")
+        longer = [f for f, ids in self.ids.items() if self.window and len(ids) - 1 > self.window]
+        if longer:
+            line += (f". {', '.join(longer)} {'is' if len(longer) == 1 else 'are'} longer than the model's "
+                     f"{self.window:,} positions, so {'it is' if len(longer) == 1 else 'they are'} scored in windows "
+                     f"of {self.window:,} pieces, each read afresh (as python -m core.train evaluate scores them)")
         return line + "."
 
 
@@ -240,7 +257,7 @@ def score_lm(model, tokenizer: Tokenizer, texts: Sequence[tuple[str, str]], name
         pieces[file], all_ids[file] = labels, ids
     return LanguageModelErrors(model=name, tokens=pd.concat(token_frames, ignore_index=True),
                                documents=pd.concat(doc_frames, ignore_index=True), files=files, pieces=pieces,
-                               ids=all_ids, one_document_per_file=merged)
+                               ids=all_ids, one_document_per_file=merged, window=window_of(model))
 
 
 # --- two language models on the same text ------------------------------------------------------------------
@@ -271,8 +288,8 @@ class LanguageModelComparison:
 def compare_lms(first: LanguageModelErrors, second: LanguageModelErrors) -> LanguageModelComparison:
     """Token by token on the same pieces (refused in one sentence when the two split the text differently)."""
     if first.ids != second.ids:
-        raise LanguageModelError(f"{first.model} and {second.model} split the text into different pieces, so "
-                                 "they cannot be compared piece by piece.")
+        raise LanguageModelError(f"{first.model} and {second.model} split the text into different pieces (they do "
+                                 "not share a tokenizer), so they cannot be compared piece by piece.")
     a, b = first.tokens, second.tokens
     keep = a["loss"].notna() & b["loss"].notna()
     diff = a["loss"] - b["loss"]

@@ -33,20 +33,17 @@ import numpy as np
 from core.lens.extrapolation.recorded import text_digest, weights_digest
 from core.lens.probe.dev_set import ANSWERED, STORED
 from core.lens.trace import Progress
-from core.lens.where_from.analyses import (
-    IG_STEPS,
+from core.lens.where_from.attribution import direct_attribution
+from core.lens.where_from.logitlens import logit_lens
+from core.lens.where_from.question import WhereFromError, read_question, record
+from core.lens.where_from.saliency import IG_STEPS, input_attribution
+from core.lens.where_from.tracing import (
     KINDS,
     NOISE,
     POSITION_CLASSES,
     SEED,
     CausalTrace,
-    WhereFromError,
     causal_trace,
-    direct_attribution,
-    input_attribution,
-    logit_lens,
-    read_question,
-    record,
     weak_effect_note,
 )
 
