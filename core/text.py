@@ -27,6 +27,12 @@ def _byte_labels(data: bytes) -> str:
     return "".join(f"\u2039{b:02X}\u203a" for b in data)  # ‹F0›: a byte, not a character
 
 
+def quoted_token(token: str | bytes) -> str:
+    """A token inside a sentence: its one label (`visible_token`) in quotes, so a newline piece reads '⏎' in the
+    sentence as on the chart beside it, never '\\n'."""
+    return f"'{visible_token(token)}'"
+
+
 def visible_token(token: str | bytes) -> str:
     """The one label a person sees for a token, on every page and chart: 'MASK' for the CS224N MASK (⁇
     reads as two question marks), '␣' '⏎' '⇥' for a space, newline and tab, U+XXXX for other control,

@@ -31,6 +31,7 @@ from core.lens.errors import birthplace, classify, inputs, lm, slices
 from core.lens.history.logs import file_signature
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
+from core.text import quoted_token
 from pages import page_state
 from pages.browser_tables import arrow_table
 from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, csv_download, fitted_columns, show_figure, shown_table
@@ -645,9 +646,9 @@ def piece_view(loaded, name: str, result: lm.LanguageModelErrors, file: str, pos
     """The clicked piece: where the model looked when it predicted it, and the logit lens of that piece."""
     row = result.tokens[(result.tokens["file"] == file) & (result.tokens["position"] == position)].iloc[0]
     ids, labels = result.context(file, position)
-    st.subheader(plain(f"Piece {position}: {row['piece']!r}"))
+    st.subheader(plain(f"Piece {position}: {quoted_token(row['piece'])}"))
     st.caption(plain(f"Loss {row['loss']:.3f}, rank {int(row['rank'])} ({row['bucket']}); the model's top guess "
-                     f"was {row['top guess']!r}, after {len(ids)} pieces of context."))
+                     f"was {quoted_token(row['top guess'])}, after {len(ids)} pieces of context."))
     try:
         rec = trace(loaded.model, ids, labels, activations=True)
     except TraceError as exc:

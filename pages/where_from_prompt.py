@@ -18,7 +18,7 @@ from core.figures import where_from as viz
 from core.lens import where_from as wf
 from core.lens.where_from import prompts
 from core.text import markdown_escape as plain
-from core.text import visible_token
+from core.text import quoted_token, visible_token
 from pages.display import csv_download, show_figure
 from pages.shared_caches import model_version
 
@@ -114,7 +114,7 @@ def prompt_trace_view(loaded, name: str, text: str) -> None:
     swapped = f" Subjects swapped in: {', '.join(ct.swapped_names)}." if ct.swapped_names else ""
     st.caption(plain(f"The subject's pieces are bold. {ct.samples} sample(s), seed {ct.seed}"
                      + (f", noise {ct.noise:g} x {ct.noise_std:.3f}" if ct.corruption == "noise" else "")
-                     + f"; measured against the corrupted run's answer {ct.corrupted_answer!r}." + swapped))
+                     + f"; measured against the corrupted run's answer {quoted_token(ct.corrupted_answer)}." + swapped))
 
     def rows() -> pd.DataFrame:
         return pd.DataFrame([{"panel": kind, "layer": layer, "position": t, "token": q.tokens[t],

@@ -27,6 +27,7 @@ from core.lens.probe.questions import name_from_question
 from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
 from core.text import markdown_escape as plain
+from core.text import quoted_token
 from pages import page_state, where_from_prompt
 from pages.display import csv_download, show_figure
 from pages.page_state import PROBE_TABS, WHERE_FROM_CORRUPTIONS, WhereFromState
@@ -231,7 +232,7 @@ def _trace_part(loaded, name: str, q: wf.Question, swap_names: tuple[str, ...], 
     swapped = f" Names swapped in: {', '.join(ct.swapped_names)}." if ct.swapped_names else ""
     st.caption(plain(f"{KIND_HELP} The name's pieces are bold. {ct.samples} sample(s), seed {ct.seed}"
                      + (f", noise {ct.noise:g} x {ct.noise_std:.3f}" if ct.corruption == "noise" else "")
-                     + f"; measured against the corrupted run's answer {ct.corrupted_answer!r}." + swapped))
+                     + f"; measured against the corrupted run's answer {quoted_token(ct.corrupted_answer)}." + swapped))
     def rows() -> list[dict]:
         return [{"panel": kind, "layer": layer, "position": t, "token": q.tokens[t],
                  "metric with this state restored": float(ct.scores[kind][layer, t]),
@@ -283,8 +284,8 @@ def _salience_part(salience: wf.InputAttribution, name: str, key: str, figure_ke
         title=f"{name}: salience for {salience.answer_piece}"), 2 * len(salience.tokens))
     show_figure(fig, f"{name}-salience", key=f"{key}_salience_chart")
     st.caption(plain(f"Baseline: every token embedding zero (positions kept), the target piece "
-                     f"{salience.answer_piece!r} held fixed; each column scaled to its largest magnitude (the "
-                     f"colour bar's 1). The integrated gradients add up to log p(answer) minus "
+                     f"{quoted_token(salience.answer_piece)} held fixed; each column scaled to its largest magnitude "
+                     f"(the colour bar's 1). The integrated gradients add up to log p(answer) minus "
                      f"its value at the baseline ({salience.log_prob - salience.baseline_log_prob:+.3f}) within "
                      f"{abs(salience.completeness_gap):.3f}."))
     _csv(salience.rows, "Input attribution (CSV)", f"{name}-salience.csv", f"{key}_salience_csv")
@@ -397,7 +398,8 @@ def next_piece_view(loaded, name: str, text: str, key: str = "wf_next") -> None:
     except wf.WhereFromError as exc:
         st.info(plain(str(exc)))
         return
-    st.caption(plain(f"The model's own next piece after the sentence is {lens.answer_piece!r}; the views trace it."))
+    st.caption(plain(f"The model's own next piece after the sentence is {quoted_token(lens.answer_piece)}; the views "
+                     "trace it."))
     # one under the other: side by side at 1024 px the lens's cells and the bars' labels had ~200 px and overlapped
     _lens_part(lens, name, key, NEXT_PIECE)
     _attribution_part(attribution, name, key)

@@ -131,3 +131,33 @@ def test_words_come_from_the_texts_characters_whatever_pieces_carry_a_space(tmp_
     sentence = av.reading_sentence(loaded.metadata, loaded.tokenizer, run)
     n_words = len(re.findall(r"\w+", text))
     assert f"for {n_words} words" in sentence, sentence
+
+
+def test_byte_pieces_of_a_hugging_face_folder_show_as_their_bytes(tmp_path):
+    """The walk-through: a byte-level folder's pieces of one character all showed as '�'. Each shows its bytes
+    ('‹C3›'), distinct pieces distinctly, in the run's pieces, the logit lens and the Errors page's tables; the
+    character's pieces join into the character, as on our own byte-level vocabulary."""
+    from tests.conftest import require_hf_extra
+
+    require_hf_extra()
+    from bench.hf_folders import decoder_folder
+    from core.io.hf import load_folder
+    from core.lens.errors import lm
+    from core.lens.trace import trace
+    from core.lens.where_from import logit_lens
+
+    loaded = load_folder(decoder_folder(tmp_path / "neox", "gpt_neox"))
+    text = "We said Ü and 🤖 twice: Ü 🤖."
+    run = av.run_attention(loaded.model, loaded.tokenizer, "lm", text)
+    broken = [p for p in run.pieces if "\ufffd" in p]
+    assert not broken and any("\u2039" in p for p in run.pieces), run.pieces
+    halves = [p for p in run.pieces if p.startswith("\u2039")]
+    assert len(set(halves)) > 1  # distinct byte pieces, distinct labels
+    characters = av.joined_run(run, "characters")
+    assert "🤖" in "".join(characters.labels) and "Ü" in "".join(characters.labels)
+    found = lm.score_lm(loaded.model, loaded.tokenizer, [("t.txt", text)])
+    cells = [str(v) for v in found.tokens["piece"]] + [str(v) for v in found.tokens["top guess"]]
+    assert not any("\ufffd" in c for c in cells)
+    ids = loaded.tokenizer.encode(text)
+    lens = logit_lens(loaded.model, loaded.tokenizer, trace(loaded.model, ids, activations=True), ids[-1])
+    assert not any("\ufffd" in str(p) for row in lens.top_pieces for p in row)

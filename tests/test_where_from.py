@@ -495,3 +495,25 @@ def test_rows_go_on_from_their_first_restored_piece_and_change_nothing(bundled, 
         np.testing.assert_allclose(grouped.scores[kind], whole.scores[kind], atol=1e-5)
     for kind, shares in whole.summary.items():
         assert grouped.summary[kind] == pytest.approx(shares, rel=1e-4, abs=1e-5)
+
+
+def test_the_attribution_sentence_names_the_charts_bars_in_the_charts_order():
+    """The walk-through read "Largest: embeddings +0.38, MLP 1 +0.03, attention 0 -0.02" beside a chart with no
+    'attention 0' bar (per-layer sums) and L1 H1 at +0.06. The sentence now names the three bars largest in
+    absolute value, as the chart draws them, top to bottom, and quotes the piece as the chart labels it."""
+    from core.figures.where_from import attribution_bars
+
+    names = ["embeddings", "L0 H0", "L0 H1", "L1 H0", "L1 H1", "MLP 0", "MLP 1", "final LayerNorm bias"]
+    kinds = ["embeddings", "head", "head", "head", "head", "MLP", "MLP", "LayerNorm bias"]
+    values = np.array([0.38, -0.012, -0.011, 0.004, 0.06, 0.001, 0.03, -0.05])
+    attribution = wf.Attribution(names=names, kinds=kinds, layers=[None, 0, 0, 1, 1, 0, 1, None], values=values,
+                                 logit=float(values.sum()), answer_piece="\n", position=-1)
+    sentence = attribution.sentence()
+    fig = attribution_bars(names, values, attribution.logit, "\n")
+    drawn = [fig.layout.yaxis.ticktext[int(y)] for y in fig.data[0].y]  # the bars, top to bottom
+    largest = sorted(names, key=lambda n: -abs(values[names.index(n)]))[:3]
+    in_chart_order = [n for n in drawn if n in largest]
+    assert in_chart_order == ["embeddings", "L1 H1", "final LayerNorm bias"]
+    listed = ", ".join(f"{n} {values[names.index(n)]:+.2f}" for n in in_chart_order)
+    assert f"Largest bars, top to bottom: {listed}" in sentence, sentence
+    assert "attention 0" not in sentence and "'⏎'" in sentence and "\\n" not in sentence

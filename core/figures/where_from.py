@@ -27,6 +27,7 @@ from core.figures.common import (
 )
 from core.figures.margins import fitted_margin
 from core.lens.probe.answers import FIRST_PIECE
+from core.lens.where_from.attribution import BARS_SHOWN, bar_order
 from core.text import visible_token
 
 POSITIVE_COLOR = "#1F77B4"  # pushes the answer up
@@ -70,13 +71,12 @@ def logit_lens_heatmap(answer_prob, top_pieces: Sequence[Sequence[str]], tokens:
 
 
 @built_fitted  # unchecked_figure fits its margins
-def attribution_bars(names: Sequence[str], values, logit: float, answer_piece: str, top: int = 20,
+def attribution_bars(names: Sequence[str], values, logit: float, answer_piece: str, top: int = BARS_SHOWN,
                      title: str | None = None) -> go.Figure:
     """Each piece's share of the answer's logit, sorted by size (largest on top), the `top` largest by absolute
     value; positive and negative coloured apart. fig.data[0] is the bars (x = values, in the order shown)."""
     values = np.asarray(values, dtype=float)
-    order = np.argsort(-np.abs(values))[:top]
-    order = order[np.argsort(-values[order], kind="stable")]
+    order = bar_order(values, top)  # the pieces and order the attribution's sentence reads
     shown = [html.escape(str(names[i])) for i in order]
     v = values[order]
     bars = dict(

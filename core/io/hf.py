@@ -32,7 +32,7 @@ from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
 from core.model.attention import QueryKey
 from core.model.hooks import Hooks
 from core.model.readout import FinalNorm
-from core.model.tokenizer import PAD_CHAR, Tokenized
+from core.model.tokenizer import PAD_CHAR, Tokenized, byte_level, bytes_of_piece
 
 ENCODERS = tuple(encoders())
 DECODERS = tuple(decoders())
@@ -480,6 +480,11 @@ class HFTokenizer:
         self.real_unk = self.unk_id is not None and self.unk_id not in (inner.bos_token_id, inner.eos_token_id)
         # [CLS], [SEP], <s>, <|endoftext|>...: what "hide special tokens" should hide ([UNK] stands for text)
         self.special_ids = set(inner.all_special_ids) - ({self.unk_id} if self.real_unk else set())
+        backend = getattr(inner, "backend_tokenizer", None)  # a fast tokenizer: GPT-2's byte-level pieces say bytes
+        try:
+            self.byte_level = byte_level(json.loads(backend.to_str())) if backend is not None else False
+        except (ValueError, AttributeError):
+            self.byte_level = False
 
     @property
     def vocab_size(self) -> int:
@@ -494,6 +499,13 @@ class HFTokenizer:
         if piece[:1] in WORD_START and not shown.startswith(" "):  # offsets trimmed of the space the piece has
             return " " + shown
         return shown
+
+    def piece_bytes(self, i: int) -> bytes | None:
+        """The bytes of a byte-level piece (GPT-2, Pythia, OPT) or a byte fallback ('<0xE2>', LLaMA), so a
+        character cut into several pieces shows each as its bytes ('‹E2›'), never all as U+FFFD."""
+        if i in self.special_ids or not 0 <= i < self.vocab_size:
+            return None
+        return bytes_of_piece(self.inner.convert_ids_to_tokens(i), self.byte_level)
 
     def tokenize(self, text: str) -> Tokenized:
         enc = self.inner(text, return_offsets_mapping=True, add_special_tokens=True, truncation=False)

@@ -144,7 +144,10 @@ def character_spans(tokenizer: Tokenizer, ids: list[int]) -> list[tuple[int, int
     while i < len(ids):
         end, data = i + 1, piece_bytes(tokenizer, ids[i])
         while data is not None and _incomplete(data) and end < len(ids) and end - i < 4:
-            data += piece_bytes(tokenizer, ids[end])
+            more = piece_bytes(tokenizer, ids[end])
+            if more is None:  # a special token: no character goes on into it
+                break
+            data += more
             end += 1
         spans.append((i, end))
         i = end

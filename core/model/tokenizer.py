@@ -8,6 +8,8 @@ and `tokenize` reports which ones they were so the UI can name them.
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -172,6 +174,25 @@ def _byte_level_alphabet() -> dict[str, int]:
 
 
 _BYTE_OF = _byte_level_alphabet()
+_BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte fallback (LLaMA, Gemma): '<0xE2>'
+
+
+def byte_level(spec: dict | None) -> bool:
+    """Whether a `tokenizers` description decodes with GPT-2's byte-level alphabet (its decoder, or one of a
+    sequence of decoders, is ByteLevel)."""
+    return '"ByteLevel"' in json.dumps((spec or {}).get("decoder"))
+
+
+def bytes_of_piece(token: str | None, is_byte_level: bool) -> bytes | None:
+    """The bytes a piece's vocabulary entry stands for, when the entry says them: a byte fallback '<0xE2>', or a
+    byte-level entry ('Ġthe', 'ð'); None otherwise (its decoded text is then the whole story)."""
+    if token is None:
+        return None
+    if match := _BYTE_FALLBACK.fullmatch(token):
+        return bytes([int(match.group(1), 16)])
+    if is_byte_level and token and all(c in _BYTE_OF for c in token):
+        return bytes(_BYTE_OF[c] for c in token)
+    return None
 
 
 class SubwordTokenizer:
@@ -304,6 +325,10 @@ class PiecesTokenizer:
             raise TokenizerError(f"The tokenizer has {self.n_pieces} pieces but the model only {self.rows} "
                                  "embedding rows.")
         self.special_ids = {i for i in (self.hf.token_to_id("<|endoftext|>"),) if i is not None}
+        try:
+            self.byte_level = byte_level(json.loads(spec))
+        except ValueError:
+            self.byte_level = False
 
     @property
     def vocab_size(self) -> int:
@@ -319,6 +344,12 @@ class PiecesTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return self.hf.decode([i for i in ids if 0 <= i < self.n_pieces], skip_special_tokens=False)
+
+    def piece_bytes(self, i: int) -> bytes | None:
+        """A byte-level piece's bytes (GPT-2's pieces: an emoji may be several), so each shows as itself."""
+        if i in self.special_ids or not 0 <= i < self.n_pieces:
+            return None
+        return bytes_of_piece(self.hf.id_to_token(i), self.byte_level)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "spec": self.spec, "vocab_size": self.rows}

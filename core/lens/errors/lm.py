@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from core.data.datasets import DataError
+from core.lens.attention import piece_label
 from core.lens.lm_eval import TextScore, unknown_count
 from core.lens.trace import Progress, model_device
 from core.model.tokenizer import Tokenizer
@@ -238,8 +239,8 @@ def score_lm(model, tokenizer: Tokenizer, texts: Sequence[tuple[str, str]], name
         if not scored.any():
             raise LanguageModelError(f"No piece of {file} is in the model's vocabulary, so nothing can be scored.")
         labels = [visible_token(t) for t in tokenized.tokens] if len(tokenized.tokens) == len(ids) else [
-            visible_token(tokenizer.decode([i])) for i in ids]
-        guess = {int(i): visible_token(tokenizer.decode([int(i)])) for i in np.unique(scores.top)}
+            piece_label(tokenizer, i) for i in ids]
+        guess = {int(i): piece_label(tokenizer, int(i)) for i in np.unique(scores.top)}
         of_target, docs, told = _documents(file, text, tokenizer, ids, scores, unit)
         if not told:
             merged.append(file)

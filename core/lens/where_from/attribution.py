@@ -12,8 +12,20 @@ import torch
 from core.lens.trace import Trace
 from core.lens.where_from.question import WhereFromError, logit_softcap, readout_of, unembed_bias
 from core.model.readout import is_centered, norm_label
+from core.text import quoted_token
 
 AGAINST_LISTED = 3  # heads named in the attribution sentence (the CSV and the bars have every one)
+BARS_SHOWN = 20  # the chart's bars: the pieces largest in absolute value
+LARGEST_NAMED = 3  # bars the sentence names
+
+
+def bar_order(values, top: int = BARS_SHOWN) -> np.ndarray:
+    """The pieces a chart of the attribution draws and their order, top to bottom: the `top` largest in absolute
+    value, from the most positive to the most negative (core.figures.where_from.attribution_bars draws these, and
+    the sentence names the largest of them in this order)."""
+    values = np.asarray(values, dtype=float)
+    order = np.argsort(-np.abs(values), kind="stable")[:top]
+    return order[np.argsort(-values[order], kind="stable")]
 
 
 @dataclass
@@ -42,11 +54,11 @@ class Attribution:
         return out
 
     def sentence(self) -> str:
-        """The logit, its three largest parts by layer, and the heads that push against the answer (the count
-        is of them all; the strongest AGAINST_LISTED are named, and the sentence says so when that is fewer)."""
-        parts = self.by_layer()
-        ranked = sorted(parts.items(), key=lambda kv: -abs(kv[1]))
-        top = ", ".join(f"{k} {v:+.2f}" for k, v in ranked[:3])
+        """The logit, the chart's largest bars (the LARGEST_NAMED pieces largest in absolute value, named in the
+        chart's order, top to bottom), and the heads that push against the answer (the count is of them all; the
+        strongest AGAINST_LISTED are named, and the sentence says so when that is fewer)."""
+        largest = set(np.argsort(-np.abs(self.values), kind="stable")[:LARGEST_NAMED].tolist())
+        top = ", ".join(f"{self.names[i]} {self.values[i]:+.2f}" for i in bar_order(self.values) if i in largest)
         against = sorted((float(v), k) for k, v, kind in zip(self.names, self.values, self.kinds, strict=True)
                          if v < 0 and kind == "head")  # the strongest push first
         names = [k for _, k in against[:AGAINST_LISTED]]
@@ -58,8 +70,9 @@ class Attribution:
                     f"; {len(against)} heads push against it ({listed})" if against else "")
         capped = "" if self.softcap is None else (
             f" before the model's soft cap ({self.softcap:g} tanh(logit / {self.softcap:g}) = {self.capped:.2f})")
-        return (f"The logit of {self.answer_piece!r}{capped} is {self.logit:.2f}, the sum of the pieces (the final "
-                f"{self.norm}'s scale frozen at its value in this pass). Largest: {top}{tail}.")
+        return (f"The logit of {quoted_token(self.answer_piece)}{capped} is {self.logit:.2f}, the sum of the pieces "
+                f"(the final {self.norm}'s scale frozen at its value in this pass). Largest bars, top to bottom: "
+                f"{top}{tail}.")
 
     def rows(self) -> list[dict]:
         return [{"piece": n, "kind": k, "layer": "" if la is None else la, "logit contribution": float(v)}

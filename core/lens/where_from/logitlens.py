@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.lens.attention import piece_label
 from core.lens.trace import Trace
 from core.lens.where_from.question import logit_softcap, readout_of, unembed_bias
 from core.model.readout import norm_label
-from core.text import visible_token
+from core.text import quoted_token
 
 
 @dataclass
@@ -39,10 +40,11 @@ class LogitLens:
         piece = self.answer_piece
         if row is None:
             rank, p = int(self.answer_rank[-1, -1]), float(self.answer_prob[-1, -1])
-            return (f"{piece!r} never becomes the top piece at the last position: after the last layer it ranks "
-                    f"{rank} with probability {p:.3f}, and the model's top piece is {self.top_pieces[-1][-1]!r}.")
+            return (f"{quoted_token(piece)} never becomes the top piece at the last position: after the last layer it "
+                    f"ranks {rank} with probability {p:.3f}, and the model's top piece is "
+                    f"{quoted_token(self.top_pieces[-1][-1])}.")
         where = "already in the embeddings" if row == 0 else f"after layer {row - 1}"
-        return (f"{piece!r} first becomes the top piece at the last position {where} (probability "
+        return (f"{quoted_token(piece)} first becomes the top piece at the last position {where} (probability "
                 f"{self.answer_prob[row, -1]:.3f}); after the last layer its probability is "
                 f"{self.answer_prob[-1, -1]:.3f}.")
 
@@ -77,11 +79,11 @@ def logit_lens(model, tokenizer, rec: Trace, answer_id: int) -> LogitLens:
     top_prob, top_ids = probs.max(dim=-1)
     answer_logit = logits[..., answer_id]
     rank = (logits > answer_logit[..., None]).sum(-1) + 1
-    labels = {int(i): visible_token(tokenizer.decode([int(i)])) for i in top_ids.unique().tolist()}
+    labels = {int(i): piece_label(tokenizer, int(i)) for i in top_ids.unique().tolist()}
     n_layer = acts.resid_post.shape[0]
     return LogitLens(layers=["embeddings"] + [f"after layer {i}" for i in range(n_layer)], tokens=rec.tokens,
                      top_ids=top_ids.numpy(), top_pieces=[[labels[int(i)] for i in row] for row in top_ids.tolist()],
                      top_prob=top_prob.numpy(), answer_prob=probs[..., answer_id].numpy(), answer_rank=rank.numpy(),
-                     probs_last=probs[:, -1].numpy(), answer_piece=visible_token(tokenizer.decode([answer_id])),
+                     probs_last=probs[:, -1].numpy(), answer_piece=piece_label(tokenizer, answer_id),
                      norm=norm_label(ln))
 

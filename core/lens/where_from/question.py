@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import torch
 
+from core.lens.attention import piece_label
 from core.lens.probe.questions import name_from_question
 from core.lens.trace import Trace, TraceError, cut_to_limit, model_device, trace
 from core.model.tokenizer import MASK_CHAR
 from core.model.transformer import Transformer
-from core.text import visible_token
+from core.text import quoted_token, visible_token
 
 
 class WhereFromError(ValueError):
@@ -56,14 +57,14 @@ class Question:
         if self.marked:
             subject = f"; the subject corrupted is {self.name!r}"
             if self.own_answer:
-                return f"The target traced is the model's own next piece {piece!r}{subject}."
-            return f"The target traced is {piece!r}, the first piece of {self.truth!r}{subject}."
+                return f"The target traced is the model's own next piece {quoted_token(piece)}{subject}."
+            return f"The target traced is {quoted_token(piece)}, the first piece of {self.truth!r}{subject}."
         if self.own_answer:
             return (f"No birthplace is known for {self.name or 'this text'}, so every view traces the model's own "
-                    f"first piece {piece!r}: what pushes the model to its guess (pieces of the name that sound "
-                    "like a country, the question's wording), not where a stored fact is kept. A trace of a "
+                    f"first piece {quoted_token(piece)}: what pushes the model to its guess (pieces of the name "
+                    "that sound like a country, the question's wording), not where a stored fact is kept. A trace of a "
                     "guess looks like a trace of a fact; only the true answer tells them apart.")
-        return f"The answer traced is the first piece {piece!r} of the true birthplace {self.truth!r}."
+        return f"The answer traced is the first piece {quoted_token(piece)} of the true birthplace {self.truth!r}."
 
 
 def prompt_pieces(tokenizer, prompt: str) -> tuple[list[int], list[str]]:
@@ -147,7 +148,7 @@ def read_question(model, tokenizer, question: str, truth: str | None = None) -> 
             logits, _ = model(torch.tensor([ids], dtype=torch.long, device=model_device(model)))
         answer_id = int(logits[0, -1].argmax())
     return Question(question=question, ids=ids, tokens=[visible_token(t) for t in raw], raw=list(raw), name=name,
-                    name_positions=positions, answer_id=answer_id, answer_piece=tokenizer.decode([answer_id]),
+                    name_positions=positions, answer_id=answer_id, answer_piece=piece_label(tokenizer, answer_id),
                     truth=truth or None, own_answer=not truth, cut=window.start, prompt=prompt)
 
 
@@ -205,7 +206,7 @@ def read_prompt(model, tokenizer, prompt: str, subject: str | tuple[int, int], t
             logits, _ = model(torch.tensor([ids], dtype=torch.long, device=model_device(model)))
         answer_id = int(logits[0, -1].argmax())
     return Question(question=prompt, ids=ids, tokens=[visible_token(t) for t in raw], raw=list(raw), name=name,
-                    name_positions=positions, answer_id=answer_id, answer_piece=tokenizer.decode([answer_id]),
+                    name_positions=positions, answer_id=answer_id, answer_piece=piece_label(tokenizer, answer_id),
                     truth=target, own_answer=not target, cut=window.start, prompt=prompt, marked=True)
 
 

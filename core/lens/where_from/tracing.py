@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from core.lens.attention import piece_label
 from core.lens.trace import Progress, Trace, model_device
 from core.lens.where_from.question import (
     Question,
@@ -30,7 +31,7 @@ from core.lens.where_from.question import (
 from core.model.attention import KVCache
 from core.model.hooks import Hooks, Recorder
 from core.model.transformer import Transformer
-from core.text import visible_token
+from core.text import quoted_token
 
 KINDS = ("residual", "attention", "MLP")
 CORRUPTIONS = ("noise", "swap", "none")
@@ -256,8 +257,8 @@ class CausalTrace:
         if abs(self.total_effect) < NOTHING_CORRUPTED:
             return "The corruption did not change the answer, so there is nothing to recover."
         return (f"Apart from the final state itself, restoring the {best} output of layer {layer} at {where} "
-                f"({self.tokens[t]!r}) brings back the most: {grid[layer, t]:.0%} of the {unit} the corruption took "
-                f"away ({self.clean:.3f} clean, {self.corrupted:.3f} corrupted)."
+                f"({quoted_token(self.tokens[t])}) brings back the most: {grid[layer, t]:.0%} of the {unit} the "
+                f"corruption took away ({self.clean:.3f} clean, {self.corrupted:.3f} corrupted)."
                 + weak_effect_note(self.metric, self.clean, self.corrupted))
 
     @property
@@ -493,7 +494,7 @@ def causal_trace(model, tokenizer, q: Question, rec: Trace | None = None, corrup
                        corruption=corruption, metric=metric, noise=float(noise) if corruption == "noise" else 0.0,
                        noise_std=embed_std, seed=int(seed), samples=S, window=window, swapped_names=swapped,
                        clean=clean, corrupted=corrupted,
-                       corrupted_answer=visible_token(tokenizer.decode([against[0]])),
+                       corrupted_answer=piece_label(tokenizer, against[0]),
                        scores=scores, impossible=impossible, summary=summary,
                        subject="subject" if q.marked else "name")
 
