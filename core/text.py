@@ -33,6 +33,16 @@ def quoted_token(token: str | bytes) -> str:
     return f"'{visible_token(token)}'"
 
 
+def shortened(text: str, limit: int) -> str:
+    """`text` as it is when it fits in `limit` characters, else cut at the last word boundary before the limit
+    (never inside a word, unless one word is longer than the limit) with '…'."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 3 else cut).rstrip() + "…"
+
+
 def visible_token(token: str | bytes) -> str:
     """The one label a person sees for a token, on every page and chart: 'MASK' for the CS224N MASK (⁇
     reads as two question marks), '␣' '⏎' '⇥' for a space, newline and tab, U+XXXX for other control,

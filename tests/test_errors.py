@@ -203,6 +203,10 @@ BAD_FILES = {
     "swapped columns": (b"Tristan Lecoq\tFrance\nMarco Rossi\tItaly\n", "has the text first and the label second"),
     "binary junk": (bytes(range(256)) * 4, "binary file"),
     "latin-1": ("France\tFrançois".encode("latin-1"), "is not UTF-8 text"),
+    "birthplace questions": (b"Where was Tristan Lecoq born?\tParis\nWhere was Marco Rossi born?\tRome\n",
+                             "bad.tsv is a birthplace questions file ('Where was NAME born?<TAB>PLACE')"),
+    "long unknown labels": (b"The Democratic Republic of Somewhere Else\tNemo\n",
+                            "('The Democratic Republic of Somewhere…', first on line 1)"),
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.data.datasets import DataError, parse_tsv_pairs
+from core.text import shortened
 
 MB = 1024 * 1024
 MAX_EVAL_MB = 20  # a course test file is well under 1 MB; 20 MB of text is ~100k examples
@@ -106,6 +107,11 @@ def csv_pairs(source: EvalText) -> list[tuple[str, str]] | None:
     return pairs
 
 
+def is_question(text: str) -> bool:
+    """A CS224N birthplace question ('Where was NAME born?'), as a classifier's file would never have as its label."""
+    return text.startswith("Where was ") and text.rstrip().endswith("born?")
+
+
 def match_labels(found: list[str], labels: list[str]) -> dict[str, str]:
     """Each label of the file -> the model's label of the same name: exactly, else ignoring case ('positive' and
     a config's 'POSITIVE'), else a class number ('1') where the model's labels are the Trainer's defaults
@@ -140,12 +146,15 @@ def classifier_pairs(source: EvalText, labels: list[str]) -> list[tuple[str, str
     unknown = [(n, label) for n, (label, _) in enumerate(pairs, start=1) if label not in matched]
     if unknown:
         known = set(labels)
+        if all(is_question(label) for label, _ in pairs[:200]):
+            raise EvalFileError(f"{source.name} is a birthplace questions file ('Where was NAME born?<TAB>PLACE'), "
+                                "for a birthplace model; a classifier's file is 'LABEL<TAB>TEXT' per line.")
         if all(text in known for _, text in pairs):
             raise EvalFileError(f"{source.name} has the text first and the label second; a classifier's file is "
                                 "'LABEL<TAB>TEXT' per line.")
         line, label = unknown[0]
         distinct = sorted({label for _, label in unknown})
-        shown = ", ".join(repr(x[:40]) for x in distinct[:3]) + (" …" if len(distinct) > 3 else "")
+        shown = ", ".join(repr(shortened(x, 40)) for x in distinct[:3]) + (" …" if len(distinct) > 3 else "")
         none = ("; none of the file's labels matches one of the model's by name"
                 if len(distinct) == len({label for label, _ in pairs}) else "")
         raise EvalFileError(f"{source.name} has {len(distinct)} label(s) this checkpoint does not know ({shown}, "
