@@ -144,7 +144,9 @@ def summarize_runs(frame: pd.DataFrame, runs: Sequence[str], metric: str) -> pd.
 
 
 SPLITS = ("train", "val")  # drawing order; other split names (if a trainer logs them) come after
-X_AXES = {"step": "Step", "epoch": "Epoch", "tokens": "Tokens seen", "wall_time": "Wall time (s)"}
+X_AXES = {"step": "Step", "epoch": "Epoch", "tokens": "Tokens seen", "relative": "Relative time (s)",
+          "wall_time": "Wall time"}
+ABSOLUTE_TIME = 1e9  # seconds since 1970 (2001 on): a clock other tools wrote, drawn as dates; ours count from 0
 N_BUCKETS = 2000  # per curve: at most ~4002 drawn points, finer than a chart is wide in pixels
 WEBGL_MIN_POINTS = 10_000  # below this SVG traces are crisper and export as true vectors
 
@@ -159,6 +161,10 @@ class Curve:
     smooth_y: np.ndarray | None
     n_points: int  # before bucketing
     reduced: bool
+    band_x: np.ndarray | None = None  # a seed group's band: its x, low (min or mean - std) and high edges
+    band_low: np.ndarray | None = None  # None for a single run
+    band_high: np.ndarray | None = None
+    n_runs: int = 1  # runs averaged into this curve
 
 
 @dataclass
@@ -183,6 +189,41 @@ class CurvePlot:
     uirevision: str
     notes: list[str] = field(default_factory=list)  # problems worth a warning
     info: list[str] = field(default_factory=list)  # how the data was drawn
+    dates: bool = False  # x is a clock (seconds since 1970): drawn as dates
+
+
+def with_relative_time(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with a `relative` column: seconds since each run's first wall time (TensorBoard's Relative)."""
+    frame = frame.copy()
+    start = frame.groupby("run", sort=False)["wall_time"].transform("min")
+    frame["relative"] = frame["wall_time"].astype(float) - start.astype(float)
+    return frame
+
+
+BAND_LABELS = {"minmax": "their lowest to their highest value",
+               "std": "one standard deviation below their mean to one above"}
+
+
+def _attach_band(curve: Curve, band_rows: pd.DataFrame, group: str, metric: str, split: str, x: str, band: str,
+                 n_buckets: int) -> None:
+    """The group's band under its mean curve: min/max, or mean -+ std, at the band's x values (bucketed by
+    their extremes when long, like the curve)."""
+    rows = band_rows[(band_rows["group"] == group) & (band_rows["metric"] == metric) & (band_rows["split"] == split)]
+    if rows.empty:
+        return
+    rows = rows.sort_values(x, kind="stable")
+    bx = rows[x].to_numpy(float)
+    low = rows["min"].to_numpy(float) if band == "minmax" else (rows["mean"] - rows["std"]).to_numpy(float)
+    high = rows["max"].to_numpy(float) if band == "minmax" else (rows["mean"] + rows["std"]).to_numpy(float)
+    if bx.size > 2 * n_buckets + 2:  # keep each slice's lowest low and highest high
+        lx, low = bucket_minmax(bx, low, n_buckets)
+        hx, high = bucket_minmax(bx, high, n_buckets)
+        common = np.union1d(lx, hx)
+        low, high = np.interp(common, lx, low), np.interp(common, hx, high)
+        bx = common
+    curve.band_low, curve.band_high = low, high
+    curve.band_x = bx
+    curve.n_runs = int(rows["runs"].max())
 
 
 def _ordered_splits(splits: Iterable[str]) -> list[str]:
@@ -191,10 +232,21 @@ def _ordered_splits(splits: Iterable[str]) -> list[str]:
 
 
 def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str = "step",
-                 smoothing: float = 0.0, logy: bool = False, n_buckets: int = N_BUCKETS) -> CurvePlot:
-    """Per run and split: points sorted by x, smoothed (on all points), then bucketed for drawing."""
+                 smoothing: float = 0.0, logy: bool = False, n_buckets: int = N_BUCKETS,
+                 groups: dict[str, Sequence[str]] | None = None, band: str = "minmax") -> CurvePlot:
+    """Per run and split: points sorted by x, smoothed (on all points), then bucketed for drawing.
+
+    `groups`: name -> runs drawn as one curve, their mean, with a band (`band`: "minmax" or "std", bands.py);
+    `runs` then names the groups in place of their members."""
     if x not in X_AXES:
         raise ValueError(f"Unknown x axis {x!r}; choose one of {', '.join(X_AXES)}.")
+    if x == "relative" and "relative" not in frame:
+        frame = with_relative_time(frame)
+    band_rows = None
+    if groups:
+        from core.lens.history.bands import grouped_frame
+
+        frame, band_rows = grouped_frame(frame, {g: m for g, m in groups.items() if g in runs}, x)
     goal = METRIC_GOAL.get(metric)
     plot = CurvePlot([], [], list(runs), metric, x, smoothing, logy, webgl=False,
                      uirevision=f"curves|{metric}|{x}|{'log' if logy else 'linear'}")
@@ -236,7 +288,10 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
                 sx, sy = bucket_minmax(xs, smooth, n_buckets) if smooth is not None else (None, None)
             else:
                 dx, dy, sx, sy = xs, ys, (xs if smooth is not None else None), smooth
-            plot.curves.append(Curve(run, split, dx, dy, sx, sy, n, reduced))
+            curve = Curve(run, split, dx, dy, sx, sy, n, reduced)
+            if band_rows is not None and groups and run in groups:
+                _attach_band(curve, band_rows, run, metric, split, x, band, n_buckets)
+            plot.curves.append(curve)
             if split == "val":
                 best = best_index(ys, goal)
                 if best is not None:
@@ -245,6 +300,14 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
             if n == 1:
                 single.append(f"{run} {split}")
     plot.webgl = total >= WEBGL_MIN_POINTS
+    if x == "wall_time":
+        drawn = np.concatenate([c.x for c in plot.curves]) if plot.curves else np.array([])
+        plot.dates = bool(drawn.size) and float(np.nanmin(drawn)) >= ABSOLUTE_TIME
+    for name in [r for r in runs if groups and r in groups]:
+        counts = [c.n_runs for c in plot.curves if c.run == name]
+        if counts:
+            plot.info.append(f"{name}: the mean of {len(groups[name])} runs ({', '.join(groups[name])}), "
+                             f"with a band from {BAND_LABELS[band]}; at most {max(counts)} runs share an x value.")
     if single:
         plot.info.append(f"A single point each, drawn as a marker: {', '.join(single)}.")
     if any(c.reduced for c in plot.curves):
