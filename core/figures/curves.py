@@ -127,7 +127,8 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     fig.update_layout(
         uirevision=plot.uirevision, hovermode="closest",
         legend=LEGEND_RIGHT,
-        xaxis_title=X_AXES.get(plot.x, plot.x), yaxis_title=metric)
+        xaxis_title=X_AXES.get(plot.x, plot.x) + (" (s)" if plot.x == "wall_time" and not plot.dates else ""),
+        yaxis_title=metric)
     fig.update_yaxes(**(log_axis(y for t in fig.data for y in t.y if y is not None) if plot.logy
                         else dict(type="linear")))
     return fig

@@ -243,10 +243,11 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
     if x == "relative" and "relative" not in frame:
         frame = with_relative_time(frame)
     band_rows = None
-    if groups:
+    seeds = {g: list(m) for g, m in (groups or {}).items() if g in runs}
+    if seeds:
         from core.lens.history.bands import grouped_frame
 
-        frame, band_rows = grouped_frame(frame, {g: m for g, m in groups.items() if g in runs}, x)
+        frame, band_rows = grouped_frame(frame, seeds, x)
     goal = METRIC_GOAL.get(metric)
     plot = CurvePlot([], [], list(runs), metric, x, smoothing, logy, webgl=False,
                      uirevision=f"curves|{metric}|{x}|{'log' if logy else 'linear'}")
@@ -289,7 +290,7 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
             else:
                 dx, dy, sx, sy = xs, ys, (xs if smooth is not None else None), smooth
             curve = Curve(run, split, dx, dy, sx, sy, n, reduced)
-            if band_rows is not None and groups and run in groups:
+            if band_rows is not None and run in seeds:
                 _attach_band(curve, band_rows, run, metric, split, x, band, n_buckets)
             plot.curves.append(curve)
             if split == "val":
@@ -303,10 +304,10 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
     if x == "wall_time":
         drawn = np.concatenate([c.x for c in plot.curves]) if plot.curves else np.array([])
         plot.dates = bool(drawn.size) and float(np.nanmin(drawn)) >= ABSOLUTE_TIME
-    for name in [r for r in runs if groups and r in groups]:
+    for name in [r for r in runs if r in seeds]:
         counts = [c.n_runs for c in plot.curves if c.run == name]
         if counts:
-            plot.info.append(f"{name}: the mean of {len(groups[name])} runs ({', '.join(groups[name])}), "
+            plot.info.append(f"{name}: the mean of {len(seeds[name])} runs ({', '.join(seeds[name])}), "
                              f"with a band from {BAND_LABELS[band]}; at most {max(counts)} runs share an x value.")
     if single:
         plot.info.append(f"A single point each, drawn as a marker: {', '.join(single)}.")

@@ -355,7 +355,8 @@ def _table(text: str, where: str, out: RunsRead, tsv: bool) -> pd.DataFrame | No
     first = text.split("\n", 1)[0]
     sep = "\t" if tsv or ("\t" in first and "," not in first) else ","
     try:
-        table = pd.read_csv(io.StringIO(text), sep=sep, low_memory=False)
+        # only an empty cell is missing (Lightning's sparse rows); a written "nan" is a value, drawn as a gap
+        table = pd.read_csv(io.StringIO(text), sep=sep, low_memory=False, keep_default_na=False, na_values=[""])
     except (pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error, ValueError) as exc:
         out.notes.append(f"{where} is not a readable table ({str(exc).splitlines()[0][:120]}).")
         return None
