@@ -50,7 +50,11 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     fig = go.Figure()
 
     def xs(values):  # a clock (seconds since 1970) drawn as dates, as TensorBoard's wall-time axis
-        return (np.asarray(values, dtype=float) * 1e3).astype("datetime64[ms]") if plot.dates else values
+        if not plot.dates:
+            return values
+        import pandas as pd
+
+        return pd.to_datetime(np.asarray(values, dtype=float), unit="s", errors="coerce").to_numpy()
 
     for curve in plot.curves:
         if curve.band_x is None:

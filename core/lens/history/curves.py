@@ -147,6 +147,7 @@ SPLITS = ("train", "val")  # drawing order; other split names (if a trainer logs
 X_AXES = {"step": "Step", "epoch": "Epoch", "tokens": "Tokens seen", "relative": "Relative time (s)",
           "wall_time": "Wall time"}
 ABSOLUTE_TIME = 1e9  # seconds since 1970 (2001 on): a clock other tools wrote, drawn as dates; ours count from 0
+LAST_DATE = 1e11  # beyond the year 5000 a "clock" is not one: drawn as seconds
 N_BUCKETS = 2000  # per curve: at most ~4002 drawn points, finer than a chart is wide in pixels
 WEBGL_MIN_POINTS = 10_000  # below this SVG traces are crisper and export as true vectors
 
@@ -303,7 +304,8 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
     plot.webgl = total >= WEBGL_MIN_POINTS
     if x == "wall_time":
         drawn = np.concatenate([c.x for c in plot.curves]) if plot.curves else np.array([])
-        plot.dates = bool(drawn.size) and float(np.nanmin(drawn)) >= ABSOLUTE_TIME
+        finite = drawn[np.isfinite(drawn)]
+        plot.dates = bool(finite.size) and ABSOLUTE_TIME <= float(finite.min()) and float(finite.max()) < LAST_DATE
     for name in [r for r in runs if r in seeds]:
         counts = [c.n_runs for c in plot.curves if c.run == name]
         if counts:
