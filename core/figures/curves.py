@@ -30,7 +30,7 @@ def family_run_colors(infos) -> dict[str, str]:
 
 @finished
 def training_curves_figure(plot, title: str | None = None, height: int = 480,
-                           fixed_colors: dict[str, str] | None = None, marks=()) -> go.Figure:
+                           fixed_colors: dict[str, str] | None = None, marks=(), saved=()) -> go.Figure:
     """Runs overlaid (one colour each), train solid / val dashed, the smoothed curve over a faint raw
     one, a star at each run's best validation value. `plot` is a `core.lens.history.curves.CurvePlot`.
 
@@ -38,7 +38,9 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     `uirevision` is constant per (metric, x, scale), so a live refresh or a new smoothing keeps the
     user's zoom and legend clicks. `fixed_colors`: run -> colour decided elsewhere (family_run_colors).
     `marks`: kept training steps (core.lens.training_steps.StepMark), a white diamond each in the run's
-    colour; their customdata is (run, step), for a click to open that step elsewhere.
+    colour; their customdata is (run, step), for a click to open that step elsewhere. `saved`: the steps whose
+    weights another tool saved (a Trainer's checkpoint-N/: the same StepMark), a white square each, customdata
+    (run, step) too.
     """
     import html
 
@@ -126,6 +128,17 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
             hovertemplate="<b>%{customdata[0]}</b> snapshot at step %{customdata[1]:,}<br>training loss "
                           "%{y:.4g}<br>click: attention at this step<extra></extra>",
             uid=f"snapshots|{run}", meta={"kind": "snapshots", "run": run}))
+    for run in dict.fromkeys(m.run for m in saved):
+        mine = [m for m in saved if m.run == run]
+        fig.add_trace(scatter(
+            x=xs([m.x for m in mine]), y=[m.y for m in mine], mode="markers", name="saved steps",
+            legendgroup=html.escape(run), showlegend=False,
+            marker=dict(symbol="square", size=10, color="white", line=dict(color=colors.get(run, run_color(0)),
+                                                                            width=2.5)),
+            customdata=[[html.escape(run), m.step] for m in mine],
+            hovertemplate="<b>%{customdata[0]}</b> saved at step %{customdata[1]:,}<br>training loss %{y:.4g}"
+                          "<br>click: attention of this checkpoint<extra></extra>",
+            uid=f"saved|{run}", meta={"kind": "saved", "run": run}))
     metric = html.escape(plot.metric)
     base_layout(fig, title=html.escape(title) if title else None, height=height)
     fig.update_layout(

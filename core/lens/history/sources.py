@@ -507,7 +507,7 @@ def read_mlflow_run(run: str, folder: Path, out: RunsRead) -> None:
     builder = _Builder(run, "MLflow", out)
     metrics = folder / "metrics"
     bad = 0
-    for path in sorted(p for p in metrics.rglob("*") if p.is_file()):
+    for path in sorted(p for p in metrics.rglob("*") if p.is_file() and not p.is_symlink()):
         name = path.relative_to(metrics).as_posix()
         rows = []
         for line in _decode(_read_bytes(path, out), f"{run}/{name}", out).splitlines():
@@ -584,6 +584,8 @@ def find_runs(root: Path) -> tuple[list[_Found], int]:
         for name in sorted(names):
             path = here / name
             lower = name.lower()
+            if path.is_symlink():  # a link could lead out of the folder someone allowed: not followed
+                continue
             if name.startswith(EVENT_FILE):
                 events.setdefault(here, []).append(path)
             elif lower.endswith(TABLE_SUFFIXES):
@@ -625,6 +627,8 @@ def read_found(found: _Found, run: str, out: RunsRead, tag_filter: re.Pattern | 
         read_event_files(run, found.files, out, tag_filter, followers)
     elif kind == "trainer":
         state = trainer_state_file(path)
+        if state is not None and state.is_symlink():
+            state = None  # a link could lead out of the folder someone allowed
         if state is None:
             out.notes.append(f"{run}: a Trainer folder without a trainer_state.json yet.")
         else:
@@ -767,3 +771,32 @@ def unpack_zip(data: bytes, into: Path, name: str, max_bytes: int = MAX_ZIP_BYTE
                     raise ZipRefused(f"{name} unpacks to over the {max_bytes / 1e6:,.0f} MB limit.")
                 sink.write(chunk)
     return into
+
+
+# --- saved steps on the loss curve ---------------------------------------------------------------------------
+
+def saved_step_marks(frame: pd.DataFrame, saved: Sequence[SavedStep], x: str) -> list:
+    """A mark per saved step on its run's training-loss curve (core.lens.training_steps.StepMark): y is the
+    training loss logged last at or before that step, x that step in the curve's unit (epoch, time: read from the
+    run's own rows at the step). Steps with no loss logged before them, or no such x, get no mark."""
+    from core.lens.training_steps import StepMark
+
+    marks = []
+    for run in dict.fromkeys(s.run for s in saved):
+        rows = frame[(frame["run"] == run) & (frame["split"] == "train") & (frame["metric"] == "loss")]
+        rows = rows[np.isfinite(rows["step"].to_numpy(float)) & np.isfinite(rows["value"].to_numpy(float))]
+        rows = rows.sort_values("step", kind="stable")
+        steps = rows["step"].to_numpy(float)
+        if x == "relative" and not rows.empty:
+            start = frame.loc[frame["run"] == run, "wall_time"].min()
+            along = rows["wall_time"].to_numpy(float) - start
+        else:
+            along = rows[x].to_numpy(float) if x in rows else np.full(len(rows), np.nan)
+        for s in (s for s in saved if s.run == run):
+            at = int(np.searchsorted(steps, s.step, side="right")) - 1
+            if at < 0:
+                continue
+            place = float(s.step) if x == "step" else float(along[at])
+            if math.isfinite(place):
+                marks.append(StepMark(run, s.step, place, float(rows["value"].iloc[at])))
+    return marks

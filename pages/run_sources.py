@@ -1,0 +1,246 @@
+"""Runs other tools wrote, on the Training curves page: TensorBoard folders, Hugging Face Trainer folders,
+Lightning / Keras / W&B / plain CSVs, nanoGPT printouts, MLflow mlruns (core.lens.history.sources). Not a page.
+
+Where they come from: the checkpoints folder (ATTENTION_LAB_CHECKPOINTS), the folder typed on the page (inside
+ATTENTION_LAB_ALLOWED_DIRS), uploads (files, or a .zip of a run folder). A folder is read once per version of
+its files (shared by every session) and again when a file changes, so a job still writing refreshes live. Also
+here: the seed-band switch, the line naming what was not mapped, and the saved steps of a Trainer folder (a
+click opens the Attention page on that checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import streamlit as st
+
+from core.lens.history.bands import BAND_KINDS, seed_groups
+from core.lens.history.curves import METRIC_ORDER
+from core.lens.history.logs import LIVE_WINDOW_S, RunSource
+from core.lens.history.records import LoadedHistory, empty_frame
+from core.lens.history.sources import (
+    MAX_FILES_WALKED,
+    RunsRead,
+    ZipRefused,
+    read_paths,
+    saved_step_marks,
+    unpack_zip,
+)
+from core.text import markdown_escape as plain
+
+KIND = "runs"  # RunSource.kind of a run another tool wrote
+OWN_SUFFIXES = (".safetensors", ".jsonl")  # this lab's own files: records.read_uploaded_history reads them
+TAG_FILTER_KEY = "curves_tag_filter"
+BANDS_KEY, BAND_KIND_KEY = "curves_seed_bands", "curves_band_kind"
+
+
+def folder_signature(root: Path) -> tuple[int, int, int]:
+    """(files, total size, newest modification in ns) of every file under `root`: changes when a job writes."""
+    count = size = newest = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                stat = os.stat(os.path.join(folder, name), follow_symlinks=False)
+            except OSError:
+                continue
+            count, size, newest = count + 1, size + stat.st_size, max(newest, stat.st_mtime_ns)
+        if count > MAX_FILES_WALKED:
+            break
+    return count, size, newest
+
+
+@st.cache_resource(show_spinner="Reading the runs in the folder…", max_entries=16)
+def _read_folder(root: str, signature: tuple[int, int, int], tag_filter: str) -> RunsRead:
+    """Shared read-only by every session, once per version of the folder's files."""
+    found = read_paths([root], tag_filter=tag_filter or None, labels=[Path(root).name or root])
+    own = [r for r, kind in found.kinds.items() if kind in ("checkpoint", "training log")]
+    if own:  # the lab's own files are listed by the page's catalogue already
+        found.frame = found.frame[~found.frame["run"].isin(own)].reset_index(drop=True)
+        for run in own:
+            found.kinds.pop(run)
+    return found
+
+
+def read_folder(root: Path) -> RunsRead:
+    return _read_folder(str(root), folder_signature(root), st.session_state.get(TAG_FILTER_KEY, ""))
+
+
+def catalog_runs(roots: list[Path], taken: dict[str, RunSource]) -> dict[str, RunSource]:
+    """Every other tool's run in the folders, by a name unique among `taken` (the page's own runs)."""
+    out: dict[str, RunSource] = {}
+    for root in dict.fromkeys(roots):
+        if not root.is_dir():
+            continue
+        for run in read_folder(root).runs:
+            if run not in taken and run not in out:
+                out[run] = RunSource(run, KIND, root)
+    return out
+
+
+def load(source: RunSource) -> LoadedHistory:
+    found = read_folder(source.path)
+    frame = found.frame[found.frame["run"] == source.name].reset_index(drop=True)
+    notes = [n for n in found.notes if n.startswith(source.name) or not any(n.startswith(r) for r in found.runs)]
+    return LoadedHistory(frame if not frame.empty else empty_frame(), notes)
+
+
+def is_live(source: RunSource) -> bool:
+    """A folder with a file written in the last LIVE_WINDOW_S seconds: a job is (probably) still writing it."""
+    return time.time() - folder_signature(source.path)[2] / 1e9 <= LIVE_WINDOW_S
+
+
+def tag_filter_box() -> None:
+    st.text_input("Tag filter (regular expression)", key=TAG_FILTER_KEY,
+                  help="Only names matching it, as TensorBoard's tag filter: `loss`, `^train/`, `acc|loss`.")
+
+
+# --- uploads -----------------------------------------------------------------------------------------------
+
+def is_own(filename: str) -> bool:
+    return filename.lower().endswith(OWN_SUFFIXES)
+
+
+def _safe_name(name: str) -> str:
+    """The uploaded name without folders or odd characters; an event file keeps its prefix (it is how one is
+    recognised), a trainer state its name."""
+    return re.sub(r"[^\w.+-]", "_", Path(name).name)[:200] or "upload"
+
+
+def read_upload(upload, max_bytes: int) -> list[tuple[str, LoadedHistory]]:
+    """Another tool's file or a .zip of run folders -> (run name, its table) per run, named '<run> (uploaded)';
+    a refusal is a single ('', sentence) entry. Read from a temporary folder that is removed after."""
+    name, size = str(upload.name), int(upload.size)
+    if size > max_bytes:
+        return [("", LoadedHistory(empty_frame(), [f"{name} is {size / 1e6:,.0f} MB, over the "
+                                                   f"{max_bytes / 1e6:,.0f} MB limit for uploads."]))]
+    data = upload.getvalue()
+    with tempfile.TemporaryDirectory(prefix="attention-lab-runs-") as tmp:
+        folder = Path(tmp)
+        stem = Path(name).stem[:80] or "upload"
+        if name.lower().endswith(".zip"):
+            path = folder / "unpacked"
+            path.mkdir()
+            try:
+                unpack_zip(data, path, _safe_name(name))
+            except ZipRefused as exc:
+                return [("", LoadedHistory(empty_frame(), [str(exc)]))]
+            found = read_paths([path], labels=[stem])
+            if found.saved:
+                found.notes.append(f"{name}: saved steps in an upload are not opened (their weights are not kept); "
+                                   "open the folder on the server to click them.")
+        else:
+            path = folder / _safe_name(name)
+            path.write_bytes(data)
+            found = read_paths([path], labels=[_safe_name(name)])
+    if found.frame.empty:
+        return [("", LoadedHistory(empty_frame(), found.notes or [f"{name} holds no runs this page reads."]))]
+    out = []
+    for i, run in enumerate(found.runs):
+        frame = found.frame[found.frame["run"] == run].copy()
+        frame["run"] = f"{run} (uploaded)"
+        out.append((f"{run} (uploaded)", LoadedHistory(frame, found.notes if i == 0 else [])))
+    return out
+
+
+# --- seed bands, names not mapped ----------------------------------------------------------------------------
+
+def band_controls(selected: list[str], where=st) -> tuple[dict[str, list[str]], str]:
+    """Runs among `selected` that differ only by seed, and whether to draw each group as a band: ({}, kind) when
+    there are none or the switch is off. The switch is drawn only where there is a group."""
+    groups = seed_groups(selected)
+    if not groups:
+        return {}, "minmax"
+    left, right = where.columns([3, 2])
+    on = left.toggle(f"Seeds as bands ({', '.join(groups)})", value=True, key=BANDS_KEY,
+                     help="Runs whose names differ only by seed, drawn as their mean with a band, as W&B groups runs.")
+    kind = right.selectbox("Band", list(BAND_KINDS), format_func=BAND_KINDS.get, key=BAND_KIND_KEY,
+                           disabled=not on, label_visibility="collapsed")
+    return (groups if on else {}), kind
+
+
+def drawn_runs(selected: tuple[str, ...] | list[str], groups: dict[str, list[str]]) -> list[str]:
+    """The runs the chart draws: each group's name in place of its first member, its other members left out."""
+    members = {r: g for g, rs in groups.items() for r in rs}
+    return list(dict.fromkeys(members.get(r, r) for r in selected))
+
+
+def unmapped_line(frame, runs) -> str | None:
+    """The names kept as they were logged (not loss, accuracy, perplexity or learning rate), one sentence."""
+    from core.lens.history.metric_names import map_metric
+
+    shown = frame[frame["run"].isin(list(runs))]
+    names = sorted(m for m in shown["metric"].unique() if m not in METRIC_ORDER and not map_metric(m).mapped)
+    if not names:
+        return None
+    more = f" and {len(names) - 20} more" if len(names) > 20 else ""
+    return (f"Not mapped to loss, accuracy, perplexity or learning rate, choosable under their own names in "
+            f"Metric: {', '.join(names[:20])}{more}.")
+
+
+# --- saved steps -------------------------------------------------------------------------------------------
+
+def saved_marks(runs, metric: str, x: str, sources: dict[str, RunSource], frame) -> list:
+    """The saved steps (a Trainer's checkpoint-N/) of the selected runs, on the loss chart."""
+    if metric != "loss":
+        return []
+    saved = []
+    for run in runs:
+        source = sources.get(run)
+        if source is not None and source.kind == KIND:
+            saved += [s for s in read_folder(source.path).saved if s.run == run]
+    return saved_step_marks(frame, saved, x) if saved else []
+
+
+def _saved_traces(fig) -> list:
+    return [t for t in fig.data if (getattr(t, "meta", None) or {}).get("kind") == "saved"]
+
+
+def has_saved(fig) -> bool:
+    return bool(_saved_traces(fig))
+
+
+def open_clicked_saved(event, fig, sources: dict[str, RunSource]) -> None:
+    """Say what the squares are; a click on one adds that checkpoint folder to the model picker and opens the
+    Attention page on it (through the Hugging Face reader, core.io.hf)."""
+    traces = _saved_traces(fig)
+    if not traces:
+        return
+    st.caption(plain(f"□ marks the {sum(len(t.x) for t in traces)} saved checkpoints of "
+                     f"{', '.join(t.meta['run'] for t in traces)}; click one to open the Attention page on it."))
+    selection = event.get("selection") if isinstance(event, dict) else None
+    for point in (selection or {}).get("points") or []:
+        number = point.get("curve_number", -1)
+        meta = (getattr(fig.data[number], "meta", None) or {}) if 0 <= number < len(fig.data) else {}
+        if meta.get("kind") == "saved" and isinstance(point.get("customdata"), list):
+            open_saved(meta["run"], int(point["customdata"][1]), sources)
+
+
+def open_saved(run: str, step: int, sources: dict[str, RunSource]) -> None:
+    from core.io.hf import HFError, folder_info
+    from pages.model_picker import select_checkpoint
+    from pages.page_state import AttentionState, page_url
+
+    source = sources.get(run)
+    saved = [s for s in read_folder(source.path).saved if s.run == run and s.step == step] if source else []
+    if not saved:
+        st.warning(plain(f"{run} has no saved checkpoint at step {step:,} any more."))
+        return
+    try:
+        info = folder_info(saved[0].path)
+    except (HFError, OSError) as exc:
+        st.warning(plain(f"Could not open {run} at step {step:,}: {exc}"))
+        return
+    info = dataclasses.replace(info, name=f"{run} @ step {step}")
+    added = st.session_state.setdefault("uploaded_checkpoints", [])
+    if all(i.name != info.name for i in added):
+        added.append(info)
+    select_checkpoint(info.name)
+    from pages import page_state
+
+    state = (page_state.last_state(AttentionState) or AttentionState()).replace(step=None)
+    st.switch_page("pages/attention.py", query_params=page_url(state, model=info.name))
