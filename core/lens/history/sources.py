@@ -328,7 +328,7 @@ def trainer_saved_steps(run: str, folder: Path) -> list[SavedStep]:
         if match and child.is_dir() and (child / "config.json").is_file() and any(
                 (child / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json")):
             saved.append(SavedStep(run, int(match.group(1)), child, "huggingface"))
-    return saved
+    return sorted(saved, key=lambda s: s.step)
 
 
 def trainer_state_file(folder: Path) -> Path | None:
