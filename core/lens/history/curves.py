@@ -165,7 +165,8 @@ class Curve:
     band_x: np.ndarray | None = None  # a seed group's band: its x, low (min or mean - std) and high edges
     band_low: np.ndarray | None = None  # None for a single run
     band_high: np.ndarray | None = None
-    n_runs: int = 1  # runs averaged into this curve
+    n_runs: int = 1  # runs averaged into this curve: the most at any x
+    n_runs_min: int = 1  # the fewest at any x
 
 
 @dataclass
@@ -206,9 +207,9 @@ BAND_LABELS = {"minmax": "their lowest to their highest value",
 
 
 def _attach_band(curve: Curve, band_rows: pd.DataFrame, group: str, metric: str, split: str, x: str, band: str,
-                 n_buckets: int) -> None:
-    """The group's band under its mean curve: min/max, or mean -+ std, at the band's x values (bucketed by
-    their extremes when long, like the curve)."""
+                 n_buckets: int, smoothing: float = 0.0) -> None:
+    """The group's band under its mean curve: min/max, or mean -+ std, at the band's x values (each edge smoothed
+    as the curve is, then bucketed by its extremes when long, like the curve)."""
     rows = band_rows[(band_rows["group"] == group) & (band_rows["metric"] == metric) & (band_rows["split"] == split)]
     if rows.empty:
         return
@@ -216,6 +217,8 @@ def _attach_band(curve: Curve, band_rows: pd.DataFrame, group: str, metric: str,
     bx = rows[x].to_numpy(float)
     low = rows["min"].to_numpy(float) if band == "minmax" else (rows["mean"] - rows["std"]).to_numpy(float)
     high = rows["max"].to_numpy(float) if band == "minmax" else (rows["mean"] + rows["std"]).to_numpy(float)
+    if smoothing > 0:
+        low, high = smooth_ema(low, smoothing), smooth_ema(high, smoothing)
     if bx.size > 2 * n_buckets + 2:  # keep each slice's lowest low and highest high
         lx, low = bucket_minmax(bx, low, n_buckets)
         hx, high = bucket_minmax(bx, high, n_buckets)
@@ -224,7 +227,7 @@ def _attach_band(curve: Curve, band_rows: pd.DataFrame, group: str, metric: str,
         bx = common
     curve.band_low, curve.band_high = low, high
     curve.band_x = bx
-    curve.n_runs = int(rows["runs"].max())
+    curve.n_runs, curve.n_runs_min = int(rows["runs"].max()), int(rows["runs"].min())
 
 
 def _ordered_splits(splits: Iterable[str]) -> list[str]:
@@ -292,7 +295,7 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
                 dx, dy, sx, sy = xs, ys, (xs if smooth is not None else None), smooth
             curve = Curve(run, split, dx, dy, sx, sy, n, reduced)
             if band_rows is not None and run in seeds:
-                _attach_band(curve, band_rows, run, metric, split, x, band, n_buckets)
+                _attach_band(curve, band_rows, run, metric, split, x, band, n_buckets, smoothing)
             plot.curves.append(curve)
             if split == "val":
                 best = best_index(ys, goal)
@@ -307,10 +310,13 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
         finite = drawn[np.isfinite(drawn)]
         plot.dates = bool(finite.size) and ABSOLUTE_TIME <= float(finite.min()) and float(finite.max()) < LAST_DATE
     for name in [r for r in runs if r in seeds]:
-        counts = [c.n_runs for c in plot.curves if c.run == name]
+        counts = [c.n_runs_min for c in plot.curves if c.run == name and c.band_x is not None]
         if counts:
-            plot.info.append(f"{name}: the mean of {len(seeds[name])} runs ({', '.join(seeds[name])}), "
-                             f"with a band from {BAND_LABELS[band]}; at most {max(counts)} runs share an x value.")
+            n = len(seeds[name])
+            where = (f"all {n} have a value at every x" if min(counts) == n else
+                     f"some x values have only {min(counts)} of them (the band there is over those)")
+            plot.info.append(f"{name}: the mean of {n} runs ({', '.join(seeds[name])}), with a band from "
+                             f"{BAND_LABELS[band]}; {where}.")
     if single:
         plot.info.append(f"A single point each, drawn as a marker: {', '.join(single)}.")
     if any(c.reduced for c in plot.curves):
