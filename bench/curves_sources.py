@@ -83,8 +83,8 @@ def main() -> None:
             seconds, found = timed(lambda: open_ours(folder))
             times["open"].append(seconds)
             times["baseline"].append(timed(lambda: open_baseline(folder))[0])
-            times["redraw step"].append(timed(lambda: redraw(found.frame, "step"))[0])
-            times["redraw relative"].append(timed(lambda: redraw(found.frame, "relative"))[0])
+            times["redraw step"].append(timed(lambda f=found.frame: redraw(f, "step"))[0])
+            times["redraw relative"].append(timed(lambda f=found.frame: redraw(f, "relative"))[0])
     median = {k: statistics.median(v) for k, v in times.items()}
     print(f"One TensorBoard run of {args.points:,} scalar points, median of {args.repeats}:")
     print(f"  open (read_paths, tidy table)          {median['open']:7.3f} s")

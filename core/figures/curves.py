@@ -133,7 +133,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
         fig.add_trace(scatter(
             x=xs([m.x for m in mine]), y=[m.y for m in mine], mode="markers", name="saved steps",
             legendgroup=html.escape(run), showlegend=False,
-            marker=dict(symbol="square", size=10, color="white", line=dict(color=colors.get(run, run_color(0)),
+            marker=dict(symbol="square", size=12, color="white", line=dict(color=colors.get(run, run_color(0)),
                                                                             width=2.5)),
             customdata=[[html.escape(run), m.step] for m in mine],
             hovertemplate="<b>%{customdata[0]}</b> saved at step %{customdata[1]:,}<br>training loss %{y:.4g}"
