@@ -14,6 +14,7 @@ import dataclasses
 import os
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -54,10 +55,20 @@ def folder_signature(root: Path) -> tuple[int, int, int]:
     return count, size, newest
 
 
+@st.cache_resource(max_entries=16)
+def _followers(root: str) -> tuple[dict, threading.Lock]:
+    """Per folder, its event files' readers (sources.EventFileFollower), kept between versions of the folder so a
+    growing file is read on from where it stopped, and a lock: one reading at a time."""
+    return {}, threading.Lock()
+
+
 @st.cache_resource(show_spinner="Reading the runs in the folder…", max_entries=16)
 def _read_folder(root: str, signature: tuple[int, int, int], tag_filter: str) -> RunsRead:
     """Shared read-only by every session, once per version of the folder's files."""
-    found = read_paths([root], tag_filter=tag_filter or None, labels=[Path(root).name or root])
+    followers, lock = _followers(root)
+    with lock:
+        found = read_paths([root], tag_filter=tag_filter or None, labels=[Path(root).name or root],
+                           followers=followers)
     own = [r for r, kind in found.kinds.items() if kind in ("checkpoint", "training log")]
     if own:  # the lab's own files are listed by the page's catalogue already
         found.frame = found.frame[~found.frame["run"].isin(own)].reset_index(drop=True)

@@ -141,3 +141,22 @@ def test_a_trainer_folders_saved_steps_are_marked_and_a_click_opens_that_checkpo
     assert not at.exception, [e.message for e in at.exception]
     assert at.query_params["model"] == "class/out @ step 5"
     assert at.session_state["checkpoint"].path == allowed / "out" / "checkpoint-5"
+
+
+def test_a_tensorboard_run_still_being_written_refreshes(monkeypatch, tiny_checkpoints, tmp_path):
+    SummaryWriter = summary_writer()
+    allowed = tmp_path / "class"
+    writer = SummaryWriter(str(allowed / "job"))
+    for step in range(5):
+        writer.add_scalar("train/loss", 5.0 - step, step)
+    writer.flush()
+    at = open_on_folder(monkeypatch, tiny_checkpoints, allowed)
+    at.multiselect(key="curves_runs").set_value(["class/job"]).run()
+    assert len(array(traces(chart(at))[("class/job", "train")]["y"])) == 5
+    assert at.toggle(key="curves_live").value  # written just now: followed
+    for step in range(5, 8):
+        writer.add_scalar("train/loss", 5.0 - step, step)
+    writer.flush()
+    at.run()
+    writer.close()
+    assert array(traces(chart(at))[("class/job", "train")]["y"]).tolist() == [5.0 - s for s in range(8)]
