@@ -77,6 +77,16 @@ def _read_folder(root: str, signature: tuple[int, int, int], tag_filter: str) ->
     return found
 
 
+@st.cache_resource(max_entries=64)
+def _run_table(root: str, signature: tuple[int, int, int], tag_filter: str, run: str) -> LoadedHistory:
+    """One run's rows and notes, cut from the folder's table once per version (every rerun asks for it)."""
+    found = _read_folder(root, signature, tag_filter)
+    frame = found.frame[found.frame["run"] == run].reset_index(drop=True)
+    runs = found.runs
+    notes = [n for n in found.notes if n.startswith(run) or not any(n.startswith(r) for r in runs)]
+    return LoadedHistory(frame if not frame.empty else empty_frame(), notes)
+
+
 def read_folder(root: Path) -> RunsRead:
     return _read_folder(str(root), folder_signature(root), st.session_state.get(TAG_FILTER_KEY, ""))
 
@@ -94,10 +104,9 @@ def catalog_runs(roots: list[Path], taken: dict[str, RunSource]) -> dict[str, Ru
 
 
 def load(source: RunSource) -> LoadedHistory:
-    found = read_folder(source.path)
-    frame = found.frame[found.frame["run"] == source.name].reset_index(drop=True)
-    notes = [n for n in found.notes if n.startswith(source.name) or not any(n.startswith(r) for r in found.runs)]
-    return LoadedHistory(frame if not frame.empty else empty_frame(), notes)
+    """The run's table: shared read-only (combine() copies what it joins)."""
+    return _run_table(str(source.path), folder_signature(source.path), st.session_state.get(TAG_FILTER_KEY, ""),
+                      source.name)
 
 
 def is_live(source: RunSource) -> bool:

@@ -77,7 +77,7 @@ class RunsRead:
 
     @property
     def runs(self) -> list[str]:
-        return list(dict.fromkeys(self.frame["run"])) if not self.frame.empty else []
+        return list(pd.unique(self.frame["run"])) if not self.frame.empty else []
 
     def summary(self) -> list[str]:
         """What was found, one line each: runs and their sources, points, metrics mapped and not mapped."""
