@@ -110,6 +110,19 @@ def test_a_cut_off_event_file_keeps_its_readable_prefix_and_says_where_it_stoppe
     assert f"of {len(data) - 10:,}" in note and "49 values" in note
 
 
+def test_a_damaged_record_in_the_middle_stops_reading_there_and_says_so(tmp_path):
+    write_tensorboard(tmp_path / "r", {"train/loss": [(s, float(s)) for s in range(50)]})
+    path = next((tmp_path / "r").glob("events.out.tfevents.*"))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte: that record's CRC fails
+    path.write_bytes(bytes(data))
+    found = read_paths([path], labels=["hurt"])
+    steps = list(series(found.frame, "hurt", "train", "loss").index)
+    assert 0 < len(steps) < 50 and steps == list(range(len(steps)))  # the readable prefix, in order
+    (note,) = [n for n in found.notes if "stops being readable" in n]
+    assert f"the {len(steps)} values before it are shown" in note
+
+
 def test_a_growing_event_file_is_read_on_from_where_it_stopped(tmp_path):
     SummaryWriter = summary_writer()
     writer = SummaryWriter(str(tmp_path / "live"))
