@@ -37,7 +37,7 @@ from core.text import markdown_escape as plain
 KIND = "runs"  # RunSource.kind of a run another tool wrote
 OWN_SUFFIXES = (".safetensors", ".jsonl")  # this lab's own files: records.read_uploaded_history reads them
 TAG_FILTER_KEY = "curves_tag_filter"
-BANDS_KEY, BAND_KIND_KEY = "curves_seed_bands", "curves_band_kind"
+BANDS_KEY, BAND_KIND_KEY, GROUP_KEY = "curves_seed_bands", "curves_band_kind", "curves_group"
 
 
 def folder_signature(root: Path) -> tuple[int, int, int]:
@@ -169,10 +169,28 @@ def read_upload(upload, max_bytes: int) -> list[tuple[str, LoadedHistory]]:
 
 # --- seed bands, names not mapped ----------------------------------------------------------------------------
 
+def manual_group(picked: list[str]) -> str:
+    """A picked group's name: what the runs' names start with, else the first run's, and how many."""
+    prefix = os.path.commonprefix(picked).rstrip(" -_/.:")
+    return f"{prefix or picked[0]} (group of {len(picked)})"
+
+
 def band_controls(selected: list[str], where=st) -> tuple[dict[str, list[str]], str]:
-    """Runs among `selected` that differ only by seed, and whether to draw each group as a band: ({}, kind) when
-    there are none or the switch is off. The switch is drawn only where there is a group."""
+    """Groups of runs drawn as one curve with a band: runs among `selected` that differ only by seed, and runs the
+    user picks as a group in the sidebar (they leave their seed group); ({}, kind) when there are none or the
+    switch is off. The switch is drawn only where there is a group."""
     groups = seed_groups(selected)
+    picked: list[str] = []
+    if len(selected) >= 2:
+        st.session_state[GROUP_KEY] = [r for r in st.session_state.get(GROUP_KEY, []) if r in selected]
+        picked = st.sidebar.multiselect(
+            "Group runs as seeds", selected, key=GROUP_KEY,
+            help="Runs drawn as one curve, their mean with a band, as W&B groups runs. Runs named like lm-seed0, "
+                 "lm-seed1 are grouped without this.")
+    if len(picked) >= 2:
+        groups = {g: [r for r in m if r not in picked] for g, m in groups.items()}
+        groups = {g: m for g, m in groups.items() if len(m) >= 2}
+        groups[manual_group(picked)] = list(picked)
     if not groups:
         return {}, "minmax"
     left, right = where.columns([3, 2])

@@ -160,3 +160,26 @@ def test_a_tensorboard_run_still_being_written_refreshes(monkeypatch, tiny_check
     at.run()
     writer.close()
     assert array(traces(chart(at))[("class/job", "train")]["y"]).tolist() == [5.0 - s for s in range(8)]
+
+
+def test_runs_picked_as_a_group_are_drawn_as_their_mean_with_a_band(monkeypatch, tiny_checkpoints):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/curves.py")
+    at.query_params["runs"] = "tiny-lm"
+    at.query_params["smoothing"] = "0"
+    at.run()
+    at.get("file_uploader")[0].set_value([("baseline-a.csv", b"step,loss\n1,4.0\n2,3.0\n3,2.0\n", "text/csv"),
+                                          ("baseline-b.csv", b"step,loss\n1,2.0\n2,2.0\n3,1.0\n", "text/csv")]).run()
+    runs = ["baseline-a (uploaded)", "baseline-b (uploaded)"]
+    at.multiselect(key="curves_runs").set_value(["tiny-lm", *runs]).run()
+    assert not [t for t in at.toggle if t.key == "curves_seed_bands"]  # no group until one is picked
+    at.multiselect(key="curves_group").set_value(runs).run()
+    assert not at.exception, [e.message for e in at.exception]
+    spec = chart(at)
+    group = "baseline (group of 2)"
+    assert array(traces(spec)[(group, "train")]["y"]).tolist() == [3.0, 2.5, 1.5]
+    (band,) = [t for t in spec["data"] if meta(t).get("kind") == "band"]
+    assert sorted(array(band["y"]).tolist()) == sorted([4.0, 3.0, 2.0, 1.0, 2.0, 2.0])  # max forward, min back
+    assert ("tiny-lm", "train") in traces(spec)
