@@ -258,8 +258,60 @@ def open_clicked_saved(event, fig, sources: dict[str, RunSource]) -> None:
             open_saved(meta["run"], int(point["customdata"][1]), sources)
 
 
+class _FileUpload:
+    """A file on the server handed to core.io.uploads as an upload is (name, size, getvalue)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.name, self.size = path, path.name, path.stat().st_size
+
+    def getvalue(self) -> bytes:
+        return self.path.read_bytes()
+
+
+def _session_folder() -> Path:
+    """This browser session's private folder for converted models (the one Open your model uses)."""
+    from core.io import uploads
+
+    folder = st.session_state.get("upload_dir")
+    if not isinstance(folder, uploads.SessionFolder) or not folder.exists:
+        uploads.sweep_stale()
+        folder = st.session_state["upload_dir"] = uploads.SessionFolder()
+    return folder.path
+
+
+def _nanogpt_vocabulary(ckpt: Path, log_folder: Path) -> list[Path]:
+    """A character model's meta.pkl: beside the checkpoint, beside the printout, or in data/<dataset>/ there."""
+    for folder in dict.fromkeys([ckpt.parent, log_folder]):
+        if (folder / "meta.pkl").is_file() and not (folder / "meta.pkl").is_symlink():
+            return [folder / "meta.pkl"]
+    metas = sorted(p for p in (log_folder / "data").glob("*/meta.pkl") if not p.is_symlink())
+    return metas[:1]
+
+
+def _picker_info(saved, run: str, step: int):
+    """The model picker's entry for a saved step: a Trainer checkpoint folder as it is (core.io.hf), a nanoGPT
+    checkpoint converted into this session's folder (core.io.uploads, as Open your model does); or a sentence."""
+    from core.io import uploads
+    from core.io.checkpoint import CheckpointError
+    from core.io.foreign_files import ConversionError
+    from core.io.hf import folder_info
+
+    name = f"{run} @ step {step}"
+    try:
+        if saved.kind == "huggingface":
+            return dataclasses.replace(folder_info(saved.path), name=name)
+        vocabulary = _nanogpt_vocabulary(saved.path, saved.log.parent if saved.log else saved.path.parent)
+        if not vocabulary:
+            return (f"{saved.path.name} needs its characters' meta.pkl beside it to be opened here; Open your model "
+                    "also takes the training text or GPT-2 tokenizer files.")
+        folder = Path(tempfile.mkdtemp(dir=_session_folder()))  # each step's conversion a file of its own
+        added = uploads.add_nanogpt(_FileUpload(saved.path), [_FileUpload(p) for p in vocabulary], folder)
+        return dataclasses.replace(added.info, name=name)
+    except (CheckpointError, ConversionError, uploads.UploadError, OSError) as exc:
+        return f"Could not open {run} at step {step:,}: {exc}"
+
+
 def open_saved(run: str, step: int, sources: dict[str, RunSource]) -> None:
-    from core.io.hf import HFError, folder_info
     from pages.model_picker import select_checkpoint
     from pages.page_state import AttentionState, page_url
 
@@ -268,14 +320,14 @@ def open_saved(run: str, step: int, sources: dict[str, RunSource]) -> None:
     if not saved:
         st.warning(plain(f"{run} has no saved checkpoint at step {step:,} any more."))
         return
-    try:
-        info = folder_info(saved[0].path)
-    except (HFError, OSError) as exc:
-        st.warning(plain(f"Could not open {run} at step {step:,}: {exc}"))
-        return
-    info = dataclasses.replace(info, name=f"{run} @ step {step}")
     added = st.session_state.setdefault("uploaded_checkpoints", [])
-    if all(i.name != info.name for i in added):
+    info = next((i for i in added if i.name == f"{run} @ step {step}"), None)
+    if info is None:
+        with st.spinner(f"Opening {run} at step {step:,}…"):
+            info = _picker_info(saved[0], run, step)
+        if isinstance(info, str):
+            st.warning(plain(info))
+            return
         added.append(info)
     select_checkpoint(info.name)
     from pages import page_state

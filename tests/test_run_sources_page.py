@@ -183,3 +183,39 @@ def test_runs_picked_as_a_group_are_drawn_as_their_mean_with_a_band(monkeypatch,
     (band,) = [t for t in spec["data"] if meta(t).get("kind") == "band"]
     assert sorted(array(band["y"]).tolist()) == sorted([4.0, 3.0, 2.0, 1.0, 2.0, 2.0])  # max forward, min back
     assert ("tiny-lm", "train") in traces(spec)
+
+
+NANO_LOG = """step 0: train loss 4.2874, val loss 4.2823
+iter 0: loss 4.2654, time 2943.88ms, mfu -100.00%
+iter 100: loss 2.5000, time 21.58ms, mfu 17.34%
+step 250: train loss 1.9694, val loss 2.0651
+saving checkpoint to out-shakespeare-char
+iter 250: loss 2.0415, time 3358.86ms, mfu 15.61%
+iter 400: loss 1.8000, time 20.00ms, mfu 15.00%
+"""
+
+
+def test_a_nanogpt_series_marks_its_checkpoints_and_a_click_converts_one(monkeypatch, tiny_checkpoints, tmp_path):
+    from tests.test_nanogpt import CHARS, meta_pkl, nanogpt_ckpt, write_ckpt
+
+    allowed = tmp_path / "class"
+    run = allowed / "shakespeare"
+    (run / "out-shakespeare-char").mkdir(parents=True)
+    (run / "train.log").write_text(NANO_LOG)
+    write_ckpt(run / "out-shakespeare-char" / "ckpt.pt", nanogpt_ckpt(bias=False))  # the last save: step 250
+    write_ckpt(run / "ckpt_100.pt", nanogpt_ckpt(bias=False, seed=1))  # one the student kept by hand
+    (run / "meta.pkl").write_bytes(meta_pkl(CHARS))
+    at = open_on_folder(monkeypatch, tiny_checkpoints, allowed)
+    at.multiselect(key="curves_runs").set_value(["class/shakespeare/train"]).run()
+    assert not at.exception, [e.message for e in at.exception]
+    data = chart(at)["data"]
+    number = next(i for i, d in enumerate(data) if meta(d).get("kind") == "saved")
+    assert [int(c[1]) for c in data[number]["customdata"]] == [100, 250]
+    assert array(data[number]["y"]).tolist() == [2.5, 2.0415]  # the training loss logged at or before each
+    at.session_state["curves_chart"] = {"selection": {"points": [
+        {"curve_number": number, "point_index": 1, "customdata": ["class/shakespeare/train", 250]}],
+        "point_indices": [1], "box": [], "lasso": []}}
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.query_params["model"] == "class/shakespeare/train @ step 250"
+    assert at.session_state["checkpoint"].metadata["format"].startswith("attention-lab")

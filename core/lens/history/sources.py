@@ -62,6 +62,7 @@ class SavedStep:
     step: int
     path: Path
     kind: str  # "huggingface" | "nanogpt"
+    log: Path | None = None  # the printout that named it (nanoGPT)
 
 
 @dataclass
@@ -485,6 +486,41 @@ def read_nanogpt_log(run: str, data: bytes, out: RunsRead, where: str) -> None:
     builder.finish()
 
 
+NANO_SAVE = re.compile(r"^saving checkpoint to (.+?)\s*$")
+NUMBERED_CKPT = re.compile(r"(\d+)\.pt$")
+
+
+def nanogpt_saved_steps(run: str, log: Path, text: str) -> list[SavedStep]:
+    """The checkpoints a nanoGPT run kept, found beside its printout and in the out_dir it names (`saving
+    checkpoint to out-shakespeare-char`): a file named with its iteration (`ckpt_2000.pt`, `ckpt-2000.pt`) at that
+    step, and `ckpt.pt` (nanoGPT overwrites it at every save) at the step the last save line follows. Nothing is
+    loaded; links are not followed."""
+    last_eval, saved_at, out_dirs = None, None, []
+    for line in text.splitlines():
+        line = line.strip()
+        if match := NANO_EVAL.match(line):
+            last_eval = int(match.group(1))
+        elif match := NANO_SAVE.match(line):
+            saved_at = last_eval
+            out_dirs.append(match.group(1))
+    folders = [log.parent]
+    for name in dict.fromkeys(out_dirs):
+        candidate = log.parent / name
+        if ".." not in Path(name).parts and not Path(name).is_absolute() and candidate.is_dir() \
+                and not candidate.is_symlink():
+            folders.append(candidate)
+    found: dict[int, SavedStep] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("*.pt")):
+            if path.is_symlink() or not path.is_file():
+                continue
+            if match := NUMBERED_CKPT.search(path.name):
+                found.setdefault(int(match.group(1)), SavedStep(run, int(match.group(1)), path, "nanogpt", log))
+            elif path.name == "ckpt.pt" and saved_at is not None:
+                found.setdefault(saved_at, SavedStep(run, saved_at, path, "nanogpt", log))
+    return [found[step] for step in sorted(found)]
+
+
 def _float(text: str | None) -> float:
     try:
         return float(text) if text is not None else math.nan
@@ -644,6 +680,7 @@ def read_found(found: _Found, run: str, out: RunsRead, tag_filter: re.Pattern | 
         text = data[:1_000_000].decode("utf-8", errors="replace")
         if looks_like_nanogpt(text):
             read_nanogpt_log(run, data, out, path.name)
+            out.saved += nanogpt_saved_steps(run, path, data.decode("utf-8", errors="replace"))
         elif found.files:  # named by the user (not found while walking a folder): say what it is not
             out.notes.append(f"{path.name} is text but not a training printout this lab reads (nanoGPT's "
                              "`iter N: loss X` lines).")
