@@ -281,7 +281,8 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
         key = None  # a chart this large is built per run, not kept (memory), as shared_caches.figure does
     plot, fig, summary = shared(key,
                                 ("chart", settings.runs, settings.metric, settings.x, settings.smoothing, settings.logy,
-                                 tuple(colors.get(r) for r in settings.runs), tuple(groups), band),
+                                 tuple(colors.get(r) for r in settings.runs),
+                                 tuple((g, tuple(m)) for g, m in groups.items()), band),
                                 lambda: chart(current, settings, colors))
     filename = "training-curves-" + re.sub(r"[^\w-]", "_", settings.metric)
     event = show_figure(fig, filename=filename, key="curves_chart",

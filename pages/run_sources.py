@@ -67,14 +67,9 @@ def _read_folder(root: str, signature: tuple[int, int, int], tag_filter: str) ->
     """Shared read-only by every session, once per version of the folder's files."""
     followers, lock = _followers(root)
     with lock:
-        found = read_paths([root], tag_filter=tag_filter or None, labels=[Path(root).name or root],
-                           followers=followers)
-    own = [r for r, kind in found.kinds.items() if kind in ("checkpoint", "training log")]
-    if own:  # the lab's own files are listed by the page's catalogue already
-        found.frame = found.frame[~found.frame["run"].isin(own)].reset_index(drop=True)
-        for run in own:
-            found.kinds.pop(run)
-    return found
+        # the lab's own checkpoints and logs: the page's catalogue lists them already
+        return read_paths([root], tag_filter=tag_filter or None, labels=[Path(root).name or root],
+                          followers=followers, own=False)
 
 
 @st.cache_resource(max_entries=64)

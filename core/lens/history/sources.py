@@ -717,10 +717,11 @@ def _file_kind(path: Path) -> _Found | None:
 
 
 def read_paths(paths: Sequence[str | Path], tag_filter: str | None = None, labels: Sequence[str] | None = None,
-               followers: dict | None = None, max_runs: int = MAX_RUNS) -> RunsRead:
+               followers: dict | None = None, max_runs: int = MAX_RUNS, own: bool = True) -> RunsRead:
     """Every run in the given files and folders, as one table. `labels`: a name per path (default: its name);
     `tag_filter`: a regular expression names must match (TensorBoard's tag filter); `followers`: a dict kept
-    between calls, so growing event files are read on from where they stopped."""
+    between calls, so growing event files are read on from where they stopped; `own=False`: folders' own
+    checkpoints and .log.jsonl files are left to the page's catalogue (core.lens.history.logs), which lists them."""
     out = RunsRead(empty_frame())
     pattern = None
     if tag_filter:
@@ -742,6 +743,8 @@ def read_paths(paths: Sequence[str | Path], tag_filter: str | None = None, label
             if not found:
                 out.notes.append(f"{label} holds no runs this lab reads (TensorBoard event files, trainer_state.json, "
                                  "metrics CSVs, nanoGPT printouts, mlruns, .log.jsonl).")
+            if not own:
+                found = [f for f in found if f.kind not in ("jsonl", "checkpoint")]
             if len(found) > max_runs:
                 out.notes.append(f"{label} holds {len(found):,} runs; the first {max_runs:,} are read "
                                  f"({found[0].path.name} to {found[max_runs - 1].path.name}).")
