@@ -57,7 +57,7 @@ def folder_signature(root: Path) -> tuple[int, int, int]:
 
 @st.cache_resource(max_entries=16)
 def _followers(root: str) -> tuple[dict, threading.Lock]:
-    """Per folder, its event files' readers (sources.EventFileFollower), kept between versions of the folder so a
+    """Per folder, its event files' readers (event_files.EventFileFollower), kept between versions of the folder so a
     growing file is read on from where it stopped, and a lock: one reading at a time."""
     return {}, threading.Lock()
 

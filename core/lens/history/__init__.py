@@ -9,8 +9,10 @@ different metrics are counted and described in notes (sentences for the user), n
 - logs: live training logs (`LogFollower`) and every choosable run (`catalog`)
 - curves: smoothing, metric order and direction, per-run summaries, what the chart draws (`build_curves`)
 - presets: ready-made comparisons (`COMPARISONS`) and their verdicts
-- sources: runs other tools wrote (TensorBoard, Hugging Face Trainer, Lightning/Keras/W&B/plain CSV, nanoGPT
-  printouts, MLflow) read into the same table, with their saved steps; `python -m core.lens.history` prints them
+- sources: runs other tools wrote (TensorBoard through event_files, Hugging Face Trainer, Lightning/Keras/W&B/plain
+  CSV, nanoGPT printouts, MLflow) read into the same table, with their saved steps; `python -m core.lens.history`
+  prints them
+- event_files: TensorBoard event files through the tensorboard package's own record reader, followed as they grow
 - metric_names: other tools' metric names mapped onto (split, metric), the rest kept under their own names
 - bands: runs that differ only by seed, as one mean curve with a band
 

@@ -32,10 +32,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.lens.history.event_files import NO_TENSORBOARD, read_scalars, tensorboard_available
 from core.lens.history.metric_names import is_axis, map_metric
 from core.lens.history.records import COLUMNS, empty_frame, parse_jsonl, read_checkpoint_history
 
-EVENT_FILE = "events.out.tfevents."
+EVENT_FILE = "events.out.tfevents."  # TensorBoard's file name prefix: event_files.py reads them
 TRAINER_STATE = "trainer_state.json"
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 TEXT_SUFFIXES = (".log", ".txt", ".out")
@@ -134,88 +135,6 @@ class _Builder:
 
 # --- TensorBoard -----------------------------------------------------------------------------------------
 
-def tensorboard_available() -> bool:
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-NO_TENSORBOARD = ("Reading TensorBoard event files needs the tensorboard package: "
-                  ".venv/bin/python -m pip install -r requirements-tensorboard.txt")
-
-
-@dataclass
-class EventScalars:
-    """The scalars of one event file: parallel lists, and where reading stopped when the file is cut off."""
-
-    tags: list[str] = field(default_factory=list)
-    steps: list[int] = field(default_factory=list)
-    wall_times: list[float] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    read_bytes: int = 0
-    size: int = 0
-
-
-class EventFileFollower:
-    """One event file read with TensorBoard's own record reader (`RawEventFileLoader`: framing and CRCs),
-    each record parsed as its `Event` proto. The loader keeps its place, so a file a job is still writing is
-    read on from where the last poll stopped; a cut-off last record is left for the next poll, as TensorBoard
-    does, and reported when the file stops growing."""
-
-    def __init__(self, path: str | Path) -> None:
-        from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-
-        self.path = Path(path)
-        self.scalars = EventScalars()
-        self._loader = RawEventFileLoader(str(self.path))
-
-    def poll(self) -> EventScalars:
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.util.tensor_util import make_ndarray
-
-        s = self.scalars
-        for record in self._loader.Load():
-            s.read_bytes += len(record) + 16  # length (8) + its CRC (4) + data + data CRC (4)
-            try:
-                event = Event.FromString(record)
-            except Exception:  # a record whose CRC passed but is not an Event: skip it, keep reading  # noqa: BLE001
-                continue
-            if not event.HasField("summary"):
-                continue
-            for value in event.summary.value:
-                kind = value.WhichOneof("value")
-                if kind == "simple_value":
-                    number = value.simple_value
-                elif kind == "tensor" and value.metadata.plugin_data.plugin_name in ("scalars", ""):
-                    try:
-                        array = make_ndarray(value.tensor)
-                    except Exception:  # noqa: BLE001 - not a number tensor (text, an image)
-                        continue
-                    if array.size != 1 or array.dtype.kind not in "fiub":
-                        continue
-                    number = float(array.reshape(-1)[0])
-                else:
-                    continue
-                s.tags.append(value.tag)
-                s.steps.append(event.step)
-                s.wall_times.append(event.wall_time)
-                s.values.append(number)
-        try:
-            s.size = self.path.stat().st_size
-        except OSError:
-            pass
-        return s
-
-
-def _event_note(run: str, path: Path, s: EventScalars) -> str | None:
-    if s.read_bytes >= s.size:
-        return None
-    return (f"{run}: {path.name} stops being readable at byte {s.read_bytes:,} of {s.size:,} (cut off or "
-            f"damaged); the {len(s.values):,} values before it are shown.")
-
-
 def read_event_files(run: str, files: Sequence[Path], out: RunsRead, tag_filter: re.Pattern | None = None,
                      followers: dict | None = None) -> None:
     """One TensorBoard run: every event file of one folder, merged (a restarted job writes a second file)."""
@@ -224,34 +143,11 @@ def read_event_files(run: str, files: Sequence[Path], out: RunsRead, tag_filter:
             out.notes.append(NO_TENSORBOARD)
         return
     builder = _Builder(run, "TensorBoard", out)
-    tags: list[str] = []
-    steps: list[int] = []
-    walls: list[float] = []
-    values: list[float] = []
-    for path in sorted(files):
-        key = str(path)
-        follower = (followers or {}).get(key)
-        if follower is None:
-            try:
-                follower = EventFileFollower(path)
-            except Exception as exc:  # noqa: BLE001 - the reader refuses a file it cannot open
-                out.notes.append(f"{run}: {path.name} could not be opened ({exc}).")
-                continue
-            if followers is not None:
-                followers[key] = follower
-        s = follower.poll()
-        note = _event_note(run, path, s)
-        if note:
-            out.notes.append(note)
-        tags += s.tags
-        steps += s.steps
-        walls += s.wall_times
-        values += s.values
-    if not values:
+    table, notes = read_scalars(run, files, followers)
+    out.notes += notes
+    if table.empty:
         out.notes.append(f"{run}: the event files hold no scalars.")
         return
-    table = pd.DataFrame({"tag": tags, "step": np.asarray(steps, float), "wall": np.asarray(walls, float),
-                          "value": np.asarray(values, float)})
     groups = table.groupby("tag", sort=False).indices
     epoch_tag = next((t for t in groups if is_axis(t) and "epoch" in t.lower()), None)
     epoch_at = None
