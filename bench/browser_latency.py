@@ -399,6 +399,59 @@ def hf_135m_rows(tab: Tab, url: str, repeats: int, folder: Path | None) -> list[
     return [row]
 
 
+def build_tensorboard_runs(folder: Path, points: int = 100_000, seed_points: int = 2_000) -> None:
+    """A TensorBoard run of `points` scalars and three seeds of a shorter one, written by torch's SummaryWriter
+    (needs requirements-tensorboard.txt), dated an hour back so the page does not follow them live."""
+    import os
+
+    import numpy as np
+    from torch.utils.tensorboard import SummaryWriter
+
+    from bench.tiny_checkpoints import save_tiny_checkpoint
+
+    folder.mkdir(parents=True, exist_ok=True)
+    save_tiny_checkpoint(folder / "tiny-lm.safetensors", "lm")  # the sidebar's model picker has one to show
+    rng = np.random.default_rng(0)
+    runs = {"long": points, **{f"lm-seed{s}": seed_points for s in range(3)}}
+    for name, n in runs.items():
+        writer = SummaryWriter(str(folder / "tb" / name), max_queue=10_000, flush_secs=3600)
+        loss = 3.0 * np.exp(-np.arange(n) / (n / 5)) + 0.5 + rng.normal(scale=0.05, size=n)
+        for step, value in enumerate(loss):
+            writer.add_scalar("train/loss", float(value), step)
+        writer.close()
+    old = time.time() - 3600
+    for path in folder.rglob("*"):
+        os.utime(path, (old, old))
+
+
+def tensorboard_rows(tab: Tab, url: str, repeats: int, ready: bool) -> list[Row]:
+    """The Training curves page on bench-built TensorBoard runs (issue 53): the 100,000-point run's x axis
+    (step <-> relative time) and smoothing, the seed group's band (min-max <-> one standard deviation)."""
+    if not ready:
+        return []
+    rows: list[Row] = []
+
+    def add(what: str, measure: Callable[[int], float]) -> None:
+        try:
+            rows.append(Row(what, "interaction", repeat(repeats, measure)))
+        except Exception as exc:  # noqa: BLE001 - one broken row must not lose the whole table
+            print(f"  {what}: FAILED ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+            rows.append(Row(what + " (failed)", "interaction", []))
+            return
+        print(f"  {what}: {rows[-1].median:.2f} s", flush=True)
+
+    tab.goto(f"{url}/curves?runs=runs/tb/long&metric=loss&x=step&smoothing=0.6")
+    add("curves: TensorBoard 100k points, x axis", alternate(tab, tab.choose("X axis", "Relative time (s)"),
+                                                             tab.choose("X axis", "Step")))
+    slider = tab.page.get_by_role("slider", name="Smoothing").first
+    add("curves: TensorBoard 100k points, smoothing", alternate(tab, lambda: slider.press("ArrowRight"),
+                                                                lambda: slider.press("ArrowLeft")))
+    tab.goto(f"{url}/curves?runs=runs/tb/lm-seed0,runs/tb/lm-seed1,runs/tb/lm-seed2&metric=loss&x=step")
+    add("curves: seed group, band kind", alternate(tab, tab.choose("Band", "mean ± 1 standard deviation"),
+                                                   tab.choose("Band", "min to max")))
+    return rows
+
+
 def baseline(tab: Tab, url: str, repeats: int) -> tuple[Row, Row]:
     tab.goto(url + "/")
 
@@ -427,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="app port (the hello app gets port + 1); 0: free ports")
     parser.add_argument("--only", nargs="*", default=None, metavar="PAGE",
                         help="page paths to measure ('home' for /, 'long' for the 512-token rows, 'hf135m' for "
-                             "the 135M LLaMA-shaped folder's row); default all")
+                             "the 135M LLaMA-shaped folder's row, 'tensorboard' for the Training curves page on "
+                             "TensorBoard runs); default all")
     parser.add_argument("--hf-folder", type=Path, default=None,
                         help="bench.hf_135m's folder, if built already (else built in a temporary folder)")
     args = parser.parse_args(argv)
@@ -435,12 +489,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from core.io.checkpoint import checkpoint_dir, list_checkpoints
 
-    pages = [*PAGE_TITLES, "long", "hf135m"] if args.only is None else ["" if p == "home" else p for p in args.only]
+    pages = [*PAGE_TITLES, "long", "hf135m", "tensorboard"] if args.only is None else \
+        ["" if p == "home" else p for p in args.only]
     checkpoints = [i.name for i in list_checkpoints(checkpoint_dir()) if not i.error]
     app_port = args.port or free_port()
     hello_port = args.port + 1 if args.port else free_port()
     long_port = args.port + 2 if args.port else free_port()
     hf_port = args.port + 3 if args.port else free_port()
+    tb_port = args.port + 4 if args.port else free_port()
     with tempfile.TemporaryDirectory(prefix="browser-latency-") as tmp:
         hello = Path(tmp) / "hello.py"
         hello.write_text(HELLO_APP)
@@ -461,6 +517,16 @@ def main(argv: list[str] | None = None) -> int:
             hf_folder = build_135m(args.hf_folder or Path(tmp) / "hf135m" / NAME)
             servers.append(start(ROOT / "app.py", hf_port, Path(tmp) / "hf135m.log",
                                  env={"ATTENTION_LAB_CHECKPOINTS": str(hf_folder.parent)}))
+        tb_ready = False
+        if "tensorboard" in pages:
+            try:
+                build_tensorboard_runs(Path(tmp) / "runs")
+                tb_ready = True
+            except ImportError as exc:
+                print(f"  TensorBoard rows skipped: {exc} (pip install -r requirements-tensorboard.txt)", flush=True)
+        if tb_ready:
+            servers.append(start(ROOT / "app.py", tb_port, Path(tmp) / "tensorboard.log",
+                                 env={"ATTENTION_LAB_CHECKPOINTS": str(Path(tmp) / "runs")}))
         try:
             with sync_playwright() as p:
                 browser = launch(p)
@@ -472,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows += interaction_rows(tab, app, args.repeats, pages, checkpoints)
                 rows += long_rows(tab, f"http://127.0.0.1:{long_port}", args.repeats, long_models)
                 rows += hf_135m_rows(tab, f"http://127.0.0.1:{hf_port}", args.repeats, hf_folder)
+                rows += tensorboard_rows(tab, f"http://127.0.0.1:{tb_port}", args.repeats, tb_ready)
                 browser.close()
         finally:
             for server in servers:

@@ -91,6 +91,7 @@ BENCHMARKS = [
     Benchmark("birthplace_eval", "bench.birthplace_eval", ["--limit", "100"], ["--limit", "20", "--repeats", "1"],
               birthplace_eval),
     Benchmark("curves", "bench.curves", [], ["--points", "50000", "--repeats", "2"], curves),
+    Benchmark("curves_sources", "bench.curves_sources", [], ["--points", "20000", "--repeats", "1"], from_result_line),
     Benchmark("margins", "bench.margins", [], ["--only", "attention", "probe"], from_result_line),
     Benchmark("train_throughput", "bench.train_throughput", [], ["--steps", "4", "--width", "128", "--heads", "4"],
               from_result_line),

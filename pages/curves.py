@@ -34,7 +34,7 @@ from core.lens.history.records import (
     to_csv,
 )
 from core.text import markdown_escape as plain
-from pages import page_state, phase_change_panel, training_job
+from pages import page_state, phase_change_panel, run_sources, training_job
 from pages.browser_tables import arrow_table
 from pages.display import show_figure, shown_table
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
@@ -72,18 +72,20 @@ def uploaded_histories(files) -> dict[str, LoadedHistory]:
     refused: list[str] = []
     for file in files or []:
         if file.file_id not in parsed:
-            source = f"{log_stem(file.name)} (uploaded)"
-            loaded = read_uploaded_history(file, source, MAX_UPLOAD_MB * 1_000_000)
-            parsed[file.file_id] = (source, loaded)
-        source, loaded = parsed[file.file_id]
-        if loaded.frame.empty and loaded.notes:  # a refused file: its sentence under the box, not a run of nothing
-            refused.extend(loaded.notes)
-            continue
-        name, n = source, 1
-        while name in out:
-            n += 1
-            name = f"{source} {n}"
-        out[name] = LoadedHistory(label_runs(loaded.frame, name), loaded.notes)
+            if run_sources.is_own(file.name):
+                source = f"{log_stem(file.name)} (uploaded)"
+                parsed[file.file_id] = [(source, read_uploaded_history(file, source, MAX_UPLOAD_MB * 1_000_000))]
+            else:  # another tool's files (pages/run_sources.py): one entry per run they hold
+                parsed[file.file_id] = run_sources.read_upload(file, MAX_UPLOAD_MB * 1_000_000)
+        for source, loaded in parsed[file.file_id]:
+            if loaded.frame.empty and loaded.notes:  # a refused file: its sentence under the box, not a run of nothing
+                refused.extend(loaded.notes)
+                continue
+            name, n = source, 1
+            while name in out:
+                n += 1
+                name = f"{source} {n}"
+            out[name] = LoadedHistory(label_runs(loaded.frame, name), loaded.notes)
     for sentence in refused:
         st.sidebar.error(plain(sentence))
     return out
@@ -121,7 +123,9 @@ def _load_runs(names: list[str], sources: dict[str, RunSource],
             parts.append(uploads[name])
             continue
         source = sources[name]
-        if source.kind == "checkpoint":
+        if source.kind == run_sources.KIND:
+            parts.append(run_sources.load(source))
+        elif source.kind == "checkpoint":
             parts.append(checkpoint_history(str(source.path), file_signature(source.path), name))
         else:
             key = (str(source.path), name)
@@ -138,13 +142,18 @@ with st.sidebar.expander("More runs: a folder of checkpoints and training logs, 
     folder_text = ""
     if allowed:
         folder_text = st.text_input("Folder on this machine", key="curves_folder",
-                                    help="Checkpoints (*.safetensors) and running jobs' *.log.jsonl files, in "
-                                         "one of: " + ", ".join(str(a) for a in allowed))
+                                    help="Checkpoints (*.safetensors), running jobs' *.log.jsonl files and runs other "
+                                         "tools wrote (TensorBoard, Trainer, CSV, nanoGPT, mlruns), in one of: "
+                                         + ", ".join(str(a) for a in allowed))
     else:
         st.caption(f"Folders on the server are off; the operator can allow some with {folders.ALLOWED_DIRS_ENV}.")
-    files = st.file_uploader("Upload checkpoints or histories", type=["safetensors", "jsonl"],
+    files = st.file_uploader("Upload checkpoints or histories", type=None,
                              accept_multiple_files=True, max_upload_size=MAX_UPLOAD_MB, key="curves_files",
-                             help=f"Only the metadata is read, never the weights. Up to {MAX_UPLOAD_MB} MB.")
+                             help="Checkpoints (.safetensors: only the metadata is read), .log.jsonl histories, "
+                                  "TensorBoard event files, trainer_state.json, metrics CSV/TSV, nanoGPT printouts, "
+                                  f"or a .zip of run folders (mlruns, lightning_logs, runs/). Up to {MAX_UPLOAD_MB} "
+                                  "MB.")
+    run_sources.tag_filter_box()
 extra_folder: Path | None = None
 if folder_text.strip():
     try:
@@ -160,6 +169,7 @@ sources.update(training_job.run_sources(sources))  # runs the Train button wrote
 # A link inside the typed folder must not lead out of the allowed ones.
 sources = {n: s for n, s in sources.items() if extra_folder is None or extra_folder not in Path(s.path).parents
            or folders.inside_allowed(s.path, allowed)}
+sources.update(run_sources.catalog_runs([checkpoint_dir()] + ([extra_folder] if extra_folder else []), sources))
 uploads = uploaded_histories(files)
 names = list(sources) + [n for n in uploads if n not in sources]
 if not names:
@@ -235,7 +245,9 @@ smoothing = right.slider("Smoothing", 0.0, MAX_SMOOTHING, step=0.001, format="%.
                               "The raw curve stays faint underneath.")
 logy = far.checkbox("Log scale (y)", key="curves_logy")
 running = [n for n in selected
-           if n in sources and sources[n].kind == "log" and is_running(sources[n].path)]
+           if n in sources and (sources[n].kind == "log" and is_running(sources[n].path)
+                                or sources[n].kind == run_sources.KIND and run_sources.is_live(sources[n]))]
+groups, band = run_sources.band_controls(selected)
 live = bool(running) and far.toggle(
     "Follow running jobs", value=True, key="curves_live",
     help=f"Re-read logs written in the last {LIVE_WINDOW_S // 60} minutes every {REFRESH_SECONDS} s; "
@@ -247,10 +259,12 @@ page_state.write(settings)
 def chart(current: LoadedHistory, settings: CurvesState, colors: dict[str, str]):
     """(the curves, their figure, the final and best values) of the selected runs: read-only once built (they are
     shared between sessions where every run is a checkpoint)."""
-    plot = build_curves(current.frame, settings.runs, settings.metric, settings.x, settings.smoothing,
-                        settings.logy)
+    plot = build_curves(current.frame, run_sources.drawn_runs(settings.runs, groups), settings.metric, settings.x,
+                        settings.smoothing, settings.logy, groups=groups, band=band)
     fig = training_curves_figure(plot, title=f"{settings.metric} by {X_AXES[settings.x].lower()}",
-                                 fixed_colors=colors, marks=step_marks(settings, sources))
+                                 fixed_colors=colors, marks=step_marks(settings, sources),
+                                 saved=run_sources.saved_marks(settings.runs, settings.metric, settings.x, sources,
+                                                               current.frame))
     summary = shown_table(summarize_runs(current.frame, settings.runs, settings.metric))
     if "best at epoch" in summary:  # the epoch says when; the step and the count of points would not fit 1024 px
         summary = summary.drop(columns=["points", "best at step"], errors="ignore")
@@ -268,12 +282,17 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
         key = None  # a chart this large is built per run, not kept (memory), as shared_caches.figure does
     plot, fig, summary = shared(key,
                                 ("chart", settings.runs, settings.metric, settings.x, settings.smoothing, settings.logy,
-                                 tuple(colors.get(r) for r in settings.runs)),
+                                 tuple(colors.get(r) for r in settings.runs),
+                                 tuple((g, tuple(m)) for g, m in groups.items()), band),
                                 lambda: chart(current, settings, colors))
     filename = "training-curves-" + re.sub(r"[^\w-]", "_", settings.metric)
-    open_clicked_step(show_figure(fig, filename=filename, key="curves_chart", on_select=has_marks(fig)), fig)
-    for line in plot.info:
-        st.caption(plain(line))
+    event = show_figure(fig, filename=filename, key="curves_chart",
+                        on_select=has_marks(fig) or run_sources.has_saved(fig))
+    open_clicked_step(event, fig)
+    run_sources.open_clicked_saved(event, fig, sources)
+    for line in plot.info + [run_sources.unmapped_line(current.frame, settings.runs) or ""]:
+        if line:
+            st.caption(plain(line))
     show_notes(current.notes + plot.notes)
     st.subheader("Final and best values")
     st.dataframe(arrow_table(summary), hide_index=True, width="stretch", column_config={  # Arrow once per summary

@@ -304,7 +304,7 @@ def test_build_curves_sorts_by_x_before_smoothing_and_marks_best_val():
     assert build_curves(lr, ["r"], "lr").best == []  # lr has no "best"
 
 
-def test_build_curves_buckets_long_series_and_switches_to_webgl():
+def test_build_curves_buckets_long_series_and_switches_to_webgl_by_points_drawn():
     n = 50_000
     y = np.ones(n)
     y[12_345] = 100.0
@@ -313,9 +313,10 @@ def test_build_curves_buckets_long_series_and_switches_to_webgl():
     plot = build_curves(frame, ["big"], "loss", "step", smoothing=0.9, n_buckets=500)
     curve = plot.curves[0]
     assert curve.reduced and curve.n_points == n and curve.x.size <= 1002 and curve.y.max() == 100.0
-    assert plot.webgl and any("spike" in i for i in plot.info)
-    fig = training_curves_figure(plot)
-    assert {t.type for t in fig.data} == {"scattergl"}
+    assert not plot.webgl and any("spike" in i for i in plot.info)  # ~2,000 points drawn: SVG
+    every = build_curves(frame, ["big"], "loss", "step", smoothing=0.9, n_buckets=10**9)  # 100,000 drawn
+    assert every.webgl
+    assert {t.type for t in training_curves_figure(every).data} == {"scattergl"}
     by_wall = build_curves(frame, ["big"], "loss", "wall_time")
     assert by_wall.curves == [] or by_wall.curves[0].x.size == 0
     assert any("wall time" in n for n in by_wall.notes)

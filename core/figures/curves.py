@@ -9,6 +9,7 @@ from core.figures.common import LEGEND_RIGHT, base_layout, finished, log_axis, r
 
 SPLIT_DASH = {"train": "solid", "val": "dash"}  # any other split: dotted
 RAW_OPACITY_UNDER_SMOOTHING = 0.25
+BAND_OPACITY = 0.2  # a seed group's band under its mean
 
 
 def family_run_colors(infos) -> dict[str, str]:
@@ -29,7 +30,7 @@ def family_run_colors(infos) -> dict[str, str]:
 
 @finished
 def training_curves_figure(plot, title: str | None = None, height: int = 480,
-                           fixed_colors: dict[str, str] | None = None, marks=()) -> go.Figure:
+                           fixed_colors: dict[str, str] | None = None, marks=(), saved=()) -> go.Figure:
     """Runs overlaid (one colour each), train solid / val dashed, the smoothed curve over a faint raw
     one, a star at each run's best validation value. `plot` is a `core.lens.history.curves.CurvePlot`.
 
@@ -37,7 +38,9 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     `uirevision` is constant per (metric, x, scale), so a live refresh or a new smoothing keeps the
     user's zoom and legend clicks. `fixed_colors`: run -> colour decided elsewhere (family_run_colors).
     `marks`: kept training steps (core.lens.training_steps.StepMark), a white diamond each in the run's
-    colour; their customdata is (run, step), for a click to open that step elsewhere.
+    colour; their customdata is (run, step), for a click to open that step elsewhere. `saved`: the steps whose
+    weights another tool saved (a Trainer's checkpoint-N/: the same StepMark), a white square each, customdata
+    (run, step) too.
     """
     import html
 
@@ -47,6 +50,25 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     colors = run_colors(plot.runs, fixed_colors)  # by name: a run has its colour on every page
     smoothed = plot.smoothing > 0
     fig = go.Figure()
+
+    def xs(values):  # a clock (seconds since 1970) drawn as dates, as TensorBoard's wall-time axis
+        if not plot.dates:
+            return values
+        import pandas as pd
+
+        return pd.to_datetime(np.asarray(values, dtype=float), unit="s", errors="coerce").to_numpy()
+
+    for curve in plot.curves:
+        if curve.band_x is None:
+            continue
+        color = colors.get(curve.run, run_color(0))
+        # one closed shape: the high edge forward, the low edge back (plotly's fill="toself")
+        fig.add_trace(scatter(
+            x=xs(np.r_[curve.band_x, curve.band_x[::-1]]), y=np.r_[curve.band_high, curve.band_low[::-1]],
+            mode="lines", fill="toself", fillcolor=color, opacity=BAND_OPACITY, line=dict(width=0, color=color),
+            name=html.escape(f"{curve.run} · {curve.split} band"), legendgroup=html.escape(curve.run),
+            showlegend=False, hoverinfo="skip", uid=f"{curve.run}|{curve.split}|band",
+            meta={"run": curve.run, "split": curve.split, "kind": "band", "runs": curve.n_runs}))
     for curve in plot.curves:
         color = colors.get(curve.run, run_color(0))
         dash = SPLIT_DASH.get(curve.split, "dot")
@@ -55,7 +77,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
         mode = "lines+markers" if curve.x.size == 1 else "lines"
         hover = "<b>%{fullData.name}</b><br>%{x}<br>%{y:.4g}<extra></extra>"
         fig.add_trace(scatter(
-            x=curve.x, y=curve.y, mode=mode, name=label + (" (raw)" if smoothed else ""),
+            x=xs(curve.x), y=curve.y, mode=mode, name=label + (" (raw)" if smoothed else ""),
             legendgroup=group, showlegend=not smoothed, connectgaps=False, hovertemplate=hover,
             line=dict(color=color, dash=dash, width=1 if smoothed else 2),
             opacity=RAW_OPACITY_UNDER_SMOOTHING if smoothed else 1.0,
@@ -63,7 +85,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
             meta={"run": curve.run, "split": curve.split, "kind": "raw"}))
         if smoothed and curve.smooth_x is not None:
             fig.add_trace(scatter(
-                x=curve.smooth_x, y=curve.smooth_y, mode=mode, name=label, legendgroup=group,
+                x=xs(curve.smooth_x), y=curve.smooth_y, mode=mode, name=label, legendgroup=group,
                 connectgaps=False, hovertemplate=hover, line=dict(color=color, dash=dash, width=2),
                 uid=f"{curve.run}|{curve.split}|smooth",
                 meta={"run": curve.run, "split": curve.split, "kind": "smoothed"}))
@@ -74,7 +96,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
             if finite.size > 1:  # a single point is drawn as a marker already
                 last = finite[-1]
                 fig.add_trace(scatter(
-                    x=[curve.x[last]], y=[curve.y[last]], mode="markers", name="last value",
+                    x=xs([curve.x[last]]), y=[curve.y[last]], mode="markers", name="last value",
                     legendgroup=html.escape(curve.run), showlegend=False,
                     marker=dict(size=8, color=colors.get(curve.run, run_color(0)), line=dict(color="white", width=1)),
                     hovertemplate=f"<b>{html.escape(f'{curve.run} · {curve.split}')}</b> last value %{{y:.4g}}"
@@ -87,7 +109,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
         goal = "lowest" if METRIC_GOAL.get(plot.metric) == "min" else "highest"
         for b in plot.best:
             fig.add_trace(scatter(
-                x=[b.x], y=[b.y], mode="markers", name=f"best val ({goal})", legendgroup=html.escape(b.run),
+                x=xs([b.x]), y=[b.y], mode="markers", name=f"best val ({goal})", legendgroup=html.escape(b.run),
                 showlegend=False,
                 marker=dict(symbol="star", size=11, color=colors.get(b.run, run_color(0)),
                             line=dict(color="black", width=1)),
@@ -98,7 +120,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     for run in dict.fromkeys(m.run for m in marks):
         mine = [m for m in marks if m.run == run]
         fig.add_trace(scatter(
-            x=[m.x for m in mine], y=[m.y for m in mine], mode="markers", name="snapshots",
+            x=xs([m.x for m in mine]), y=[m.y for m in mine], mode="markers", name="snapshots",
             legendgroup=html.escape(run), showlegend=False,
             marker=dict(symbol="diamond", size=11, color="white", line=dict(color=colors.get(run, run_color(0)),
                                                                              width=2.5)),
@@ -106,12 +128,24 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
             hovertemplate="<b>%{customdata[0]}</b> snapshot at step %{customdata[1]:,}<br>training loss "
                           "%{y:.4g}<br>click: attention at this step<extra></extra>",
             uid=f"snapshots|{run}", meta={"kind": "snapshots", "run": run}))
+    for run in dict.fromkeys(m.run for m in saved):
+        mine = [m for m in saved if m.run == run]
+        fig.add_trace(scatter(
+            x=xs([m.x for m in mine]), y=[m.y for m in mine], mode="markers", name="saved steps",
+            legendgroup=html.escape(run), showlegend=False,
+            marker=dict(symbol="square", size=12, color="white", line=dict(color=colors.get(run, run_color(0)),
+                                                                            width=2.5)),
+            customdata=[[html.escape(run), m.step] for m in mine],
+            hovertemplate="<b>%{customdata[0]}</b> saved at step %{customdata[1]:,}<br>training loss %{y:.4g}"
+                          "<br>click: attention of this checkpoint<extra></extra>",
+            uid=f"saved|{run}", meta={"kind": "saved", "run": run}))
     metric = html.escape(plot.metric)
     base_layout(fig, title=html.escape(title) if title else None, height=height)
     fig.update_layout(
         uirevision=plot.uirevision, hovermode="closest",
         legend=LEGEND_RIGHT,
-        xaxis_title=X_AXES.get(plot.x, plot.x), yaxis_title=metric)
+        xaxis_title=X_AXES.get(plot.x, plot.x) + (" (s)" if plot.x == "wall_time" and not plot.dates else ""),
+        yaxis_title=metric)
     fig.update_yaxes(**(log_axis(y for t in fig.data for y in t.y if y is not None) if plot.logy
                         else dict(type="linear")))
     return fig

@@ -1,6 +1,6 @@
 """Training histories as one tidy table, and the numbers the curves page draws from it.
 
-Histories come from two places, both without loading a single tensor: a checkpoint's metadata (the
+Our own histories come from two places, both without loading a single tensor: a checkpoint's metadata (the
 safetensors header only, key "history") and a trainer's live `<checkpoint>.log.jsonl`, followed as it grows.
 Bad input is normal input: malformed records, a truncated last line, NaN/inf values and runs that log
 different metrics are counted and described in notes (sentences for the user), never raised. No streamlit.
@@ -9,6 +9,12 @@ different metrics are counted and described in notes (sentences for the user), n
 - logs: live training logs (`LogFollower`) and every choosable run (`catalog`)
 - curves: smoothing, metric order and direction, per-run summaries, what the chart draws (`build_curves`)
 - presets: ready-made comparisons (`COMPARISONS`) and their verdicts
+- sources: runs other tools wrote (TensorBoard through event_files, Hugging Face Trainer, Lightning/Keras/W&B/plain
+  CSV, nanoGPT printouts, MLflow) read into the same table, with their saved steps; `python -m core.lens.history`
+  prints them
+- event_files: TensorBoard event files through the tensorboard package's own record reader, followed as they grow
+- metric_names: other tools' metric names mapped onto (split, metric), the rest kept under their own names
+- bands: runs that differ only by seed, as one mean curve with a band
 
 Import the module you need: `from core.lens.history import curves, records`.
 """

@@ -144,9 +144,15 @@ def summarize_runs(frame: pd.DataFrame, runs: Sequence[str], metric: str) -> pd.
 
 
 SPLITS = ("train", "val")  # drawing order; other split names (if a trainer logs them) come after
-X_AXES = {"step": "Step", "epoch": "Epoch", "tokens": "Tokens seen", "wall_time": "Wall time (s)"}
+X_AXES = {"step": "Step", "epoch": "Epoch", "tokens": "Tokens seen", "relative": "Relative time (s)",
+          "wall_time": "Wall time"}
+ABSOLUTE_TIME = 1e9  # seconds since 1970 (2001 on): a clock other tools wrote, drawn as dates; ours count from 0
+LAST_DATE = 1e11  # beyond the year 5000 a "clock" is not one: drawn as seconds
 N_BUCKETS = 2000  # per curve: at most ~4002 drawn points, finer than a chart is wide in pixels
-WEBGL_MIN_POINTS = 10_000  # below this SVG traces are crisper and export as true vectors
+# drawn points (after bucketing): below this SVG traces are crisper, export as true vectors and, in a browser
+# without a GPU (headless Chromium's software GL), draw faster: a 100,000-point run bucketed to ~8,000 drawn
+# points redrew in 0.57-0.69 s as SVG against 1.5-2.0 s as WebGL (bench.browser_latency --only tensorboard)
+WEBGL_MIN_POINTS = 10_000
 
 
 @dataclass
@@ -159,6 +165,11 @@ class Curve:
     smooth_y: np.ndarray | None
     n_points: int  # before bucketing
     reduced: bool
+    band_x: np.ndarray | None = None  # a seed group's band: its x, low (min or mean - std) and high edges
+    band_low: np.ndarray | None = None  # None for a single run
+    band_high: np.ndarray | None = None
+    n_runs: int = 1  # runs averaged into this curve: the most at any x
+    n_runs_min: int = 1  # the fewest at any x
 
 
 @dataclass
@@ -183,6 +194,43 @@ class CurvePlot:
     uirevision: str
     notes: list[str] = field(default_factory=list)  # problems worth a warning
     info: list[str] = field(default_factory=list)  # how the data was drawn
+    dates: bool = False  # x is a clock (seconds since 1970): drawn as dates
+
+
+def with_relative_time(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with a `relative` column: seconds since each run's first wall time (TensorBoard's Relative)."""
+    frame = frame.copy()
+    start = frame.groupby("run", sort=False)["wall_time"].transform("min")
+    frame["relative"] = frame["wall_time"].astype(float) - start.astype(float)
+    return frame
+
+
+BAND_LABELS = {"minmax": "their lowest to their highest value",
+               "std": "one standard deviation below their mean to one above"}
+
+
+def _attach_band(curve: Curve, band_rows: pd.DataFrame, group: str, metric: str, split: str, x: str, band: str,
+                 n_buckets: int, smoothing: float = 0.0) -> None:
+    """The group's band under its mean curve: min/max, or mean -+ std, at the band's x values (each edge smoothed
+    as the curve is, then bucketed by its extremes when long, like the curve)."""
+    rows = band_rows[(band_rows["group"] == group) & (band_rows["metric"] == metric) & (band_rows["split"] == split)]
+    if rows.empty:
+        return
+    rows = rows.sort_values(x, kind="stable")
+    bx = rows[x].to_numpy(float)
+    low = rows["min"].to_numpy(float) if band == "minmax" else (rows["mean"] - rows["std"]).to_numpy(float)
+    high = rows["max"].to_numpy(float) if band == "minmax" else (rows["mean"] + rows["std"]).to_numpy(float)
+    if smoothing > 0:
+        low, high = smooth_ema(low, smoothing), smooth_ema(high, smoothing)
+    if bx.size > 2 * n_buckets + 2:  # keep each slice's lowest low and highest high
+        lx, low = bucket_minmax(bx, low, n_buckets)
+        hx, high = bucket_minmax(bx, high, n_buckets)
+        common = np.union1d(lx, hx)
+        low, high = np.interp(common, lx, low), np.interp(common, hx, high)
+        bx = common
+    curve.band_low, curve.band_high = low, high
+    curve.band_x = bx
+    curve.n_runs, curve.n_runs_min = int(rows["runs"].max()), int(rows["runs"].min())
 
 
 def _ordered_splits(splits: Iterable[str]) -> list[str]:
@@ -191,17 +239,29 @@ def _ordered_splits(splits: Iterable[str]) -> list[str]:
 
 
 def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str = "step",
-                 smoothing: float = 0.0, logy: bool = False, n_buckets: int = N_BUCKETS) -> CurvePlot:
-    """Per run and split: points sorted by x, smoothed (on all points), then bucketed for drawing."""
+                 smoothing: float = 0.0, logy: bool = False, n_buckets: int = N_BUCKETS,
+                 groups: dict[str, Sequence[str]] | None = None, band: str = "minmax") -> CurvePlot:
+    """Per run and split: points sorted by x, smoothed (on all points), then bucketed for drawing.
+
+    `groups`: name -> runs drawn as one curve, their mean, with a band (`band`: "minmax" or "std", bands.py);
+    `runs` then names the groups in place of their members."""
     if x not in X_AXES:
         raise ValueError(f"Unknown x axis {x!r}; choose one of {', '.join(X_AXES)}.")
+    if x == "relative" and "relative" not in frame:
+        frame = with_relative_time(frame)
+    band_rows = None
+    seeds = {g: list(m) for g, m in (groups or {}).items() if g in runs}
+    if seeds:
+        from core.lens.history.bands import grouped_frame
+
+        frame, band_rows = grouped_frame(frame, seeds, x)
     goal = METRIC_GOAL.get(metric)
     plot = CurvePlot([], [], list(runs), metric, x, smoothing, logy, webgl=False,
                      uirevision=f"curves|{metric}|{x}|{'log' if logy else 'linear'}")
     subset = frame[frame["metric"] == metric]
     groups = subset.groupby(["run", "split"], sort=False).indices if not subset.empty else {}
     columns = {c: subset[c].to_numpy(float) for c in dict.fromkeys((x, "value", "step", "epoch"))}
-    total = 0
+    drawn = 0
     single: list[str] = []
     for run in runs:
         splits = [s for (r, s) in groups if r == run]
@@ -229,14 +289,17 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
             ys = np.where(np.isfinite(ys), ys, np.nan)
             smooth = smooth_ema(ys, smoothing) if smoothing > 0 else None
             n = xs.size
-            total += n
             reduced = n > 2 * n_buckets + 2
             if reduced:
                 dx, dy = bucket_minmax(xs, ys, n_buckets)
                 sx, sy = bucket_minmax(xs, smooth, n_buckets) if smooth is not None else (None, None)
             else:
                 dx, dy, sx, sy = xs, ys, (xs if smooth is not None else None), smooth
-            plot.curves.append(Curve(run, split, dx, dy, sx, sy, n, reduced))
+            drawn += dx.size + (sx.size if sx is not None else 0)
+            curve = Curve(run, split, dx, dy, sx, sy, n, reduced)
+            if band_rows is not None and run in seeds:
+                _attach_band(curve, band_rows, run, metric, split, x, band, n_buckets, smoothing)
+            plot.curves.append(curve)
             if split == "val":
                 best = best_index(ys, goal)
                 if best is not None:
@@ -244,7 +307,19 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
                                                float(epochs[best])))
             if n == 1:
                 single.append(f"{run} {split}")
-    plot.webgl = total >= WEBGL_MIN_POINTS
+    plot.webgl = drawn >= WEBGL_MIN_POINTS
+    if x == "wall_time":
+        drawn = np.concatenate([c.x for c in plot.curves]) if plot.curves else np.array([])
+        finite = drawn[np.isfinite(drawn)]
+        plot.dates = bool(finite.size) and ABSOLUTE_TIME <= float(finite.min()) and float(finite.max()) < LAST_DATE
+    for name in [r for r in runs if r in seeds]:
+        counts = [c.n_runs_min for c in plot.curves if c.run == name and c.band_x is not None]
+        if counts:
+            n = len(seeds[name])
+            where = (f"all {n} have a value at every x" if min(counts) == n else
+                     f"some x values have only {min(counts)} of them (the band there is over those)")
+            plot.info.append(f"{name}: the mean of {n} runs ({', '.join(seeds[name])}), with a band from "
+                             f"{BAND_LABELS[band]}; {where}.")
     if single:
         plot.info.append(f"A single point each, drawn as a marker: {', '.join(single)}.")
     if any(c.reduced for c in plot.curves):
