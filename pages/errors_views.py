@@ -34,7 +34,7 @@ from core.text import markdown_escape as plain
 from core.text import quoted_token
 from pages import page_state
 from pages.browser_tables import arrow_table
-from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, csv_download, fitted_columns, show_figure, shown_table
+from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, csv_download, fitted_columns, show_figure
 from pages.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRORS_UNITS, AttentionState, ErrorsState
 from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
 
@@ -313,7 +313,8 @@ def _example_table(view: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 
 def _pick_example(view: pd.DataFrame, frame: pd.DataFrame, table: tuple[pd.DataFrame, dict]) -> int | None:
-    """A row clicked in the table (when the click changed), else the kept example, else the view's first wrong."""
+    """A row clicked in the table (when the click changed), else the kept example while the filters keep it in the
+    table, else the view's first wrong (a search that left the kept example out showed it still)."""
     shown, config = table
     event = st.dataframe(shown, on_select="rerun", selection_mode="single-row", key="err_table", height=280,
                          column_config=config)
@@ -322,7 +323,7 @@ def _pick_example(view: pd.DataFrame, frame: pd.DataFrame, table: tuple[pd.DataF
         st.session_state[EXAMPLE] = int(view.index[rows[0]])
     st.session_state["err_table_clicked"] = rows
     chosen = st.session_state.get(EXAMPLE)
-    if chosen is None or chosen not in frame.index:
+    if chosen is None or chosen not in view.index:
         wrong = view[~view["right"]]
         chosen = int((wrong if len(wrong) else view).index[0]) if len(view) else None
         st.session_state[EXAMPLE] = chosen
@@ -535,9 +536,12 @@ def calibration_view(loaded, name: str, source: inputs.EvalText, result) -> None
                else "confidence (probability of the greedy answer)")
     show_figure(reliability_figure({name: table}, title="Reliability: accuracy by confidence", confidence=measure),
                 f"{name}-reliability", key="err_reliability")
-    shown = shown_table(table)  # empty bins: blank, not "None"
+    shown = table.copy()  # an empty bin says so in words (a number column wrote "None" in it)
+    empty = shown["count"] == 0
+    shown["accuracy"] = ["no example" if e else f"{v:.1%}" for e, v in zip(empty, shown["accuracy"], strict=True)]
+    shown["mean_confidence"] = ["" if e else f"{v:.3f}" for e, v in zip(empty, shown["mean_confidence"], strict=True)]
     st.dataframe(shown, hide_index=True, column_config=fitted_columns(shown, MAIN_WIDTH, {
-        "accuracy": PERCENT, "mean_confidence": PROBABILITY, "low": PROBABILITY, "high": PROBABILITY}))
+        "low": PROBABILITY, "high": PROBABILITY}))
 
 
 def _other_model(loaded, name: str):
@@ -573,8 +577,8 @@ def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     st.dataframe(shown, column_config=fitted_columns(shown, MAIN_WIDTH, index=True))
     differ = comparison.disagreements()
     st.caption(f"The {len(differ)} examples they predict differently (the last column says who is right).")
-    st.dataframe(differ, column_config=fitted_columns(differ, MAIN_WIDTH + 120, {
-        c: PROBABILITY for c in differ.columns if c.startswith("p (")}), height=300)
+    st.dataframe(differ, column_config=fitted_columns(differ, MAIN_WIDTH, {  # every column on screen at 1024 px,
+        c: PROBABILITY for c in differ.columns if c.startswith("p (")}, index=True), height=300)  # the index too
     _csv(differ, "The disagreements (CSV)", f"{_safe_name(name)}-vs-{_safe_name(other_name)}.csv", "err_csv_compare",
          index="example")
 
@@ -594,13 +598,21 @@ def documents_view(loaded, name: str, source: inputs.EvalText, result: lm.Langua
     single = docs["file"].nunique() == 1  # one file: its name is in the caption above, not in every row
     ordered, config = derived(loaded, name, source, ("documents",), lambda: _with_widths(
         docs.sort_values("loss", ascending=False, kind="stable").drop(columns=["file"] if single else []),
-        MAIN_WIDTH + 120, {"loss": PROBABILITY, "perplexity": st.column_config.NumberColumn(format="%.4g")}))
-    st.caption(f"{len(docs)} documents, hardest first (the highest mean loss per piece).")
-    st.dataframe(arrow_table(ordered), hide_index=True, height=260, column_config=config)  # once per result
+        MAIN_WIDTH, {"loss": PROBABILITY, "perplexity": st.column_config.NumberColumn(format="%.4g")}))
+    st.caption(f"{len(docs)} documents, hardest first (the highest mean loss per piece); click a row to open the "
+               "document piece by piece.")
+
+    def opened() -> None:  # a row clicked: that document on the Tokens view (a callback: before the view's radio)
+        rows = st.session_state["err_docs_table"].selection.rows
+        if rows:
+            st.session_state[DOCUMENT] = docs.index.get_loc(ordered.index[rows[0]])
+            st.session_state[TOKEN], st.session_state["err_view"] = None, "tokens"
+    st.dataframe(arrow_table(ordered), hide_index=True, height=260, column_config=config,  # once per result
+                 on_select=opened, selection_mode="single-row", key="err_docs_table")
     _csv(docs, "Every document (CSV)", f"{_safe_name(name)}-documents.csv", "err_csv_docs")
     st.subheader("The most surprising pieces")
     worst, config = derived(loaded, name, source, ("surprising",), lambda: _with_widths(
-        result.surprising(20).drop(columns=["file"] if single else []), MAIN_WIDTH + 120, {"loss": PROBABILITY}))
+        result.surprising(20).drop(columns=["file"] if single else []), MAIN_WIDTH, {"loss": PROBABILITY}))
     st.dataframe(arrow_table(worst), hide_index=True, column_config=config)
     _csv(result.tokens, "Every piece (CSV)", f"{_safe_name(name)}-pieces.csv", "err_csv_tokens")
 

@@ -153,3 +153,37 @@ def test_the_errors_state_round_trips_and_shares_no_url_key():
     assert ps.from_url(ps.ErrorsState, ps.to_url(state)) == (state, [])
     hostile = ps.from_url(ps.ErrorsState, {key: "\x00<script>" for key in keys})[0]
     assert hostile.view == "examples" and hostile.example is None and hostile.sort == "line"
+
+
+def test_the_calibration_table_says_empty_bins_in_words(monkeypatch):
+    """The walk-through: empty bins showed "None" in the accuracy and confidence columns."""
+    at = open_errors(monkeypatch, {"model": "names-pretrained", "err_view": "calibration"})
+    table = next(d.value for d in at.dataframe if "mean_confidence" in d.value.columns)
+    empty = table["count"] == 0
+    assert empty.any() and (table.loc[empty, "accuracy"] == "no example").all()
+    assert table.loc[~empty, "accuracy"].str.endswith("%").all()
+    assert not table.astype(str).isin(["None", "nan"]).any().any()
+
+
+def test_a_long_probability_bar_keeps_its_percent_inside():
+    """At 1024 px the label '98.9%' of a long bar ran past the plot and lost its '%': a long bar's label is inside."""
+    from core.figures.errors import class_probability_bars
+
+    fig = class_probability_bars(["France", "Italy"], {"as read": [0.989, 0.011]}, gold="Italy")
+    assert list(fig.data[0].text) == ["98.9%", "1.1%"]
+    assert list(fig.data[0].textposition) == ["inside", "outside"]
+
+
+def test_a_search_that_leaves_the_example_out_moves_to_one_it_kept(monkeypatch):
+    """The walk-through: a search that excluded the selected example left it shown under a table without it."""
+    at = open_errors(monkeypatch, {"model": "names-pretrained"})
+    first = at.session_state["errors_example"]
+    table = next(d.value for d in at.dataframe if "gold" in d.value.columns and "text" in d.value.columns)
+    kept = str(table.loc[table.index != first, "text"].iloc[0])
+    at.text_input(key="err_search").input(kept).run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = next(d.value for d in at.dataframe if "gold" in d.value.columns and "text" in d.value.columns)
+    chosen = at.session_state["errors_example"]
+    assert chosen in shown.index and chosen != first
+    headings = [h.value for h in [*at.header, *at.subheader]]
+    assert any(h.startswith(f"Example {chosen} ") for h in headings), headings  # the example shown is in the table

@@ -139,7 +139,9 @@ def class_probability_bars(labels: Sequence[str], series: Mapping[str, Sequence[
         values = [float(v) for v in values]
         fig.add_trace(go.Bar(x=values, y=names, orientation="h", name=html.escape(name), marker_color=colors[name],
                              meta={"series": name}, text=[f"{100 * v:.1f}%" for v in values],
-                             textposition="outside", cliponaxis=False,
+                             # a long bar's label inside it: outside, at 1024 px its "%" ran past the plot's edge
+                             textposition=["inside" if v > 0.6 else "outside" for v in values],
+                             insidetextanchor="end", cliponaxis=False,
                              hovertemplate="%{y}: %{x:.2%}<extra>" + html.escape(name) + "</extra>"))
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="probability", range=[0, 1.2], tickvals=[0, 0.5, 1], tickformat=".0%")

@@ -162,5 +162,5 @@ def salience_chips(tokens: Sequence[str], rows: Mapping[str, Sequence[float]], t
     layout.update(xaxis=dict(side="top", **index_axis(methods)),
                   yaxis=dict(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False,
                              title=dict(text=pieces)))
-    layout["margin"]["t"] += 24  # a line for the method names between title and chips
+    layout["margin"]["t"] += 34  # a line for the method names between title and chips (24 px: they touched)
     return unchecked_figure([chips], layout)

@@ -74,3 +74,33 @@ def test_an_edited_example_is_re_predicted(page, server):
     names = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
         g => (g.data || []).map(t => t.name))""")
     assert any(chart == ["as read", "edited"] for chart in names), names
+
+
+def test_a_click_on_a_document_opens_it_piece_by_piece(page, server):
+    """The walk-through: the language model's documents table could not be clicked to open a document. A click on
+    a row opens the Tokens view on that document."""
+    infos = [i for i in ckpt.list_checkpoints(server.checkpoints) if not i.error and i.task == "lm"]
+    if not infos:
+        pytest.skip(f"no language model in {server.checkpoints}")
+    info = next((i for i in infos if i.name == "lm-learned"), infos[0])
+    open_page(page, f"{server.url}/errors?model={info.name}&err_view=documents")
+    table = page.locator('[data-testid="stDataFrame"]').first
+    table.wait_for(timeout=WAIT_MS)
+    table.scroll_into_view_if_needed()
+    wait_idle(page)
+    box = table.bounding_box()
+    row = 2  # the third hardest document: its number is in the row's first cell
+    page.mouse.click(box["x"] + 12, box["y"] + 35 * (row + 1) + 17)  # the row's selection box, under the header
+    page.get_by_text("The rank the model gave each true piece").first.wait_for(timeout=WAIT_MS)
+    wait_idle(page)
+    assert page.get_by_role("radio", name="Tokens").is_checked()
+    from core.lens.errors import lm
+    from pages.errors_views import DATA
+
+    loaded = ckpt.load(info.path)
+    source = inputs.read_bundled(inputs.bundled_files(DATA, "lm", loaded.metadata)[0])
+    docs = lm.score_lm(loaded.model, loaded.tokenizer, source.files(), info.name).documents
+    hardest = docs.sort_values("loss", ascending=False, kind="stable")
+    assert int(page.get_by_label(re.compile(r"^Document \(0 to")).input_value()) == docs.index.get_loc(
+        hardest.index[row])
+    screenshot(page, "errors-document-opened")
