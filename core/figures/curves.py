@@ -117,28 +117,22 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
                 hovertemplate="<b>%{customdata[0]}</b> best val %{y:.4g}<br>epoch %{customdata[1]}, "
                               "step %{customdata[2]}<extra></extra>",
                 uid=f"best|{b.run}", meta={"kind": "best", "run": b.run}))
-    for run in dict.fromkeys(m.run for m in marks):
-        mine = [m for m in marks if m.run == run]
-        fig.add_trace(scatter(
-            x=xs([m.x for m in mine]), y=[m.y for m in mine], mode="markers", name="snapshots",
-            legendgroup=html.escape(run), showlegend=False,
-            marker=dict(symbol="diamond", size=11, color="white", line=dict(color=colors.get(run, run_color(0)),
-                                                                             width=2.5)),
-            customdata=[[html.escape(run), m.step] for m in mine],
-            hovertemplate="<b>%{customdata[0]}</b> snapshot at step %{customdata[1]:,}<br>training loss "
-                          "%{y:.4g}<br>click: attention at this step<extra></extra>",
-            uid=f"snapshots|{run}", meta={"kind": "snapshots", "run": run}))
-    for run in dict.fromkeys(m.run for m in saved):
-        mine = [m for m in saved if m.run == run]
-        fig.add_trace(scatter(
-            x=xs([m.x for m in mine]), y=[m.y for m in mine], mode="markers", name="saved steps",
-            legendgroup=html.escape(run), showlegend=False,
-            marker=dict(symbol="square", size=12, color="white", line=dict(color=colors.get(run, run_color(0)),
-                                                                            width=2.5)),
-            customdata=[[html.escape(run), m.step] for m in mine],
-            hovertemplate="<b>%{customdata[0]}</b> saved at step %{customdata[1]:,}<br>training loss %{y:.4g}"
-                          "<br>click: attention of this checkpoint<extra></extra>",
-            uid=f"saved|{run}", meta={"kind": "saved", "run": run}))
+    # clickable steps on the loss curve: our snapshots (diamonds), other tools' saved checkpoints (squares)
+    for found, kind, name, symbol, size, said in (
+            (marks, "snapshots", "snapshots", "diamond", 11, "snapshot at step %{customdata[1]:,}<br>training loss "
+             "%{y:.4g}<br>click: attention at this step"),
+            (saved, "saved", "saved steps", "square", 12, "saved at step %{customdata[1]:,}<br>training loss %{y:.4g}"
+             "<br>click: attention of this checkpoint")):
+        for run in dict.fromkeys(m.run for m in found):
+            mine = [m for m in found if m.run == run]
+            fig.add_trace(scatter(
+                x=xs([m.x for m in mine]), y=[m.y for m in mine], mode="markers", name=name,
+                legendgroup=html.escape(run), showlegend=False,
+                marker=dict(symbol=symbol, size=size, color="white",
+                            line=dict(color=colors.get(run, run_color(0)), width=2.5)),
+                customdata=[[html.escape(run), m.step] for m in mine],
+                hovertemplate=f"<b>%{{customdata[0]}}</b> {said}<extra></extra>",
+                uid=f"{kind}|{run}", meta={"kind": kind, "run": run}))
     metric = html.escape(plot.metric)
     base_layout(fig, title=html.escape(title) if title else None, height=height)
     fig.update_layout(

@@ -119,6 +119,25 @@ def answer_piece_id(tokenizer, prompt_ids: list[int], prompt: str, answer: str) 
     return alone[0]
 
 
+def _read(model, tokenizer, text: str, what: str):
+    """The pieces of a question or prompt as the model reads them (its last context_of(model) pieces: `window`),
+    or one sentence when it reads none, or reads other pieces than those typed."""
+    tokenized = tokenizer.tokenize(text)
+    if not tokenized.ids:
+        raise WhereFromError(f"The {what} has no pieces this model can read.")
+    if tokenized.unknown:
+        shown = ", ".join(repr(p) for p in tokenized.unknown[:5])
+        raise WhereFromError(f"This model's vocabulary lacks {shown}, so what it reads is not the {what} typed.")
+    return tokenized, cut_to_limit(len(tokenized.ids), context_of(model), "end")
+
+
+def _own_next(model, ids: list[int]) -> int:
+    """The model's own next piece after `ids` (its top logit)."""
+    with torch.inference_mode():
+        logits, _ = model(torch.tensor([ids], dtype=torch.long, device=model_device(model)))
+    return int(logits[0, -1].argmax())
+
+
 def read_question(model, tokenizer, question: str, truth: str | None = None) -> Question:
     """question ('Where was NAME born?', or any text) + MASK, the name's pieces in it, the answer's first piece:
     the truth's when given, else the model's own top piece after the prompt."""
@@ -126,13 +145,7 @@ def read_question(model, tokenizer, question: str, truth: str | None = None) -> 
     if not question:
         raise WhereFromError("Type a question such as 'Where was Ada Lovelace born?'.")
     prompt = question + MASK_CHAR if getattr(tokenizer, "mask_id", None) is not None else question
-    tokenized = tokenizer.tokenize(prompt)
-    if not tokenized.ids:
-        raise WhereFromError("The question has no pieces this model can read.")
-    if tokenized.unknown:
-        shown = ", ".join(repr(p) for p in tokenized.unknown[:5])
-        raise WhereFromError(f"This model's vocabulary lacks {shown}, so what it reads is not the question typed.")
-    window = cut_to_limit(len(tokenized.ids), context_of(model), "end")
+    tokenized, window = _read(model, tokenizer, prompt, "question")
     ids, raw = tokenized.ids[window], tokenized.tokens[window]
     name = name_from_question(question)
     span = name_span(prompt, name)
@@ -141,12 +154,7 @@ def read_question(model, tokenizer, question: str, truth: str | None = None) -> 
         found = name_pieces(tokenizer, prompt, tokenized.ids, tokenized.tokens, span)
         positions = [p - window.start for p in found if p >= window.start]
     truth = truth.strip() if truth else None
-    if truth:
-        answer_id = answer_piece_id(tokenizer, tokenized.ids, prompt, truth)
-    else:
-        with torch.inference_mode():
-            logits, _ = model(torch.tensor([ids], dtype=torch.long, device=model_device(model)))
-        answer_id = int(logits[0, -1].argmax())
+    answer_id = answer_piece_id(tokenizer, tokenized.ids, prompt, truth) if truth else _own_next(model, ids)
     return Question(question=question, ids=ids, tokens=[visible_token(t) for t in raw], raw=list(raw), name=name,
                     name_positions=positions, answer_id=answer_id, answer_piece=piece_label(tokenizer, answer_id),
                     truth=truth or None, own_answer=not truth, cut=window.start, prompt=prompt)
@@ -169,13 +177,7 @@ def read_prompt(model, tokenizer, prompt: str, subject: str | tuple[int, int], t
     prompt = (prompt or "").strip()
     if not prompt:
         raise WhereFromError("Type a prompt, such as 'The Space Needle is located in the city of'.")
-    tokenized = tokenizer.tokenize(prompt)
-    if not tokenized.ids:
-        raise WhereFromError("The prompt has no pieces this model can read.")
-    if tokenized.unknown:
-        shown = ", ".join(repr(p) for p in tokenized.unknown[:5])
-        raise WhereFromError(f"This model's vocabulary lacks {shown}, so what it reads is not the prompt typed.")
-    window = cut_to_limit(len(tokenized.ids), context_of(model), "end")
+    tokenized, window = _read(model, tokenizer, prompt, "prompt")
     ids, raw = tokenized.ids[window], tokenized.tokens[window]
     if isinstance(subject, str):
         name = " ".join(subject.split())
@@ -199,12 +201,8 @@ def read_prompt(model, tokenizer, prompt: str, subject: str | tuple[int, int], t
         raise WhereFromError(f"The subject {name[:80]!r} lies before the last {context_of(model)} pieces the model "
                              "reads, so corrupting it cannot change the next piece.")
     target = target.strip() if target and target.strip() else None
-    if target:
-        answer_id = answer_piece_id(tokenizer, tokenized.ids, prompt, target_text(prompt, target))
-    else:
-        with torch.inference_mode():
-            logits, _ = model(torch.tensor([ids], dtype=torch.long, device=model_device(model)))
-        answer_id = int(logits[0, -1].argmax())
+    answer_id = (answer_piece_id(tokenizer, tokenized.ids, prompt, target_text(prompt, target)) if target
+                 else _own_next(model, ids))
     return Question(question=prompt, ids=ids, tokens=[visible_token(t) for t in raw], raw=list(raw), name=name,
                     name_positions=positions, answer_id=answer_id, answer_piece=piece_label(tokenizer, answer_id),
                     truth=target, own_answer=not target, cut=window.start, prompt=prompt, marked=True)
