@@ -408,3 +408,21 @@ def test_every_spike_of_a_long_series_survives_decimation():
     assert curve.reduced and curve.x.size <= 2 * curves.N_BUCKETS + 2
     kept = dict(zip(curve.x, curve.y))
     assert all(kept.get(float(s)) == y[s] for s in spikes)
+
+
+def test_the_readers_checksums_run_in_c_and_agree_with_tensorboards_own(tmp_path):
+    """TensorBoard's reader computes each record's CRC32C in pure Python (most of opening a long run); with the
+    extra's google-crc32c it computes the same checksums in C, and a damaged record still fails (the test above)."""
+    import os
+
+    pytest.importorskip("google_crc32c", reason="the TensorBoard extra is not installed (requirements-tensorboard.txt)")
+    from tensorboard.compat.tensorflow_stub import pywrap_tensorflow as stub
+
+    from core.lens.history.event_files import checksums_in_c
+
+    assert checksums_in_c()
+    for data in (b"", b"a", os.urandom(1000), os.urandom(100_000)):
+        assert stub.crc32c(data) == stub.crc_finalize(stub.crc_update(stub.CRC_INIT, data))  # TensorBoard's own
+    write_tensorboard(tmp_path / "r", {"train/loss": [(s, float(s)) for s in range(50)]})
+    got = series(read_paths([tmp_path / "r"], labels=["r"]).frame, "r", "train", "loss")
+    assert list(got.index) == list(range(50))
