@@ -10,7 +10,7 @@ import streamlit as st
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
 from pages.browser_tables import arrow_table
-from pages.display import show_figure, within_limit
+from pages.display import MAIN_WIDTH, fitted_columns, show_figure, within_limit
 from pages.model_picker import PageModels, checkpoint_picker, require_model, selected_info
 from pages.page_caches import checkpoint_anatomy, parts_frame, preset_anatomy  # cached once per server
 from pages.shared_caches import figure, model_version
@@ -59,16 +59,21 @@ if stated is not None:
 
 frame = parts_frame(source, version, rows)
 every_column = st.toggle("Every column (part, formula value, where, buffers, notes)", key="anatomy_columns",
-                         help="Off: the columns that fit a 1024 px projector.")
-st.dataframe(arrow_table(frame), hide_index=True, width="stretch", height="content",  # every row; Arrow once
-             column_order=None if every_column else ("module", "parameters", "formula = count", "formula"),
-             column_config={"module": st.column_config.TextColumn(pinned=True),
-                            "formula = count": st.column_config.TextColumn(
-                                "=", width="small", help="✓: the formula's value equals the counted parameters"),
-                            "formula": st.column_config.TextColumn(width="large" if every_column else 230),
-                            "where": st.column_config.TextColumn(width="medium"),
-                            "formula value": st.column_config.NumberColumn(format="localized"),
-                            "parameters": st.column_config.NumberColumn(format="localized")})
+                         help="On: a second table under the first, with the other columns of the same rows.")
+columns = {"module": st.column_config.TextColumn(pinned=True),
+           "formula = count": st.column_config.TextColumn(
+               "=", width="small", help="✓: the formula's value equals the counted parameters"),
+           "formula": st.column_config.TextColumn(width=230),
+           "where": st.column_config.TextColumn(width="medium"),
+           "formula value": st.column_config.NumberColumn(format="localized"),
+           "parameters": st.column_config.NumberColumn(format="localized")}
+shown = arrow_table(frame)  # converted once, read by both tables
+st.dataframe(shown, hide_index=True, width="stretch", height="content",  # every row
+             column_order=("module", "parameters", "formula = count", "formula"), column_config=columns)
+if every_column:  # the other columns in a table of their own, fitted to the page: in one table at 1024 px they
+    details = ("module", "part", "formula value", "where", "buffers", "note")  # ran off-screen, its scrollbar hidden
+    st.dataframe(shown, hide_index=True, width="stretch", height="content", column_order=details,
+                 column_config=fitted_columns(frame[list(details)], MAIN_WIDTH, columns))
 for row in rows:
     if row.tied_to:  # weight tying, said where the weights are counted
         own = f"; its own {row.parameters:,} are in its row" if row.parameters else ""

@@ -1,5 +1,7 @@
 """Model anatomy: counts equal formulas, course presets counted on built modules, masks as the model."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -244,3 +246,23 @@ def test_the_same_parameter_in_two_rows_is_counted_once():
     assert sum(r.parameters for r in rows) == table.totals(model).total == model.num_parameters()
     head = next(r for r in rows if r.module == "head")
     assert (head.parameters, head.formula, head.tied_to) == (0, "0", "tok_emb")
+
+
+def test_every_column_is_a_second_table_that_fits_the_page(monkeypatch):
+    """The walk-through: "Every column" put the new columns off-screen in one table whose scrollbar was hidden."""
+    from streamlit.testing.v1 import AppTest
+
+    from pages.display import MAIN_WIDTH
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+    at = AppTest.from_file(str(ROOT / "pages" / "anatomy.py"), default_timeout=60)
+    at.run()
+    assert len(at.dataframe) == 1
+    at.toggle(key="anatomy_columns").set_value(True).run()
+    assert not at.exception and len(at.dataframe) == 2
+    first, second = at.dataframe
+    assert list(first.proto.column_order) == ["module", "parameters", "formula = count", "formula"]
+    assert list(second.proto.column_order) == ["module", "part", "formula value", "where", "buffers", "note"]
+    widths = json.loads(second.proto.columns)
+    assert sum(widths[c]["width"] for c in second.proto.column_order) <= MAIN_WIDTH
