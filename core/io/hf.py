@@ -82,7 +82,7 @@ def downloads_allowed(environ=None) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def _offline() -> None:
+def offline() -> None:
     """Belt and braces around `local_files_only=True`: the library's own offline switches, except where the
     person running the app allowed downloads of typed hub names (core.io.hf_cache), which they would block for
     the rest of the process (huggingface_hub reads them once, at import)."""
@@ -608,7 +608,7 @@ def load_folder(folder: str | Path, device: str = "cpu"):
     if not available():
         raise HFError(f"{folder.name} is a Hugging Face model folder; install the optional extra to open it: "
                       "pip install -r requirements-hf.txt.")
-    _offline()
+    offline()
     import transformers
 
     task = meta["task"]

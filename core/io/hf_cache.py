@@ -93,6 +93,7 @@ class CachedModel:
 def scan(cache: Path | None = None) -> list[CachedModel]:
     """Every model repository in the cache (huggingface_hub.scan_cache_dir), by hub name; a repository with no
     snapshot (an interrupted download) is left out."""
+    hf.offline()  # before huggingface_hub is first imported (the picker lists the cache first): it reads them once
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound, CorruptedCacheException
 
