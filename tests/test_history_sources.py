@@ -309,14 +309,16 @@ def test_a_folder_of_many_runs_lists_the_first_ones_and_says_how_many(tmp_path):
     assert "all holds 30 runs; the first 10 are read (run00.csv to run09.csv)." in found.notes
 
 
-def test_zip_with_paths_outside_itself_or_too_large_is_refused(tmp_path):
-    def zipped(members: dict[str, bytes]) -> bytes:
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w") as archive:
-            for name, data in members.items():
-                archive.writestr(name, data)
-        return buffer.getvalue()
+def zipped(members: dict[str, bytes]) -> bytes:
+    """A .zip in memory holding `members` (name -> bytes), as a user's upload would."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
 
+
+def test_zip_with_paths_outside_itself_or_too_large_is_refused(tmp_path):
     for bad in ("../escape.csv", "/etc/x.csv"):
         with pytest.raises(ZipRefused, match="path outside itself"):
             unpack_zip(zipped({"ok.csv": b"step,loss\n", bad: b"x"}), tmp_path / "a", "run.zip")

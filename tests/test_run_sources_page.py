@@ -4,8 +4,6 @@ on the Attention page; bad input as one sentence with the rest of the page intac
 
 from __future__ import annotations
 
-import io
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import require_hf_extra
 from tests.test_curves_page import APP, array, chart, meta, traces, warnings
-from tests.test_history_sources import summary_writer, write_tensorboard
+from tests.test_history_sources import summary_writer, write_tensorboard, zipped
 
 
 def open_on_folder(monkeypatch, checkpoints: Path, allowed: Path) -> AppTest:
@@ -63,14 +61,6 @@ def test_a_typed_folder_gives_tensorboard_runs_seed_bands_and_the_unmapped_names
     assert "the mean of 3 runs" in captions and "train/grad_norm" in captions
     at.toggle(key="curves_seed_bands").set_value(False).run()  # each seed on its own again
     assert set(traces(chart(at))) == {(r, "train") for r in runs}
-
-
-def zipped(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
 def test_uploads_of_other_tools_files_and_bad_ones_each_get_one_sentence(monkeypatch, tiny_checkpoints, tmp_path):
