@@ -1,10 +1,10 @@
 """Attention Lab: the entry point. Owns page config and the navigation over the explicit page list
-(pages/__init__.py: APP_PAGES).
+(ui/__init__.py: APP_PAGES).
 
-The shared sidebar (model picker) is drawn by `pages.model_picker.checkpoint_picker()`, which every
+The shared sidebar (model picker) is drawn by `ui.model_picker.checkpoint_picker()`, which every
 page calls first: Streamlit's AppTest reruns only the page script, so sidebar code placed here
 would vanish from page tests after the first run. What is done once per server process (the st.Page objects,
-torch's thread count, gc.freeze after a first visit) lives in pages/app_shell.py: this file runs on every rerun.
+torch's thread count, gc.freeze after a first visit) lives in ui/app_shell.py: this file runs on every rerun.
 """
 
 import os
@@ -12,8 +12,8 @@ import sys
 
 import streamlit as st
 
-from pages import APP_RAN
-from pages.app_shell import run_pages, settled, upload_heartbeat
+from ui import APP_RAN
+from ui.app_shell import run_pages, settled, upload_heartbeat
 
 st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
 

@@ -28,7 +28,7 @@ text = st.text_area("Sentence", "hello", key="attn_text")
 st.write(len(text))
 """
 PICKER_PAGE = """import streamlit as st
-from pages.model_picker import checkpoint_picker
+from ui.model_picker import checkpoint_picker
 checkpoint_picker()
 text = st.text_area("Sentence", "hello", key="attn_text")
 st.write(len(text))

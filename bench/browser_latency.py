@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.browser_driver import IDLE_JS, launch
-from pages import APP_PAGES
 from serve.streamlit_process import StreamlitServer, free_port, start_healthy
+from ui import APP_PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 NAV_TARGET_S, INTERACTION_TARGET_S, PROGRESS_TARGET_S = 1.5, 0.5, 0.2

@@ -48,7 +48,7 @@ from bench.browser_driver import chromium_path
 from bench.load_servers import ROOT, Sampler, ServerGroup
 from bench.load_stats import Stats, report, typed_sentence
 from bench.tiny_checkpoints import bundled_has_checkpoints, tiny_checkpoint_folder
-from pages import APP_PAGES
+from ui import APP_PAGES
 
 RECONNECT_FOR_S = 30.0  # a session whose replica died tries to reconnect this long (the frontend keeps trying)
 

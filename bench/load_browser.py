@@ -10,7 +10,7 @@ from pathlib import Path
 from bench.browser_driver import CHARTS_JS, CHROMIUM_ARGS, IDLE_JS, VIEWPORT
 from bench.load_servers import Sampler
 from bench.load_stats import Stats, sentence
-from pages import APP_PAGES
+from ui import APP_PAGES
 
 
 async def wait_drawn(page, timeout_ms: int, previous_h1: str | None = None, charts_before: str | None = None

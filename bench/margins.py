@@ -20,8 +20,8 @@ from pathlib import Path
 from bench.browser_driver import launch
 from bench.browser_latency import ROOT, Tab, start
 from bench.screenshots import SIZES, VIEWS
-from pages import APP_PAGES
 from serve.streamlit_process import free_port
+from ui import APP_PAGES
 
 MARGINS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
     const full = gd._fullLayout;

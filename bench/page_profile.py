@@ -35,7 +35,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from bench.where_from_profile import BrowserReruns, ThreadProfile, cumulative
-from pages import APP_PAGES
+from ui import APP_PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Marie Curie", "Emmy Noether", "Niels Bohr"]
@@ -47,23 +47,23 @@ STEP_MODEL = "lm-learned"  # a bundled checkpoint that kept training steps (the 
 CATEGORIES = [
     ("app.py: page list, st.navigation (less the page)", [("app.py", "<module>")]),
     ("the page (its script, all of it; or the fragment rerun alone)", [("streamlit/navigation/page.py", "run")]),
-    ("  sidebar: model picker, checkpoint listing, model card", [("pages/model_picker.py", "checkpoint_picker")]),
-    ("    checkpoint listing (all_checkpoints)", [("pages/shared_caches.py", "all_checkpoints")]),
-    ("  the URL codec: page_state restore and bind", [("pages/page_state.py", "restore"),
-                                                     ("pages/page_state.py", "bind")]),
-    ("  the model (require_model, load_checkpoint)", [("pages/model_picker.py", "require_model")]),
-    ("  training-step slider (snapshots, the step's model)", [("pages/training_steps.py", "step_slider")]),
-    ("  the run: trace key (file digest) and trace", [("pages/shared_caches.py", "attention_run")]),
+    ("  sidebar: model picker, checkpoint listing, model card", [("ui/model_picker.py", "checkpoint_picker")]),
+    ("    checkpoint listing (all_checkpoints)", [("ui/shared_caches.py", "all_checkpoints")]),
+    ("  the URL codec: page_state restore and bind", [("ui/page_state.py", "restore"),
+                                                     ("ui/page_state.py", "bind")]),
+    ("  the model (require_model, load_checkpoint)", [("ui/model_picker.py", "require_model")]),
+    ("  training-step slider (snapshots, the step's model)", [("ui/training_steps.py", "step_slider")]),
+    ("  the run: trace key (file digest) and trace", [("ui/shared_caches.py", "attention_run")]),
     ("    of which the forward pass (computed)", [("core/lens/attention.py", "run_attention")]),
-    ("  the view (figure, window controls)", [("pages/attention_views.py", f"show_{v}") for v in
+    ("  the view (figure, window controls)", [("ui/attention_views.py", f"show_{v}") for v in
                                               ("single", "model", "token", "query_key", "combine", "compare")]),
-    ("  the words behind untrained pieces", [("pages/shared_caches.py", "training_words"),
+    ("  the words behind untrained pieces", [("ui/shared_caches.py", "training_words"),
                                              ("core/lens/training_pieces.py", "corpus_cuts")]),
     ("  token chips, reading sentence", [("core/lens/attention.py", "token_chips"),
                                          ("core/lens/attention.py", "reading_sentence")]),
-    ("  the model's output (show_output)", [("pages/attention_views.py", "show_output")]),
-    ("  next piece's where-from (toggle, lens, attribution)", [("pages/where_from_view.py", "next_piece_view")]),
-    ("  sanity checks (computed and drawn)", [("pages/attention_views.py", "show_sanity")]),
+    ("  the model's output (show_output)", [("ui/attention_views.py", "show_output")]),
+    ("  next piece's where-from (toggle, lens, attribution)", [("ui/where_from_view.py", "next_piece_view")]),
+    ("  sanity checks (computed and drawn)", [("ui/attention_views.py", "show_sanity")]),
     ("figure building (core.figures, plotly)", [("core/figures/attention.py", "attention_heatmap"),
                                                ("core/figures/attention.py", "attention_model_view"),
                                                ("core/figures/attention.py", "token_attention_figure"),
@@ -84,7 +84,7 @@ CATEGORIES = [
 def as_served() -> None:
     """Every run as the server runs it once any session ran st.navigation: app.py, then the page. AppTest resets
     Streamlit's legacy multipage flag before each run, and with a pages/ folder beside app.py would run the page
-    alone (pages/__init__.py, leave_legacy_multipage_mode), leaving app.py's share out."""
+    alone (ui/__init__.py, leave_legacy_multipage_mode), leaving app.py's share out."""
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.runtime.scriptrunner import script_runner
 

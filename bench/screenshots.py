@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.browser_driver import full_height, launch
 from bench.browser_latency import Tab
-from pages import APP_PAGES
+from ui import APP_PAGES
 
 SIZES = ((1024, 768), (1400, 1000))
 VIEWS = {  # more than a page's first screen: views a lecture shows (name -> path and query)

@@ -4,14 +4,14 @@
 
 The Attention page (pages/attention.py) runs under Streamlit's AppTest on the bundled checkpoints. It runs
 once (model loaded, caches warm); then a sentence nobody typed before goes into the box and the rerun that
-draws it is traced with a profile hook: every call into a project file (app.py, pages/, core/) is recorded,
+draws it is traced with a profile hook: every call into a project file (app.py, pages/, ui/, core/) is recorded,
 in order. Printed:
 
 - files entered: the project files any of whose code ran for this sentence, in order of first entry (the
-  files a reader follows to see how a sentence becomes a picture), split into pages/ and core/;
-- doors into core: the core functions that pages/ code calls directly, grouped by file (what a page must
+  files a reader follows to see how a sentence becomes a picture), split into the app (app.py, pages/, ui/) and core/;
+- doors into core: the core functions that app code (pages/, ui/) calls directly, grouped by file (what a page must
   know of core);
-- round trips: how often control goes from pages/ into core/ and back, counted once per core file a page
+- round trips: how often control goes from the app into core/ and back, counted once per core file a page
   enters (a second call into the same file is the same trip: the reader already knows the way).
 
 It measures structure, not speed (nothing is timed), so it runs the same on a busy machine. Run it in two
@@ -32,13 +32,13 @@ SENTENCE = "The quiet river carried old letters past the mill before the storm."
 
 
 def layer(path: str) -> str | None:
-    """'pages' or 'core' (app.py counts as pages) for a project file, None for anything else."""
+    """'pages' or 'core' (app.py, pages/ and ui/ count as pages: the app) for a project file, None for anything else."""
     try:
         relative = Path(path).resolve().relative_to(ROOT)
     except ValueError:
         return None
     top = relative.parts[0]
-    if top == "app.py" or top == "pages":
+    if top in ("app.py", "pages", "ui"):
         return "pages"
     return "core" if top == "core" else None
 
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.files:
         for file in found["files"]:
             print(f"  {file}")
-    print(f"files entered: {len(found['files'])} ({len(found['pages'])} in pages/ and app.py, "
+    print(f"files entered: {len(found['files'])} ({len(found['pages'])} in app.py, pages/ and ui/, "
           f"{len(found['core'])} in core/)")
     print(f"round trips pages/ -> core/ -> pages/: {len(found['doors'])} (one per core file a page calls)")
     for file, functions in found["doors"].items():

@@ -52,8 +52,8 @@ from pathlib import Path
 
 from bench.browser_latency import HELLO_APP
 from bench.load_servers import cpu_seconds
-from pages import APP_PAGES
 from serve.streamlit_process import StreamlitServer, start_healthy
+from ui import APP_PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Marie Curie", "Emmy Noether", "Niels Bohr"]

@@ -8,7 +8,7 @@ Streamlit spends before the app does anything, in two steps, on one machine in o
 1. **What each kind of element costs.** A generated app (`FLOOR_APP`) has an empty page (a title) and, per
    element kind, a page of `--per-page` elements of that kind with nothing computed: markdown, headings, code,
    selectboxes, sliders, tables (an Arrow table built once), plotly charts (one small figure built once, drawn
-   through the app's own `pages.display.show_figure`), containers, ... One websocket session switches between the
+   through the app's own `ui.display.show_figure`), containers, ... One websocket session switches between the
    empty page and each kind's page `--repeats` times, and the server's CPU seconds (user + system, /proc) are read
    around every switch. A kind's cost is (its page - the empty page) / per-page; a container's is its page less
    the markdown each holds. The empty page's own cost is Streamlit's per-run floor (a script run, the new-session
@@ -76,7 +76,7 @@ import pyarrow as pa
 import streamlit as st
 
 from core.figures.probe import candidate_bars
-from pages.display import show_figure
+from ui.display import show_figure
 
 
 @st.cache_resource

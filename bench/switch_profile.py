@@ -24,15 +24,15 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from bench.where_from_profile import ThreadProfile
-from pages import APP_PAGES
+from ui import APP_PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # (label, (file suffix, function name) pairs whose cumulative time it is); a pair's calls nested in another's
 # count once per pair (pstats' cumulative time already counts a recursive function once)
 CATEGORIES = [
-    ("sidebar: model picker and card", [("pages/model_picker.py", "checkpoint_picker")]),
-    ("URL state (pages.page_state)", [("pages/page_state.py", "restore"), ("pages/page_state.py", "bind")]),
+    ("sidebar: model picker and card", [("ui/model_picker.py", "checkpoint_picker")]),
+    ("URL state (ui.page_state)", [("ui/page_state.py", "restore"), ("ui/page_state.py", "bind")]),
     ("model work and analyses (core.lens)", [("core/lens/", "*")]),
     ("figure building (core.figures, less for_browser)", [("core/figures/", "*")]),
     ("figures made ready for the browser (for_browser)", [("core/figures/browser.py", "for_browser")]),

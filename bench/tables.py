@@ -1,6 +1,6 @@
 """Tables as the browser gets them (issue 45): what a table costs the server per run, handed to st.dataframe as a
 pandas frame or a list of records (Streamlit converts it to Arrow on every run) against the Arrow table kept by
-pages.browser_tables (only serialised), each in the same run, with the ratio.
+ui.browser_tables (only serialised), each in the same run, with the ratio.
 
     python -m bench.tables [--repeats 200] [--checkpoints DIR]
 
@@ -44,12 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     from streamlit import dataframe_util as du
 
-    import pages.attention_views as views
+    import ui.attention_views as views
     from core.io.checkpoint import list_checkpoints, load
     from core.lens import attention as av
     from core.lens.anatomy import table as anatomy
-    from pages.browser_tables import arrow_table, records_table
-    from pages.display import fitted_columns
+    from ui.browser_tables import arrow_table, records_table
+    from ui.display import fitted_columns
 
     infos = list_checkpoints(str(args.checkpoints))
     loaded = load(str(args.checkpoints / "lm-learned.safetensors"))
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         "buffers": r.buffers, "note": r.note} for r in anatomy.parameter_table(loaded.model)]).fillna("")
     run = av.run_attention(loaded.model, loaded.tokenizer, loaded.task, SENTENCE, loaded.labels)
 
-    def sanity_before():  # pages/attention_views.py's _sanity before this change
+    def sanity_before():  # ui/attention_views.py's _sanity before this change
         checks = av.sanity_checks(run)
         return du.convert_pandas_df_to_arrow_table(pd.DataFrame(
             [{"check": c.name, "result": {True: "pass", False: "FAIL", None: "n/a"}[c.passed], "detail": c.detail}

@@ -9,11 +9,11 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens.anatomy import formulas, masks, references, table
-from pages.browser_tables import arrow_table
-from pages.display import MAIN_WIDTH, fitted_columns, show_figure, within_limit
-from pages.model_picker import PageModels, checkpoint_picker, require_model, selected_info
-from pages.page_caches import checkpoint_anatomy, parts_frame, preset_anatomy  # cached once per server
-from pages.shared_caches import figure, model_version
+from ui.browser_tables import arrow_table
+from ui.display import MAIN_WIDTH, fitted_columns, show_figure, within_limit
+from ui.model_picker import PageModels, checkpoint_picker, require_model, selected_info
+from ui.page_caches import checkpoint_anatomy, parts_frame, preset_anatomy  # cached once per server
+from ui.shared_caches import figure, model_version
 
 checkpoint_picker(PageModels("anatomy", ("lm-learned",), "lm"))
 

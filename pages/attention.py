@@ -1,10 +1,10 @@
 """Attention: type a sentence, see what every head of the selected model attends to.
 
 Storyboard: widgets -> `core.lens.attention.run_attention` (one forward pass per model content, text and
-options, shared by every session: pages.shared_caches) -> the chosen view (pages.attention_views: `core.figures`
+options, shared by every session: ui.shared_caches) -> the chosen view (ui.attention_views: `core.figures`
 figures, shared per run and view) -> the model's output and the sanity checks under it. The view and "Where the
 next piece comes from" are fragments: their own widgets rerun them alone, not the sidebar or the run (issue 45).
-The URL (`pages.page_state.AttentionState`) holds the sentence, layer, head, view, options and training step, so a
+The URL (`ui.page_state.AttentionState`) holds the sentence, layer, head, view, options and training step, so a
 copied link reopens exactly this view. User text is only ever shown through st.text / st.code / dataframes /
 escaped plotly labels.
 """
@@ -16,16 +16,16 @@ import streamlit as st
 from core.lens import attention as av
 from core.lens.training_pieces import corpus_cuts
 from core.text import markdown_escape
-from pages import attention_records, head_roles_view, page_state, where_from_view
-from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, words_toggle
-from pages.model_picker import PageModels, checkpoint_picker, require_model
-from pages.page_state import AttentionState
-from pages.shared_caches import attention_run, derived, training_words
-from pages.training_steps import step_slider
+from ui import attention_records, head_roles_view, page_state, where_from_view
+from ui.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_sanity, words_toggle
+from ui.model_picker import PageModels, checkpoint_picker, require_model
+from ui.page_state import AttentionState
+from ui.shared_caches import attention_run, derived, training_words
+from ui.training_steps import step_slider
 
 
 def restore_widgets(loaded) -> None:
-    """Widget defaults from the page's state (pages/page_state.py: the URL on a first visit or a link, else
+    """Widget defaults from the page's state (ui/page_state.py: the URL on a first visit or a link, else
     this session's last state), the sentence following a newly picked model while nobody has edited it."""
     page_state.restore(AttentionState)
     # once per loaded model, not per rerun (it tokenizes the candidate sentences)

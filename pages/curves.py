@@ -3,7 +3,7 @@
 Storyboard: pick runs (a ready-made comparison, bundled checkpoints, a folder, uploads) -> one tidy table
 (`core.lens.history`) -> metric / x / smoothing / log-y -> figure (`core.figures`) + summary + CSV. Settings live
 in the URL; a live log refreshes the chart part only, keeping the zoom. Kept training steps (snapshots) are
-marked on loss curves; a click on one opens the Attention page at that step (pages/training_steps.py)."""
+marked on loss curves; a click on one opens the Attention page at that step (ui/training_steps.py)."""
 
 from __future__ import annotations
 
@@ -34,15 +34,15 @@ from core.lens.history.records import (
     to_csv,
 )
 from core.text import markdown_escape as plain
-from pages import page_state, phase_change_panel, run_sources, training_job
-from pages.browser_tables import arrow_table
-from pages.display import show_figure, shown_table
-from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
-from pages.page_caches import checkpoint_history  # cached once per server
-from pages.page_caches import curves_shared as shared
-from pages.page_state import CurvesState
-from pages.shared_caches import FIGURE_CELLS, all_checkpoints, available_checkpoints
-from pages.training_steps import has_marks, open_clicked_step, step_marks
+from ui import page_state, phase_change_panel, run_sources, training_job
+from ui.browser_tables import arrow_table
+from ui.display import show_figure, shown_table
+from ui.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
+from ui.page_caches import checkpoint_history  # cached once per server
+from ui.page_caches import curves_shared as shared
+from ui.page_state import CurvesState
+from ui.shared_caches import FIGURE_CELLS, all_checkpoints, available_checkpoints
+from ui.training_steps import has_marks, open_clicked_step, step_marks
 
 MAX_UPLOAD_MB = 200
 REFRESH_SECONDS = 5
@@ -75,7 +75,7 @@ def uploaded_histories(files) -> dict[str, LoadedHistory]:
             if run_sources.is_own(file.name):
                 source = f"{log_stem(file.name)} (uploaded)"
                 parsed[file.file_id] = [(source, read_uploaded_history(file, source, MAX_UPLOAD_MB * 1_000_000))]
-            else:  # another tool's files (pages/run_sources.py): one entry per run they hold
+            else:  # another tool's files (ui/run_sources.py): one entry per run they hold
                 parsed[file.file_id] = run_sources.read_upload(file, MAX_UPLOAD_MB * 1_000_000)
         for source, loaded in parsed[file.file_id]:
             if loaded.frame.empty and loaded.notes:  # a refused file: its sentence under the box, not a run of nothing

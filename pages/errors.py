@@ -6,7 +6,7 @@ evaluation file (a bundled test file, an upload, or a file in a folder the opera
 `core.lens.errors` call, cached per (checkpoint version, file hash) -> the caption computed from the result ->
 one view: for classifiers and birthplace models the examples (confusion matrix, table, the selected example),
 slices, calibration, two models; for language models the documents, the tokens (GLTR) and two models
-(pages/errors_views.py). Every choice is in the URL (pages.page_state.ErrorsState); user text is shown only with
+(ui/errors_views.py). Every choice is in the URL (ui.page_state.ErrorsState); user text is shown only with
 st.text / dataframes / escaped plotly.
 """
 
@@ -16,11 +16,11 @@ import streamlit as st
 
 from core.data.datasets import DataError
 from core.text import markdown_escape as plain
-from pages import errors_views as views
-from pages import page_state
-from pages.kept_edits import edited_mark, with_kept_edits
-from pages.model_picker import PageModels, checkpoint_picker, require_model
-from pages.page_state import ERRORS_VIEWS, ErrorsState
+from ui import errors_views as views
+from ui import page_state
+from ui.kept_edits import edited_mark, with_kept_edits
+from ui.model_picker import PageModels, checkpoint_picker, require_model
+from ui.page_state import ERRORS_VIEWS, ErrorsState
 
 TASK_VIEWS = {"classify": ("examples", "slices", "calibration", "compare"),
               "birthplace": ("examples", "slices", "calibration", "compare"),

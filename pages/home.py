@@ -2,10 +2,10 @@ import streamlit as st
 
 from core.io.checkpoint import checkpoint_dir
 from core.text import markdown_escape as plain
-from pages import APP_PAGES
-from pages.browser_tables import records_table
-from pages.model_picker import PageModels, checkpoint_picker
-from pages.shared_caches import NO_CHECKPOINTS, all_checkpoints, checkpoints_folder_note
+from ui import APP_PAGES
+from ui.browser_tables import records_table
+from ui.model_picker import PageModels, checkpoint_picker
+from ui.shared_caches import NO_CHECKPOINTS, all_checkpoints, checkpoints_folder_note
 
 checkpoint_picker(PageModels("home", ("lm-learned",), "lm"))
 
@@ -49,5 +49,5 @@ else:
     rows = [{"name": i.name, "task": i.task or "", "attention": i.config.get("attention", ""),
              "positional": i.config.get("positional", ""), "status": i.error or "ok"} for i in infos]
     # Tall enough for every row (35 px each, plus the header): the default height hid the last one. The rows as
-    # Arrow once per listing's content, not on every rerun of every session (pages.browser_tables).
+    # Arrow once per listing's content, not on every rerun of every session (ui.browser_tables).
     st.dataframe(records_table(rows), hide_index=True, width="stretch", height=35 * (len(rows) + 1) + 3)

@@ -1,10 +1,10 @@
 """Open your model: a CS224N minGPT params file (+ its wiki.txt), a nanoGPT ckpt.pt (+ its vocabulary), an
 Attention Lab checkpoint, or a Hugging Face model folder on the server (inside the operator's allowed folders);
 and attention records from the user's own code (core.lens.records), which the Attention page draws
-(pages.attention_records).
+(ui.attention_records).
 
 Storyboard: where to keep it -> upload -> one core call (core.io.uploads) -> the model joins the
-sidebar picker (st.session_state["uploaded_checkpoints"], which pages.shared_caches reads) and is selected.
+sidebar picker (st.session_state["uploaded_checkpoints"], which ui.shared_caches reads) and is selected.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from core.io import folders, hf, uploads
 from core.io.checkpoint import CheckpointError
 from core.lens import records
 from core.text import markdown_escape as plain
-from pages import attention_records
-from pages.hf_cache_view import hub_name_view
-from pages.model_picker import PageModels, checkpoint_picker, select_checkpoint
-from pages.shared_caches import all_checkpoints
+from ui import attention_records
+from ui.hf_cache_view import hub_name_view
+from ui.model_picker import PageModels, checkpoint_picker, select_checkpoint
+from ui.shared_caches import all_checkpoints
 
 checkpoint_picker(PageModels("open_model"))
 allowed = folders.allowed_dirs()  # server folders a browser may name: none unless the operator says

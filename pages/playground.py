@@ -11,11 +11,11 @@ import streamlit as st
 
 from core.figures import teaching as figs
 from core.lens import playground as pg
-from pages.browser_tables import matrix_table
-from pages.display import show_figure
-from pages.model_picker import PageModels, checkpoint_picker
-from pages.page_caches import noisy_experiment  # cached once per server
-from pages.shared_caches import figure
+from ui.browser_tables import matrix_table
+from ui.display import show_figure
+from ui.model_picker import PageModels, checkpoint_picker
+from ui.page_caches import noisy_experiment  # cached once per server
+from ui.shared_caches import figure
 
 checkpoint_picker(PageModels("playground"))
 
@@ -35,7 +35,7 @@ def show_table(frame: pd.DataFrame, **kwargs) -> None:
 
 def show_matrix(values: np.ndarray, rows: list[str], columns: list[str]) -> None:
     """Numbers under labels as `show_table` draws their frame, the same bytes; converted once per content per server
-    (pages.browser_tables.matrix_table): this tab's tables were converted on every rerun and page switch."""
+    (ui.browser_tables.matrix_table): this tab's tables were converted on every rerun and page switch."""
     four = {c: st.column_config.NumberColumn(format="%.4f") for c in columns}  # every column holds floats
     st.dataframe(matrix_table(values, rows, columns), column_config=four, width="stretch")
 

@@ -5,7 +5,7 @@ four tabs, of which only the open one runs: (1) the encodings from `core.model.p
 `core.lens.positional`; (2) one sentence through each model; (3) their training histories (metadata
 only); (4) train short, test long: `core.lens.extrapolation.run_extrapolation` over every (model,
 protocol, length) behind a Run button. Results are cached on (checkpoint path, modification time, inputs)
-and figures once per input, so a visit redraws rather than recomputes. The URL (`pages.page_state.PositionalState`)
+and figures once per input, so a visit redraws rather than recomputes. The URL (`ui.page_state.PositionalState`)
 reopens the view.
 """
 
@@ -15,16 +15,16 @@ import streamlit as st
 
 from core.lens import positional as pv
 from core.text import markdown_escape
-from pages import page_state
-from pages import positional_views as sections
-from pages.model_picker import PageModels, checkpoint_picker, selected_info
-from pages.page_state import (
+from ui import page_state
+from ui import positional_views as sections
+from ui.model_picker import PageModels, checkpoint_picker, selected_info
+from ui.page_state import (
     POSITIONAL_ENCODING_SECTIONS,
     POSITIONAL_SECTION_TITLES,
     POSITIONAL_SECTIONS,
     PositionalState,
 )
-from pages.shared_caches import all_checkpoints, load_checkpoint
+from ui.shared_caches import all_checkpoints, load_checkpoint
 
 
 def clip(key: str, count: int) -> None:

@@ -3,11 +3,11 @@
 Storyboard: birthplace checkpoints to compare (default: all) -> three lazy tabs, each opening with the picker of
 the model for the details (beside the name on Ask: the answers start above the fold at 1024x768), then one
 `core.lens.probe` call and `core.figures` figures: Ask (one name: greedy answer, candidates, corpus evidence,
-attention at the answer; drawn by pages/probe_views.py), Fabricate (names nobody wrote about: the fallback
+attention at the answer; drawn by ui/probe_views.py), Fabricate (names nobody wrote about: the fallback
 strategy), Dev set (assignment-exact accuracy, evidence categories, reliability, one example at a time;
-pages/probe_views.py), Edit (change one birthplace and score what else moved; pages/probe_edit.py).
+ui/probe_views.py), Edit (change one birthplace and score what else moved; ui/probe_edit.py).
 Results are cached per (checkpoint file, modification time, input). The tab, the name and the focus model
-are in the URL (pages.page_state.ProbeState). User text is shown only with st.text / st.code / dataframes /
+are in the URL (ui.page_state.ProbeState). User text is shown only with st.text / st.code / dataframes /
 escaped plotly.
 """
 
@@ -25,16 +25,16 @@ from core.lens.probe import corpus, fabricated
 from core.lens.probe.evaluation import context_length
 from core.lens.probe.questions import ProbeInput, fit_name, name_from_question, question_for, read_probe_input
 from core.text import markdown_escape as plain
-from pages import page_state, where_from_view
-from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
-from pages.kept_edits import edited_mark, with_kept_edits
-from pages.model_picker import PageModels, checkpoint_picker
-from pages.page_caches import cached_people, probe_data  # cached once per server
-from pages.page_state import PROBE_TABS, ProbeState
-from pages.probe_edit import edit_tab
-from pages.probe_views import PERCENT, Probe, cached_answers, dev_tab, pick_focus, show_example, warn_unknown
-from pages.shared_caches import all_checkpoints, load_checkpoint, model_version
-from pages.training_steps import show_answers_by_step
+from ui import page_state, where_from_view
+from ui.display import EXPANDER_WIDTH, fitted_columns, show_figure
+from ui.kept_edits import edited_mark, with_kept_edits
+from ui.model_picker import PageModels, checkpoint_picker
+from ui.page_caches import cached_people, probe_data  # cached once per server
+from ui.page_state import PROBE_TABS, ProbeState
+from ui.probe_edit import edit_tab
+from ui.probe_views import PERCENT, Probe, cached_answers, dev_tab, pick_focus, show_example, warn_unknown
+from ui.shared_caches import all_checkpoints, load_checkpoint, model_version
+from ui.training_steps import show_answers_by_step
 
 TABS = tuple(PROBE_TABS.values())
 # The model whose details the page opens on: pretrained on the corpus, so it can retrieve what it read

@@ -123,6 +123,6 @@ assert len({h.id for h in HOSTILE_INPUTS}) == len(HOSTILE_INPUTS), "hostile inpu
 def app_pages() -> list[tuple[str, str, bool]]:
     """(file, title, default) of every page of the app, in order: a view of the one page list
     (pages.APP_PAGES), so every suite that walks the pages covers a new page as soon as it is listed."""
-    from pages import APP_PAGES
+    from ui import APP_PAGES
 
     return [(page.file, page.title, page.default) for page in APP_PAGES]

@@ -252,8 +252,8 @@ def test_every_column_is_a_second_table_that_fits_the_page(monkeypatch):
     """The walk-through: "Every column" put the new columns off-screen in one table whose scrollbar was hidden."""
     from streamlit.testing.v1 import AppTest
 
-    from pages.display import MAIN_WIDTH
     from tests.conftest import ROOT
+    from ui.display import MAIN_WIDTH
 
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
     at = AppTest.from_file(str(ROOT / "pages" / "anatomy.py"), default_timeout=60)

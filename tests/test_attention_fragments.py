@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-import pages.model_picker
-import pages.shared_caches
+import ui.model_picker
+import ui.shared_caches
 from core.lens import query_key as qk
 from core.lens import where_from as wf
 from tests.test_attention_page import assert_no_exception, open_page
@@ -34,9 +34,9 @@ def counted(monkeypatch) -> Calls:
     calls = Calls()
     count = functools.partial(counting, calls)
     # the page imports these by name on each run of its script, so the counting ones are what it calls
-    monkeypatch.setattr(pages.shared_caches, "attention_run", count(pages.shared_caches.attention_run, "page"))
-    monkeypatch.setattr(pages.model_picker, "checkpoint_picker",
-                        count(pages.model_picker.checkpoint_picker, "page"))
+    monkeypatch.setattr(ui.shared_caches, "attention_run", count(ui.shared_caches.attention_run, "page"))
+    monkeypatch.setattr(ui.model_picker, "checkpoint_picker",
+                        count(ui.model_picker.checkpoint_picker, "page"))
     monkeypatch.setattr(qk, "decompose", count(qk.decompose, "decompose"))
     monkeypatch.setattr(wf, "logit_lens", count(wf.logit_lens, "lens"))
     return calls

@@ -299,7 +299,7 @@ def test_compare_opens_with_a_model_of_the_same_kind(monkeypatch):
 def test_compare_default_ranks_task_then_tokenizer():
     from types import SimpleNamespace
 
-    from pages.attention_views import compare_default
+    from ui.attention_views import compare_default
 
     def info(name, task, kind):
         return SimpleNamespace(name=name, task=task, metadata={"tokenizer": {"kind": kind}})

@@ -13,8 +13,8 @@ from core.lens import attention as av
 from core.lens.probe.evaluation import answer_from_completion
 from core.model.tokenizer import MASK_CHAR, CharTokenizer, SubwordTokenizer, WordTokenizer
 from core.text import visible_token
-from pages.page_state import MAX_URL_TEXT, AttentionState, from_url, to_url
 from tests.conftest import TINY_CORPUS, tiny_model
+from ui.page_state import MAX_URL_TEXT, AttentionState, from_url, to_url
 
 CHARS = CharTokenizer.from_corpus(TINY_CORPUS + "Where was born?")
 WORDS = WordTokenizer.from_corpus(TINY_CORPUS)
@@ -330,7 +330,7 @@ def test_csv_is_long_format_with_every_weight():
     assert rows[0]["query_token"] == "'=cmd"  # no spreadsheet formula injection
 
 
-# --- the page's state in the URL (pages/page_state.py) ---------------------------------------------------
+# --- the page's state in the URL (ui/page_state.py) ---------------------------------------------------
 
 
 def test_attention_state_round_trips_through_the_url():

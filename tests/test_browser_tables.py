@@ -1,5 +1,5 @@
 """Issue 45, tables: pages hand st.dataframe / st.table an Arrow table converted once per shared table
-(pages.browser_tables), and the browser gets exactly what it got when Streamlit converted the pandas frame (or the
+(ui.browser_tables), and the browser gets exactly what it got when Streamlit converted the pandas frame (or the
 list of records) itself on every run: the same Arrow bytes, index shown or hidden as before, the same column
 configs. And a second session, or a rerun, converts nothing again."""
 
@@ -10,13 +10,13 @@ import pytest
 from streamlit import dataframe_util
 from streamlit.testing.v1 import AppTest
 
-import pages.attention_views
-import pages.browser_tables
-import pages.errors_views
+import ui.attention_views
+import ui.browser_tables
+import ui.errors_views
 from core.io.checkpoint import load
 from core.lens import attention as av
-from pages.display import fitted_columns
 from tests.conftest import ROOT
+from ui.display import fitted_columns
 
 PAGES = {"home": "pages/home.py", "attention": "pages/attention.py", "anatomy": "pages/anatomy.py",
          "curves": "pages/curves.py", "errors": "pages/errors.py"}
@@ -60,12 +60,12 @@ def sanity_before(run: av.AttentionRun) -> tuple:
 def as_before(monkeypatch) -> None:
     """The pages as they were: the frame (or the records) handed to Streamlit, which converts it on every run;
     nothing kept (the Attention page's output and sanity tables built on the run, as they were built)."""
-    monkeypatch.setattr(pages.browser_tables, "arrow_table", lambda frame: frame)
-    monkeypatch.setattr(pages.browser_tables, "records_table", lambda rows: rows)
-    monkeypatch.setattr(pages.errors_views, "arrow_table", lambda frame: frame)
-    monkeypatch.setattr(pages.attention_views, "_output_table", output_before)
-    monkeypatch.setattr(pages.attention_views, "_sanity", sanity_before)
-    monkeypatch.setattr(pages.attention_views, "derived", lambda owner, what, build: build())
+    monkeypatch.setattr(ui.browser_tables, "arrow_table", lambda frame: frame)
+    monkeypatch.setattr(ui.browser_tables, "records_table", lambda rows: rows)
+    monkeypatch.setattr(ui.errors_views, "arrow_table", lambda frame: frame)
+    monkeypatch.setattr(ui.attention_views, "_output_table", output_before)
+    monkeypatch.setattr(ui.attention_views, "_sanity", sanity_before)
+    monkeypatch.setattr(ui.attention_views, "derived", lambda owner, what, build: build())
 
 
 @pytest.mark.parametrize("name, params", [("home", {}), ("attention", {"model": "tiny-lm"}),
@@ -90,10 +90,10 @@ def test_output_and_sanity_tables_are_the_tables_pandas_made(folder):
                        ("tiny-birthplace", "Where was Ada born?")):
         loaded = load(folder / f"{name}.safetensors")
         run = av.run_attention(loaded.model, loaded.tokenizer, loaded.task, text, loaded.labels)
-        failed, table = pages.attention_views._sanity(run)
+        failed, table = ui.attention_views._sanity(run)
         assert (failed, arrow_bytes(table)) == (sanity_before(run)[0], arrow_bytes(sanity_before(run)[1]))
         if run.output.rows:
-            table, widths = pages.attention_views._output_table(run.output)
+            table, widths = ui.attention_views._output_table(run.output)
             frame, widths_before = output_before(run.output)
             assert (arrow_bytes(table), widths) == (arrow_bytes(frame), widths_before)
 
@@ -120,10 +120,10 @@ def test_columns_table_is_streamlits_conversion_of_the_frame(monkeypatch, column
     frame = pd.DataFrame(columns, index=pd.Index(index[1], name=index[0]) if index else None)
     expected = dataframe_util.convert_pandas_df_to_arrow_bytes(frame)
     conversions.count = 0
-    first = pages.browser_tables.columns_table(columns, index)
-    again = pages.browser_tables.columns_table({name: list(values) for name, values in columns.items()}, index)
+    first = ui.browser_tables.columns_table(columns, index)
+    again = ui.browser_tables.columns_table({name: list(values) for name, values in columns.items()}, index)
     assert arrow_bytes(first) == expected and arrow_bytes(again) == expected
-    plain = all(pages.browser_tables._kind(v) is not None for v in [*columns.values(), *(index[1:] if index else [])])
+    plain = all(ui.browser_tables._kind(v) is not None for v in [*columns.values(), *(index[1:] if index else [])])
     assert conversions.count <= 1 if plain else conversions.count == 2  # a layout met again: no pandas
 
 
@@ -133,12 +133,12 @@ def test_frames_with_holes_and_mixed_columns_keep_streamlits_fixes():
     frames = [pd.DataFrame({"parameters": [12, 34], "buffers": [5, ""]}),
               pd.DataFrame({"x": [1.5, float("nan")], "y": ["a", None]}, index=pd.Index(["p", "q"], name="row"))]
     for frame in frames:
-        table = pages.browser_tables.arrow_table(frame)
+        table = ui.browser_tables.arrow_table(frame)
         assert dataframe_util.convert_arrow_table_to_arrow_bytes(table) == \
             dataframe_util.convert_pandas_df_to_arrow_bytes(frame)
     rows = [{"name": "a", "task": "lm", "layers": 2}, {"name": "b", "task": "", "layers": None}]
     expected = dataframe_util.convert_pandas_df_to_arrow_bytes(dataframe_util.convert_anything_to_pandas_df(rows))
-    assert dataframe_util.convert_arrow_table_to_arrow_bytes(pages.browser_tables.records_table(rows)) == expected
+    assert dataframe_util.convert_arrow_table_to_arrow_bytes(ui.browser_tables.records_table(rows)) == expected
 
 
 class Conversions:
@@ -156,13 +156,13 @@ class Conversions:
 def test_a_table_is_converted_once_per_frame_and_records_once_per_content(monkeypatch):
     conversions = Conversions(monkeypatch)
     frame = pd.DataFrame({"a": [1, 2]})
-    first = pages.browser_tables.arrow_table(frame)
-    assert pages.browser_tables.arrow_table(frame) is first and conversions.count == 1
+    first = ui.browser_tables.arrow_table(frame)
+    assert ui.browser_tables.arrow_table(frame) is first and conversions.count == 1
     rows = [{"name": "unique-to-this-test", "n": 1}]
-    kept = pages.browser_tables.records_table(rows)
-    assert pages.browser_tables.records_table([dict(r) for r in rows]) is kept  # equal records, another list
+    kept = ui.browser_tables.records_table(rows)
+    assert ui.browser_tables.records_table([dict(r) for r in rows]) is kept  # equal records, another list
     assert conversions.count == 2
-    assert pages.browser_tables.records_table([{"name": "unique-to-this-test", "n": 1.0}]) is not kept  # 1.0 != 1
+    assert ui.browser_tables.records_table([{"name": "unique-to-this-test", "n": 1.0}]) is not kept  # 1.0 != 1
 
 
 @pytest.mark.parametrize("name, params", [("home", {}), ("attention", {"model": "tiny-lm"}),
@@ -188,4 +188,4 @@ def test_a_layout_met_again_with_numbers_past_int64_is_converted_as_pandas_holds
     name = f"n {first} {then}"  # a layout no other test meets
     for values in (first, then):
         frame = pd.DataFrame({name: values})
-        assert arrow_bytes(pages.browser_tables.columns_table({name: values})) == arrow_bytes(frame)
+        assert arrow_bytes(ui.browser_tables.columns_table({name: values})) == arrow_bytes(frame)

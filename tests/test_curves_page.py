@@ -234,7 +234,7 @@ def test_pretrained_vs_scratch_caption_is_computed_from_the_bundled_runs(monkeyp
 
 
 def test_the_summary_table_never_shows_none_in_a_cell(monkeypatch):
-    from pages.display import shown_table
+    from ui.display import shown_table
 
     # the bundled positional runs log validation perplexity only: no train column of blanks
     at = open_page(monkeypatch, ROOT / "checkpoints",

@@ -72,7 +72,7 @@ def test_run_keep_undo_and_nothing_on_disk_changes(monkeypatch, folder):
     edited = kept.model.state_dict()
     assert not all(torch.equal(fresh[k], edited[k]) for k in fresh)
     # the model every session shares (the page's own cache entry) is another object, bitwise the file's
-    from pages.shared_caches import load_cached
+    from ui.shared_caches import load_cached
 
     path = folder / BUNDLED.name
     shared = load_cached(str(path), path.stat().st_mtime)

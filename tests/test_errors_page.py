@@ -138,7 +138,7 @@ def test_pa2_speakers_from_an_allowed_folder_are_one_row_each(monkeypatch):
 def test_the_errors_state_round_trips_and_shares_no_url_key():
     from dataclasses import fields
 
-    from pages import page_state as ps
+    from ui import page_state as ps
 
     keys = [f.metadata["url"] for f in fields(ps.ErrorsState)]
     assert len(keys) == len(set(keys)) == len(fields(ps.ErrorsState))

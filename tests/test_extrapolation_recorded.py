@@ -135,7 +135,7 @@ def test_record_cli_says_what_it_stored_and_refuses_in_one_line(tmp_path, capsys
 
 
 def open_extrapolation_tab(folder, monkeypatch) -> AppTest:
-    from pages.page_state import POSITIONAL_SECTION_TITLES
+    from ui.page_state import POSITIONAL_SECTION_TITLES
 
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
     at = AppTest.from_file(str(ROOT / "pages" / "positional.py"), default_timeout=120)

@@ -198,7 +198,7 @@ def _app(monkeypatch, tmp_path, page: str = "app.py"):
 
 
 def test_the_picker_lists_cached_models_by_hub_name_and_hosting_hides_them(cache, monkeypatch, tmp_path):
-    from pages.shared_caches import available_checkpoints, cached_hub_models
+    from ui.shared_caches import available_checkpoints, cached_hub_models
 
     at = _app(monkeypatch, tmp_path, "pages/open_model.py")
     assert at.sidebar.selectbox(key="picker_model").options == ["TinyOrg/tiny-llama"]
@@ -225,7 +225,7 @@ def test_the_picker_lists_cached_models_by_hub_name_and_hosting_hides_them(cache
 def _picker(monkeypatch, checkpoints: Path):
     from streamlit.testing.v1 import AppTest
 
-    from pages.shared_caches import available_checkpoints, cached_hub_models, checkpoints_folder_note
+    from ui.shared_caches import available_checkpoints, cached_hub_models, checkpoints_folder_note
 
     for cached in (available_checkpoints, cached_hub_models, checkpoints_folder_note):
         cached.clear()

@@ -29,8 +29,8 @@ from core.lens.history.records import (
     records_frame,
     to_csv,
 )
-from pages.page_state import CurvesState, from_url, show_names, to_url
 from tests.conftest import save_tiny_checkpoint
+from ui.page_state import CurvesState, from_url, show_names, to_url
 
 
 def reference_ema(y, weight):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from pages import APP_PAGES
+from ui import APP_PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 

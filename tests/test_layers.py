@@ -1,7 +1,7 @@
 """The shape of the code, checked: core's imports point one way and never form a circle.
 
 Layers (DESIGN.md): model <- io / data <- lens <- train / figures <- pages. `core.text` (display
-helpers) sits below everything; page state in the URL lives in pages/ (pages/page_state.py), not in core.
+helpers) sits below everything; page state in the URL lives in ui/page_state.py, not in core.
 `train` sits above `lens` because its command line evaluates what it trained (birthplace accuracy,
 perplexity per file); nothing in `lens` trains. Every import counts, including the ones inside
 functions (a lazy import is still an arrow), read with `ast` from the source alone.
@@ -205,14 +205,37 @@ SANCTIONED = {("core/figures/common.py", 'return go.Figure({"data": data, "layou
 
 def test_pages_and_core_use_only_public_streamlit_and_plotly_apis():
     """Private attributes break on the next upgrade. The one thing that is not public API, AppTest's hidden
-    `global.appTest` option, is read in pages/__init__.py and tested in tests/test_app_shell.py; plotly's
+    `global.appTest` option, is read in ui/__init__.py and tested in tests/test_app_shell.py; plotly's
     `_validate` is used twice (SANCTIONED): for the unchecked figures, watched by tests/test_unchecked_figures.py,
     and for the empty shell a browser figure is (tests/test_shared_results.py)."""
-    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for folder in ("pages", "core")
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for folder in ("pages", "ui", "core")
              for path in sorted((ROOT / folder).rglob("*.py"))
              for n, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE_APIS.search(line)
              and (str(path.relative_to(ROOT)), line.strip()) not in SANCTIONED]
     assert found == []
-    hidden = [path.relative_to(ROOT) for folder in ("pages", "core") for path in (ROOT / folder).rglob("*.py")
+    hidden = [path.relative_to(ROOT) for folder in ("pages", "ui", "core") for path in (ROOT / folder).rglob("*.py")
               if "global.appTest" in path.read_text()]
-    assert hidden == [Path("pages/__init__.py")]
+    assert hidden == [Path("ui/__init__.py")]
+
+
+def test_pages_holds_the_page_scripts_alone_and_ui_never_imports_them():
+    """pages/ is what Streamlit lists as a legacy multipage app before app.py first runs: only the pages of
+    the navigation are there (the modules they share live in ui/). Imports point one way: pages -> ui -> core;
+    core imports neither, ui imports no page script."""
+    from ui import APP_PAGES
+
+    assert sorted(p.name for p in (ROOT / "pages").iterdir() if p.suffix == ".py") == \
+        sorted(Path(page.file).name for page in APP_PAGES)
+    assert not (ROOT / "pages" / "__init__.py").exists()
+
+    def imports(path: Path) -> set[str]:
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+        return found
+
+    assert [p.name for p in (ROOT / "ui").rglob("*.py") if "pages" in imports(p)] == []
+    assert [str(p.relative_to(ROOT)) for p in CORE.rglob("*.py") if imports(p) & {"pages", "ui"}] == []

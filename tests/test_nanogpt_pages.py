@@ -18,10 +18,10 @@ from streamlit.testing.v1 import AppTest
 from core.io.checkpoint import load
 from core.io.nanogpt import convert_nanogpt_files
 from core.text import visible_token
-from pages.page_state import POSITIONAL_SECTION_TITLES
 from tests.conftest import ROOT
 from tests.test_attention_page import VIEWS, array, charts, drawn
 from tests.test_nanogpt import CHARS, RunsCode, meta_pkl, nanogpt_ckpt, reference_forward
+from ui.page_state import POSITIONAL_SECTION_TITLES
 
 
 def unescaped(text: str) -> str:
@@ -173,7 +173,7 @@ def test_open_your_model_refuses_a_hostile_meta_pkl_in_one_sentence(monkeypatch,
 def test_every_page_opens_on_the_converted_model(monkeypatch, converted):
     """Bias off means no bias tensors at all: the anatomy formulas, the curves (no history) and the probe must
     still draw or say why, never raise."""
-    from pages import APP_PAGES
+    from ui import APP_PAGES
 
     folder, _ = converted
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))

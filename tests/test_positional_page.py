@@ -8,8 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.io import checkpoint
-from pages.page_state import POSITIONAL_SECTION_TITLES as SECTION_TITLES
 from tests.conftest import ROOT, TINY_CORPUS, save_tiny_checkpoint, tiny_model
+from ui.page_state import POSITIONAL_SECTION_TITLES as SECTION_TITLES
 
 PAGE = str(ROOT / "pages" / "positional.py")
 SCHEMES = ("learned", "sinusoidal", "alibi", "rope")
@@ -183,7 +183,7 @@ def test_the_sentence_tab_survives_every_hostile_input(tiny_family, monkeypatch)
 def test_text_over_a_box_limit_is_cut_with_a_sentence(tiny_family, monkeypatch):
     # issue 41: 3,000 characters pasted into "One sentence" (max_chars=1000) or Anatomy's input (500) left the
     # old text in place with no message; now the first characters are read, and one sentence says so
-    SENTENCE_CHARS, INPUT_CHARS = 1000, 500  # pages.positional_views.SENTENCE_CHARS, pages.anatomy.INPUT_CHARS
+    SENTENCE_CHARS, INPUT_CHARS = 1000, 500  # ui.positional_views.SENTENCE_CHARS, pages.anatomy.INPUT_CHARS
     at = page(tiny_family, monkeypatch, "sentence")
     long_text = "Ada was born. " * 215  # 3,010 characters
     at.text_input(key="pos_text").input(long_text).run()

@@ -1,7 +1,7 @@
 """Issue 45: what a rerun of the probe's Ask tab does again, and what it does not.
 
 - A new name reruns the Ask tab alone (a fragment): the sidebar, the title and the tabs are not sent again.
-- The verdicts, the answers table and the name's evidence are derived once per answers (pages.page_caches.
+- The verdicts, the answers table and the name's evidence are derived once per answers (ui.page_caches.
   example_answers): a rerun that changes only a view (the candidates' number, the attention view, the model for
   the details) derives none of them again. The namesake search behind the verdicts runs once per name, not once
   per model (core.lens.probe.corpus.verdicts).
@@ -15,7 +15,7 @@ import shutil
 
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-import pages.probe_views
+import ui.probe_views
 from core.lens.probe import answers, corpus
 from tests.test_probe_page import TWO_MODELS, models, open_page, small_world  # noqa: F401
 from tests.test_where_from_fragment import browser_rerun, counting, fragment_of, sent  # noqa: F401
@@ -144,12 +144,12 @@ def test_a_focus_model_of_another_world_reruns_the_whole_page(monkeypatch, model
 
 
 def test_the_answers_table_is_sent_as_streamlit_converted_its_frame(monkeypatch, models, small_world):  # noqa: F811
-    """The kept answers table goes to the browser converted once (pages.browser_tables.arrow_table): the same
+    """The kept answers table goes to the browser converted once (ui.browser_tables.arrow_table): the same
     element, byte for byte, as when Streamlit converted the frame on every run."""
     at = open_page(monkeypatch, models, small_world)
     at.text_input(key="probe_ask").input("Quentin Tablesworth").run()
     kept = [d.proto.SerializeToString() for d in at.dataframe]
-    monkeypatch.setattr(pages.probe_views, "arrow_table", lambda frame: frame)  # the frame, as before
+    monkeypatch.setattr(ui.probe_views, "arrow_table", lambda frame: frame)  # the frame, as before
     at.run()
     assert not at.exception
     assert [d.proto.SerializeToString() for d in at.dataframe] == kept and len(kept) == 1

@@ -10,8 +10,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from pages import where_from_view
 from tests.test_where_from_page import bundled_one, open_probe, small_world  # noqa: F401
+from ui import where_from_view
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from streamlit.testing.v1 import AppTest
 
 from core.lens import records as rec
 from core.lens.export import export
-from pages.attention_records import NEEDS_MODEL, RECORDS_KEY
 from tests.conftest import ROOT, save_tiny_checkpoint
 from tests.test_attention_page import VIEWS, array, charts, drawn, model_attention
 from tests.test_records import BAD_FILES, softmax_maps
+from ui.attention_records import NEEDS_MODEL, RECORDS_KEY
 
 
 def no_exception(at: AppTest) -> None:

@@ -1,5 +1,5 @@
 """Issue 45, session 15 (reruns): less per rerun where the page looks the same. The playground's five tables are
-converted once per content per server (pages.browser_tables.matrix_table) and reach the browser as the same bytes;
+converted once per content per server (ui.browser_tables.matrix_table) and reach the browser as the same bytes;
 the Attention page holds no placeholder element for its Words toggle; the trace key reads a model's file digest
 once per loaded model. Each test counts the work on reruns and a second session, then changes what the kept thing
 depends on and checks that the page follows."""
@@ -14,8 +14,8 @@ import pytest
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
-import pages.browser_tables
-import pages.shared_caches
+import ui.browser_tables
+import ui.shared_caches
 from bench.attention_map_build import copying_spec
 from core.lens import playground as pg
 from tests.conftest import ROOT
@@ -44,7 +44,7 @@ def test_the_playground_tables_are_the_bytes_their_frames_gave(monkeypatch, tiny
 
     now = drawn(playground(monkeypatch, tiny_checkpoints))
     with monkeypatch.context() as before:
-        before.setattr(pages.browser_tables, "matrix_table",
+        before.setattr(ui.browser_tables, "matrix_table",
                        lambda values, rows, columns: pd.DataFrame(values, index=rows, columns=columns))
         then = drawn(playground(monkeypatch, tiny_checkpoints))
     assert len(now) == len(then) >= 8  # three editors and five tables (four where the preset has no target)
@@ -60,7 +60,7 @@ def test_the_output_table_with_its_distance_is_the_frame_the_page_built():
     frame = pg.to_frame(output, "c")
     frame["‖c − target‖"] = distance
     rows, columns = pg.labels(output, "c")
-    table = pages.browser_tables.matrix_table(np.column_stack([output, distance]), rows, [*columns, "‖c − target‖"])
+    table = ui.browser_tables.matrix_table(np.column_stack([output, distance]), rows, [*columns, "‖c − target‖"])
     assert arrow_bytes(table) == arrow_bytes(frame)
 
 
@@ -108,8 +108,8 @@ def test_the_attention_page_holds_no_placeholder_for_the_words_toggle(monkeypatc
 
 
 def test_the_trace_key_reads_the_file_digest_once_per_loaded_model(monkeypatch, tiny_checkpoints):
-    digest = Counting(pages.shared_caches.model_digest)
-    monkeypatch.setattr(pages.shared_caches, "model_digest", digest)
+    digest = Counting(ui.shared_caches.model_digest)
+    monkeypatch.setattr(ui.shared_caches, "model_digest", digest)
     at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", text="Ada was born in Paris.")
     asked = digest.calls
     assert asked == 1

@@ -1,6 +1,6 @@
 """Issue 45 (fixed): what every rerun of every page pays, done once. app.py wraps no function in a cache on a rerun
-(pages/app_shell.py holds what it does once per process), the Attention page's default sentence is made once per
-loaded model, pages.page_state reads a state class's fields once, and the step slider asks no cache for a
+(ui/app_shell.py holds what it does once per process), the Attention page's default sentence is made once per
+loaded model, ui.page_state reads a state class's fields once, and the step slider asks no cache for a
 checkpoint without a snapshot file. Each counts the work on reruns and a second session, then changes what the
 cached thing depends on (another model, a link's value, a snapshot file written beside the checkpoint) and checks
 that the page follows."""
@@ -14,13 +14,13 @@ import sys
 import streamlit
 from streamlit.testing.v1 import AppTest
 
-import pages.training_steps
+import ui.training_steps
 from core.io import checkpoint as ckpt
 from core.lens import attention as av
-from pages import APP_PAGES
 from tests.conftest import ROOT
 from tests.test_attention_page import assert_no_exception, open_page
 from tests.test_training_steps_pages import add_snapshots
+from ui import APP_PAGES
 
 
 class Counting:
@@ -39,7 +39,7 @@ class Counting:
 
 def test_a_rerun_of_app_py_wraps_no_function_in_a_cache(monkeypatch, tiny_checkpoints):
     """A function decorated in app.py's body was wrapped anew on every run (Streamlit reads its source to key the
-    cache); pages/app_shell.py is imported once. The page list and the page still come out the same."""
+    cache); ui/app_shell.py is imported once. The page list and the page still come out the same."""
     monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     assert_no_exception(at)
@@ -58,7 +58,7 @@ def test_a_rerun_of_app_py_wraps_no_function_in_a_cache(monkeypatch, tiny_checkp
 
 def test_no_page_file_wraps_a_function_in_a_cache_on_its_reruns():
     """A page file's body is the script Streamlit reruns: its cached functions live in modules it imports
-    (pages/page_caches.py). A decorator st.cache_resource / st.cache_data anywhere in a page file is found here."""
+    (ui/page_caches.py). A decorator st.cache_resource / st.cache_data anywhere in a page file is found here."""
     def cache_decorators(file: str) -> list[str]:
         tree = ast.parse((ROOT / file).read_text(), file)
         return [f"{file}:{node.lineno} {node.name}" for node in ast.walk(tree)
@@ -93,7 +93,7 @@ def test_the_url_codec_reads_a_state_class_once_and_still_follows_a_link(monkeyp
     real = dataclasses.fields
 
     def fields(cls_or_state):
-        if sys._getframe(1).f_globals.get("__name__") == "pages.page_state":
+        if sys._getframe(1).f_globals.get("__name__") == "ui.page_state":
             read.append(cls_or_state)
         return real(cls_or_state)
 
@@ -111,8 +111,8 @@ def test_the_url_codec_reads_a_state_class_once_and_still_follows_a_link(monkeyp
 
 def test_no_snapshot_file_asks_no_cache_and_a_new_one_brings_the_slider(monkeypatch, tiny_checkpoints):
     asked = []
-    real = pages.training_steps.cached_snapshots
-    monkeypatch.setattr(pages.training_steps, "cached_snapshots", lambda *args: asked.append(args[0]) or real(*args))
+    real = ui.training_steps.cached_snapshots
+    monkeypatch.setattr(ui.training_steps, "cached_snapshots", lambda *args: asked.append(args[0]) or real(*args))
     at = open_page(monkeypatch, tiny_checkpoints, model="tiny-lm", text="Ada was born in Paris.")
     at.run()
     at.run()

@@ -1,6 +1,6 @@
 """Issue 45: what every rerun of a page does not redo. A rerun that changes nothing sends the browser no query string
-(pages.page_state.set_params), and the Attention page's tables of a shared run (the sanity checks, the model's output)
-are made once per run, not on every rerun (pages.shared_caches.derived)."""
+(ui.page_state.set_params), and the Attention page's tables of a shared run (the sanity checks, the model's output)
+are made once per run, not on every rerun (ui.shared_caches.derived)."""
 
 from __future__ import annotations
 

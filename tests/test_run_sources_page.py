@@ -1,4 +1,4 @@
-"""The Training curves page on runs other tools wrote (pages/run_sources.py): a typed folder inside the allowed
+"""The Training curves page on runs other tools wrote (ui/run_sources.py): a typed folder inside the allowed
 ones, uploads, seeds as bands, the names not mapped, a Trainer folder's saved steps and the click that opens one
 on the Attention page; bad input as one sentence with the rest of the page intact."""
 

@@ -8,15 +8,15 @@ from bench.sentence_walk import ROOT, layer, traced_sentence, walk
 
 
 def test_walk_counts_files_in_order_and_the_core_functions_pages_call():
-    page, views, lens, model = (str(ROOT / p) for p in ("pages/attention.py", "pages/attention_views.py",
+    page, views, lens, model = (str(ROOT / p) for p in ("pages/attention.py", "ui/attention_views.py",
                                                           "core/lens/attention.py", "core/model/transformer.py"))
     calls = [(None, page, "<module>"), (page, lens, "run_attention"), (lens, model, "forward"),
              (page, views, "show_single"), (views, lens, "cut_to_window"), (page, lens, "token_chips"),
              (lens, lens, "helper")]
     found = walk(calls)
     assert found["files"] == ["pages/attention.py", "core/lens/attention.py", "core/model/transformer.py",
-                              "pages/attention_views.py"]
-    assert found["pages"] == ["pages/attention.py", "pages/attention_views.py"]
+                              "ui/attention_views.py"]
+    assert found["pages"] == ["pages/attention.py", "ui/attention_views.py"]
     # one round trip per core file a page calls; core calling core is no trip
     assert found["doors"] == {"core/lens/attention.py": ["run_attention", "cut_to_window", "token_chips"]}
     assert layer(str(ROOT / "app.py")) == "pages" and layer(str(ROOT / "bench" / "load.py")) is None
@@ -29,7 +29,7 @@ def test_a_sentence_typed_on_the_attention_page_is_traced_to_its_figure(monkeypa
     files = found["files"]
     assert files[0] == "pages/attention.py"
     for expected in ("core/lens/attention.py", "core/lens/trace.py", "core/model/transformer.py",
-                     "core/figures/attention.py", "core/figures/browser.py", "pages/display.py"):
+                     "core/figures/attention.py", "core/figures/browser.py", "ui/display.py"):
         assert expected in files
     assert "run_attention" in found["doors"]["core/lens/attention.py"]  # a new sentence: one forward pass
     assert "for_browser" in found["doors"]["core/figures/browser.py"]

@@ -32,11 +32,11 @@ def test_streamlit_runs_its_server_loop_on_uvloop():
 
 
 def test_the_server_collects_garbage_on_its_own_thresholds():
-    """pages.app_shell (imported once per server process by app.py) sets the collector's thresholds for many
+    """ui.app_shell (imported once per server process by app.py) sets the collector's thresholds for many
     sessions: Python's default (700, 10, 10) spent ~10% of the lecture hall's server CPU in full collections."""
     import gc
 
-    from pages import app_shell
+    from ui import app_shell
 
     assert gc.get_threshold() == app_shell.GC_THRESHOLDS
     young, middle, old = app_shell.GC_THRESHOLDS

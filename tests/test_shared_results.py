@@ -1,4 +1,4 @@
-"""What sessions share on one server (pages/shared_caches.py, app.py): one forward pass and one
+"""What sessions share on one server (ui/shared_caches.py, app.py): one forward pass and one
 browser figure per equal input whichever session asks, nothing rebuilt on a rerun or a page switch, and
 nothing shared that a page could change."""
 
@@ -16,9 +16,9 @@ import core.figures.attention as attention_figures
 import core.figures.browser as browser
 from core.io.checkpoint import list_checkpoints, load
 from core.lens import attention as av
-from pages import shared_caches
-from pages import shared_caches as shared
 from tests.conftest import ROOT
+from ui import shared_caches
+from ui import shared_caches as shared
 
 APP = str(ROOT / "app.py")
 PAGE = str(ROOT / "pages" / "attention.py")

@@ -8,8 +8,8 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from core.data.world import generate_world, write_world
-from pages.page_state import ProbeState, from_url
 from tests.conftest import ROOT, save_tiny_checkpoint
+from ui.page_state import ProbeState, from_url
 
 APP = str(ROOT / "app.py")
 

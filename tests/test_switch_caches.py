@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import core.io.tables
-import pages.errors_views
+import ui.errors_views
 from core.lens.errors import classify, lm
 from tests.conftest import ROOT
 
@@ -60,7 +60,7 @@ def bundled(monkeypatch):
 def test_errors_second_session_reads_the_first_ones_result_caption_and_tables(bundled, monkeypatch, model,
                                                                              result_type):
     calls = Calls()
-    views = pages.errors_views
+    views = ui.errors_views
     monkeypatch.setattr(views, "evaluate", calls.counting("evaluate", views.evaluate, keep=True))
     monkeypatch.setattr(core.io.tables, "table_csv", calls.counting("table_csv", core.io.tables.table_csv))
     monkeypatch.setattr(result_type, "caption", calls.counting("caption", result_type.caption))
@@ -82,7 +82,7 @@ def test_errors_second_session_reads_the_first_ones_result_caption_and_tables(bu
 def test_errors_shared_result_is_read_only(bundled, monkeypatch):
     """A view that wrote into the shared result's arrays would change every session's page: it fails instead."""
     calls = Calls()
-    views = pages.errors_views
+    views = ui.errors_views
     monkeypatch.setattr(views, "evaluate", calls.counting("evaluate", views.evaluate, keep=True))
     switched("pages/errors.py", {"model": "names-pretrained"})
     shared = calls.results[0]
@@ -132,7 +132,7 @@ def test_errors_csv_is_written_on_click_with_its_example_column(monkeypatch):
     from core.io.tables import table_csv
 
     calls = Calls()
-    views = pages.errors_views
+    views = ui.errors_views
     monkeypatch.setattr(core.io.tables, "table_csv", calls.counting("table_csv", table_csv))  # where it is called
     kept = {}
 

@@ -21,12 +21,12 @@ from core.io import snapshots as snap_files
 from core.lens import training_steps as ts
 from core.lens.history.curves import build_curves
 from core.lens.history.records import records_frame
-from pages import probe_views
-from pages.page_state import AttentionState, from_url, to_url
-from pages.shared_caches import model_version
 from tests.conftest import ROOT
 from tests.test_attention_page import array, charts, drawn
 from tests.test_probe_page import small_world  # noqa: F401 - a fixture
+from ui import probe_views
+from ui.page_state import AttentionState, from_url, to_url
+from ui.shared_caches import model_version
 
 APP = str(ROOT / "app.py")
 STEPS = (0, 3, 10, 30)

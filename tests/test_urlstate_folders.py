@@ -1,4 +1,4 @@
-"""Page state in the URL (pages/page_state.py): the model, the probe, every page's
+"""Page state in the URL (ui/page_state.py): the model, the probe, every page's
 declaration, old links; and the allowed-folder rule
 (core.io.folders, core.io.uploads.destination_folder): traversal, symlink escapes and the default of none."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from core.io import folders, uploads
 from core.lens.probe.questions import MAX_INPUT_CHARS
-from pages.page_state import (
+from tests.conftest import ROOT
+from ui.page_state import (
     MAX_MODEL_NAME,
     AttentionState,
     CurvesState,
@@ -24,7 +25,6 @@ from pages.page_state import (
     model_to_url,
     to_url,
 )
-from tests.conftest import ROOT
 
 # --- URL codec ------------------------------------------------------------------------------------
 

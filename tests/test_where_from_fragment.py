@@ -15,8 +15,8 @@ import pytest
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.testing.v1 import AppTest, local_script_runner
 
-import pages.probe_views
-import pages.training_steps
+import ui.probe_views
+import ui.training_steps
 from core.figures import where_from as viz
 from core.lens import where_from as wf
 from tests.conftest import ROOT
@@ -42,9 +42,9 @@ def counting(calls, function, field: str):
 def counted(monkeypatch) -> Calls:
     calls = Calls()
     count = functools.partial(counting, calls)
-    monkeypatch.setattr(pages.probe_views, "show_example", count(pages.probe_views.show_example, "page"))
-    monkeypatch.setattr(pages.training_steps, "show_answers_by_step",
-                        count(pages.training_steps.show_answers_by_step, "page"))
+    monkeypatch.setattr(ui.probe_views, "show_example", count(ui.probe_views.show_example, "page"))
+    monkeypatch.setattr(ui.training_steps, "show_answers_by_step",
+                        count(ui.training_steps.show_answers_by_step, "page"))
     monkeypatch.setattr(wf, "causal_trace", count(wf.causal_trace, "traces"))
     for name in ("logit_lens_heatmap", "attribution_bars", "causal_trace_panels", "salience_chips"):
         monkeypatch.setattr(viz, name, count(getattr(viz, name), "figures"))
@@ -133,8 +133,8 @@ def test_the_dev_average_options_rerun_the_view_alone(monkeypatch, tmp_path, sen
     for suffix in (".safetensors", ".where_from.json"):
         (folder / f"{MODEL}{suffix}").symlink_to(ROOT / "checkpoints" / f"{MODEL}{suffix}")
     analyses = []
-    analysis = pages.probe_views.cached_analysis
-    monkeypatch.setattr(pages.probe_views, "cached_analysis",
+    analysis = ui.probe_views.cached_analysis
+    monkeypatch.setattr(ui.probe_views, "cached_analysis",
                         lambda *args, **kwargs: analyses.append(1) or analysis(*args, **kwargs))
     at = open_probe(monkeypatch, folder, KNOWLEDGE, tab="dev", wf="1")
     assert len(analyses) == 1  # one model's analysis of the dev questions, on the whole run

@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from core.lens.probe import corpus
 from core.lens.where_from import dev_set
-from pages.page_state import WhereFromState, from_url, to_url
 from tests.conftest import ROOT
+from ui.page_state import WhereFromState, from_url, to_url
 
 APP = str(ROOT / "app.py")
 KNOWLEDGE = ROOT / "data" / "knowledge"

@@ -130,7 +130,7 @@ def test_a_subject_cut_off_by_the_context_says_so():
 
 
 def test_the_commands_json_is_the_pages_grid(llama, tmp_path):
-    from pages import where_from_prompt
+    from ui import where_from_prompt
 
     folder = str(llama.path)
     lines = tmp_path / "prompts.tsv"

@@ -183,7 +183,7 @@ class BrowserFigure(go.Figure):
     plain dict it would validate again, number by number (seconds for a 512-token model view). So this
     Figure holds no traces of its own: plotly would validate every number of the spec too. `to_dict()`
     gives the one dict made by `for_browser` (a deep copy per call was a third of the work for a figure
-    shared by every session, pages/shared_caches.py). Read a figure's traces from the figure you gave to
+    shared by every session, ui/shared_caches.py). Read a figure's traces from the figure you gave to
     `for_browser`, or from `to_dict()` here. Its own layout is empty, with an empty template: an empty Figure
     gets a copy of plotly's default template, ~0.5 ms (1.5 ms on a busy server) for every new figure, that
     `to_dict()` never reads; nothing in it is checked, as there is nothing in it."""

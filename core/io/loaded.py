@@ -46,7 +46,7 @@ class LoadedCheckpoint:
     metadata: dict[str, Any]
     path: Path
     step: int | None = None  # a training-step snapshot's step (core/io/snapshots.py); None: the checkpoint
-    edits: str | None = None  # a session's kept edits on these weights, as a version (pages/kept_edits.py)
+    edits: str | None = None  # a session's kept edits on these weights, as a version (ui/kept_edits.py)
 
     @property
     def config(self) -> ModelConfig:

@@ -608,7 +608,7 @@ def sanity_checks(run: AttentionRun) -> list[SanityCheck]:
 # positions first..last instead (`WINDOW_TOKENS` wide by default, every label readable at 1024x768), moved
 # with a slider or by searching for a token. Inputs up to `WHOLE_UP_TO` tokens are drawn whole, as before.
 # Pure functions on positions and display labels; the page keeps the window in the URL
-# (pages.page_state.AttentionState).
+# (ui.page_state.AttentionState).
 
 # At 1024x768 a single map's plot is 350-390 px wide (less beside long labels): 20 columns of 17+ px, each under
 # a 12 px label turned upright (16 px)

@@ -23,7 +23,7 @@ def classifier(server):
 
 def expected_result(server, info) -> classify.ClassifierErrors:
     """What the page computes, computed here from the same bundled file (the page opens on the first)."""
-    from pages.errors_views import DATA
+    from ui.errors_views import DATA
 
     loaded = ckpt.load(info.path)
     source = inputs.read_bundled(inputs.bundled_files(DATA, "classify", loaded.metadata)[0])
@@ -95,7 +95,7 @@ def test_a_click_on_a_document_opens_it_piece_by_piece(page, server):
     wait_idle(page)
     assert page.get_by_role("radio", name="Tokens").is_checked()
     from core.lens.errors import lm
-    from pages.errors_views import DATA
+    from ui.errors_views import DATA
 
     loaded = ckpt.load(info.path)
     source = inputs.read_bundled(inputs.bundled_files(DATA, "lm", loaded.metadata)[0])

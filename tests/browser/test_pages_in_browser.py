@@ -188,7 +188,7 @@ def test_a_deep_link_on_a_fresh_server_shows_the_app_navigation(first_visit):
     """A shared link (/attention) as the very first request of a fresh server: Streamlit treats a pages/
     folder beside app.py as a legacy multipage app until some run calls st.navigation, which used to
     leave the sidebar listing raw file names ('app', a blank 'common') for everyone. Guarded by
-    pages.multipage.leave_legacy_multipage_mode."""
+    ui.leave_legacy_multipage_mode."""
     titles = [title for _, title, _ in PAGES]
     assert first_visit["labels"] == titles, first_visit["labels"]
 

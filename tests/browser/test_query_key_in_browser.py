@@ -79,7 +79,7 @@ def test_a_512_token_input_is_a_window_the_search_moves(projector, server):
     loaded = load(server.checkpoints / f"{unlimited[0]}.safetensors")
     tokens = av.run_attention(loaded.model, loaded.tokenizer, loaded.task, LONG_TEXT, run_past_block=True).tokens
     assert len(tokens) == 512  # the page reads at most 512 tokens
-    from pages.attention_views import fitting
+    from ui.attention_views import fitting
 
     width = fitting(tokens)  # the window's first width: as many keys as get every label at 1024x768
     url = f"{server.url}/attention?model={unlimited[0]}&past=1&text={quote(LONG_TEXT)}"

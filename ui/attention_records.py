@@ -14,8 +14,8 @@ import streamlit as st
 from core.lens import attention as av
 from core.lens import records as rec
 from core.text import markdown_escape as plain
-from pages.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_pair, show_sanity
-from pages.head_roles_view import show_recorded_roles
+from ui.attention_views import VIEW_TITLES, VIEWS, index_select, show_output, show_pair, show_sanity
+from ui.head_roles_view import show_recorded_roles
 
 RECORDS_KEY = "attention_records"  # session_state: {file name: AttentionRecords}, added on Open your model
 CHOICE_KEY = "rec_file"

@@ -15,7 +15,7 @@ import streamlit as st
 import torch
 
 from core.io import uploads
-from pages import streamlit_pages
+from ui import streamlit_pages
 
 # One intra-op thread per forward pass: the server runs many small passes for concurrent
 # sessions, and two threads per pass on a 2-core machine made a tiny model ~100x slower

@@ -44,7 +44,7 @@ def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, in
     cell, between MIN_COLUMN and MAX_COLUMN), so a table never scrolls sideways at 1024 px: a long cell is cut
     with "…" inside the table instead. `config` entries keep their other settings (format, label, help);
     `index`: the table shows its index (the first column). `frame`: a DataFrame, or its columns as a dict of lists
-    (a table made without pandas, pages.browser_tables.columns_table)."""
+    (a table made without pandas, ui.browser_tables.columns_table)."""
     import pandas as pd
 
     config = dict(config or {})

@@ -5,7 +5,7 @@
   model in the pages' own caches (its file and training step, and the file's modification time);
 - attention: one trace per (model content, step, text, options) and one browser-ready figure per (trace,
   view, the view's choices); the probe's "Where from" keeps its figures there too, per what they show
-  (pages/where_from_view.py).
+  (ui/where_from_view.py).
 
 st.cache_resource, not st.cache_data: a hit hands every session the same object, where st.cache_data
 unpickles a copy on every hit of every run (bench/server_work.py measures the difference). Shared objects are
@@ -78,7 +78,7 @@ def model_version(loaded) -> tuple[str, float]:
     """The cache key of a loaded model: (its file, with the training step when it is at one; the file's
     modification time, 0.0 for a file gone since it was loaded). A kept step is another model than the
     checkpoint's final weights, so the two never share a cached result; so is a session's edited copy (its
-    `edits` version, pages/kept_edits.py)."""
+    `edits` version, ui/kept_edits.py)."""
     path = Path(loaded.path)
     step, edits = getattr(loaded, "step", None), getattr(loaded, "edits", None)
     key = f"{path}@{step}" if step is not None else str(path)

@@ -4,7 +4,7 @@ reads the function's source to key its cache: 0.2-0.3 ms a function, every rerun
 issue 45 (fixed)). tests/test_rerun_fixed_cost.py checks that no page file decorates one again.
 
 One section per page; core imports inside the functions (they run on a cache miss only), so importing this module
-for one page does not import another page's core modules. Shared objects are read-only, as in pages.shared_caches.
+for one page does not import another page's core modules. Shared objects are read-only, as in ui.shared_caches.
 """
 
 from __future__ import annotations

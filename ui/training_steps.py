@@ -15,11 +15,11 @@ from core.io import snapshots as snap_files
 from core.io.loaded import LoadedCheckpoint
 from core.lens import training_steps as ts
 from core.text import markdown_escape as plain
-from pages import page_state
-from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
-from pages.model_picker import select_checkpoint
-from pages.page_state import AttentionState, CurvesState
-from pages.shared_caches import load_cached
+from ui import page_state
+from ui.display import EXPANDER_WIDTH, fitted_columns, show_figure
+from ui.model_picker import select_checkpoint
+from ui.page_state import AttentionState, CurvesState
+from ui.shared_caches import load_cached
 
 STEP_KEY = page_state.widget_key(AttentionState, "step")  # the attention page's step slider
 

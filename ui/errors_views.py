@@ -32,11 +32,11 @@ from core.lens.history.logs import file_signature
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
 from core.text import quoted_token
-from pages import page_state
-from pages.browser_tables import arrow_table
-from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, csv_download, fitted_columns, show_figure
-from pages.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRORS_UNITS, AttentionState, ErrorsState
-from pages.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
+from ui import page_state
+from ui.browser_tables import arrow_table
+from ui.display import EXPANDER_WIDTH, MAIN_WIDTH, csv_download, fitted_columns, show_figure
+from ui.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRORS_UNITS, AttentionState, ErrorsState
+from ui.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 FORMATS = {"classify": "LABEL<TAB>TEXT per line, or a CSV with text and label columns",
@@ -241,13 +241,13 @@ def _attribution(version: tuple, text: str, label: str, _loaded):
 
 
 def _with_widths(frame: pd.DataFrame, room: int, config: dict | None = None) -> tuple[pd.DataFrame, dict]:
-    """A table and its column_config (pages.display.fitted_columns): kept together with `derived`."""
+    """A table and its column_config (ui.display.fitted_columns): kept together with `derived`."""
     return frame, fitted_columns(frame, room, config)
 
 
 def _csv(frame: pd.DataFrame, label: str, filename: str, key: str, where=st, index: str | None = None) -> None:
     """A download of the frame as CSV (its index a first column named `index`, if given), written when the button
-    is clicked (pages.display.csv_download): writing every piece of a language model's file took ~0.3 s of every
+    is clicked (ui.display.csv_download): writing every piece of a language model's file took ~0.3 s of every
     run of the page."""
     csv_download(label, lambda: frame if index is None else frame.reset_index(names=index), filename, key, where)
 

@@ -14,8 +14,8 @@ import streamlit as st
 
 from core.io import hf_cache, uploads
 from core.text import markdown_escape as plain
-from pages.model_picker import select_checkpoint
-from pages.shared_caches import all_checkpoints
+from ui.model_picker import select_checkpoint
+from ui.shared_caches import all_checkpoints
 
 SELECTED_NOTE = "open_model_selected"  # st.session_state: a typed hub name the picker already listed, now selected
 

@@ -1,7 +1,7 @@
-"""The app's pages, in navigation order, as plain data (one list): app.py builds its st.Page objects from
-it (`streamlit_pages`); the tests and benchmarks that walk every page read it without running Streamlit, so
-a page listed here is covered by all of them. The other modules here are the page files and the modules
-they share, named for what they hold."""
+"""The modules the pages share (pages/ holds the page scripts alone, so the list Streamlit shows before app.py
+first runs names only pages), and here the app's pages in navigation order, as plain data (one list): app.py
+builds its st.Page objects from it (`streamlit_pages`); the tests and benchmarks that walk every page read it
+without running Streamlit, so a page listed here is covered by all of them."""
 
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ def leave_legacy_multipage_mode() -> None:
     first visitor opens a page URL directly (a shared link) runs that page alone, without app.py, and would
     list every file in pages/ for everyone. So a page run without app.py (app.py marks every session it runs
     in) calls st.navigation itself, with the app's pages, and reruns: from then on app.py is in charge, for
-    every session (checked in a real browser: tests/browser, first_visit).
+    every session (checked in a real browser: tests/browser, first_visit). Still needed with pages/ holding only
+    page scripts: without it that first visitor's page runs without app.py (no page config, no shared sidebar)
+    and the folder's listing stays up for everyone (tests/test_app_shell.py, the first listing).
 
     The one thing here that is not Streamlit's public API: AppTest runs a page file alone on purpose (no
     pages/ beside it, so no legacy mode), and only its hidden config option `global.appTest` says so, seen

@@ -14,7 +14,7 @@ import streamlit as st
 from core.figures import heads as head_figs
 from core.lens import heads
 from core.text import markdown_escape as plain
-from pages.display import show_figure
+from ui.display import show_figure
 
 ROLES_KEY = "attn_head_roles"  # the model view reads each head's role here (pages/attention_views.show_model)
 

@@ -2,7 +2,7 @@
 
 Not a page itself (app.py lists pages explicitly). The selected checkpoint lives in
 `st.session_state["checkpoint"]`, in `st.session_state["model_choice"]` (so a page switch keeps a model someone
-picked) and in the URL as `?model=<name>` (pages.page_state), so a reload or a copied link reopens it. Until someone
+picked) and in the URL as `?model=<name>` (ui.page_state), so a reload or a copied link reopens it. Until someone
 picks one, each page opens on its own default (`PageModels`: the model that shows the page's point).
 """
 
@@ -14,9 +14,9 @@ import streamlit as st
 
 from core.io.checkpoint import CheckpointInfo, LoadedCheckpoint, checkpoint_dir
 from core.text import markdown_escape as plain
-from pages import leave_legacy_multipage_mode
-from pages.page_state import model_from_url, model_to_url, set_params
-from pages.shared_caches import (
+from ui import leave_legacy_multipage_mode
+from ui.page_state import model_from_url, model_to_url, set_params
+from ui.shared_caches import (
     NO_CHECKPOINTS,
     all_checkpoints,
     cached_model_card,

@@ -34,8 +34,8 @@ from core.lens.extrapolation.scoring import (
 )
 from core.model.positional import scheme_label
 from core.text import markdown_escape
-from pages.display import show_figure, within_limit
-from pages.shared_caches import load_checkpoint
+from ui.display import show_figure, within_limit
+from ui.shared_caches import load_checkpoint
 
 SENTENCE_CHARS, DEV_TEXT_CHARS = 1000, 200_000  # what the sentence and the pasted dev text boxes read
 

@@ -19,7 +19,7 @@ from core.io.loaded import LoadedCheckpoint
 from core.lens.edit.methods import METHODS
 from core.lens.edit.weights import EditedModel
 from core.text import markdown_escape as plain
-from pages.shared_caches import model_version
+from ui.shared_caches import model_version
 
 SESSIONS = "edit_sessions"  # st.session_state: the file's model key -> this session's EditedModel
 

@@ -16,9 +16,9 @@ from core.lens import phase_change as pc
 from core.lens.heads import HeadRolesError
 from core.lens.history.logs import is_running, log_stem
 from core.text import markdown_escape as plain
-from pages.display import show_figure
-from pages.shared_caches import load_cached
-from pages.training_steps import open_attention_at, snapshots_for
+from ui.display import show_figure
+from ui.shared_caches import load_cached
+from ui.training_steps import open_attention_at, snapshots_for
 
 
 @st.cache_resource(show_spinner="Scoring every head at every kept step…", max_entries=16)

@@ -3,7 +3,7 @@ comes from", the typed sentence is the prompt; the user marks the subject (a spa
 model's own next piece as the target or types another; Trace runs ROME's restorations (noise on the subject at 3
 times its embeddings' std, or another subject swapped in) with a progress bar and a Stop button.
 
-Not a page: pages.where_from_view.next_piece_view calls `prompt_trace_view`. Traces are kept per server process
+Not a page: ui.where_from_view.next_piece_view calls `prompt_trace_view`. Traces are kept per server process
 (a plain store, not st.cache_data: the trace draws its progress, and a Stop click interrupts it there). User text
 is shown only through st.caption(plain(...)) / st.write(plain(...)) / dataframes / escaped plotly."""
 
@@ -19,8 +19,8 @@ from core.lens import where_from as wf
 from core.lens.where_from import prompts
 from core.text import markdown_escape as plain
 from core.text import quoted_token, visible_token
-from pages.display import csv_download, show_figure
-from pages.shared_caches import model_version
+from ui.display import csv_download, show_figure
+from ui.shared_caches import model_version
 
 TRACES_KEPT = 64
 KEY = "wf_prompt"

@@ -307,8 +307,8 @@ def _picker_info(saved, run: str, step: int):
 
 
 def open_saved(run: str, step: int, sources: dict[str, RunSource]) -> None:
-    from pages.model_picker import select_checkpoint
-    from pages.page_state import AttentionState, page_url
+    from ui.model_picker import select_checkpoint
+    from ui.page_state import AttentionState, page_url
 
     source = sources.get(run)
     saved = [s for s in read_folder(source.path).saved if s.run == run and s.step == step] if source else []
@@ -325,7 +325,7 @@ def open_saved(run: str, step: int, sources: dict[str, RunSource]) -> None:
             return
         added.append(info)
     select_checkpoint(info.name)
-    from pages import page_state
+    from ui import page_state
 
     state = (page_state.last_state(AttentionState) or AttentionState()).replace(step=None)
     st.switch_page("pages/attention.py", query_params=page_url(state, model=info.name))

@@ -8,7 +8,7 @@
   stay readable at 1024x768 and quick to draw;
 - under the figure: what the model made of the text (its answer, label or next tokens) and the sanity checks.
 
-Figures are shared by every session on the same run and choices (pages.shared_caches.figure).
+Figures are shared by every session on the same run and choices (ui.shared_caches.figure).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from core.lens import attention as av
 from core.lens import query_key as qk
 from core.model.positional import scheme_label
 from core.text import visible_token
-from pages.browser_tables import arrow_table, columns_table
-from pages.display import fitted_columns, show_figure
-from pages.model_picker import selected_info
-from pages.page_state import COMBINE_METHODS
-from pages.shared_caches import all_checkpoints, attention_run, derived, figure, load_checkpoint
+from ui.browser_tables import arrow_table, columns_table
+from ui.display import fitted_columns, show_figure
+from ui.model_picker import selected_info
+from ui.page_state import COMBINE_METHODS
+from ui.shared_caches import all_checkpoints, attention_run, derived, figure, load_checkpoint
 
 # --- long inputs: the window of tokens ----------------------------------------------------------------
 
@@ -372,7 +372,7 @@ def show_output(output: av.ModelOutput) -> None:
 
 
 def _output_table(output: av.ModelOutput) -> tuple:
-    """The table as the browser gets it (pages.browser_tables) and its column widths: once per run (derived)."""
+    """The table as the browser gets it (ui.browser_tables) and its column widths: once per run (derived)."""
     names = list(output.rows[0])
     if any(list(row) != names for row in output.rows):  # rows of other columns: as pandas reads them
         table = pd.DataFrame(output.rows)

@@ -1,10 +1,10 @@
 """The "Where from" views: where a model's answer comes from (core.lens.where_from), drawn for the probe page's
 Ask tab (one question), its Dev set tab (the causal traces averaged over the dev people, kept beside the
 checkpoint) and the Attention page (the logit lens and direct attribution of the next piece of any sentence, and
-its causal trace: pages.where_from_prompt).
+its causal trace: ui.where_from_prompt).
 
 Not a page (app.py lists pages explicitly): the pages call `question_view`, `dev_view` and `next_piece_view`.
-The options live in the URL (pages.page_state.WhereFromState); every table downloads as CSV and every chart as PNG
+The options live in the URL (ui.page_state.WhereFromState); every table downloads as CSV and every chart as PNG
 (its toolbar camera). User text is shown only with st.text / st.caption(plain(...)) / dataframes / escaped plotly.
 """
 
@@ -28,10 +28,10 @@ from core.lens.trace import TraceError, trace
 from core.lens.where_from import dev_set
 from core.text import markdown_escape as plain
 from core.text import quoted_token
-from pages import page_state, where_from_prompt
-from pages.display import csv_download, show_figure
-from pages.page_state import PROBE_TABS, WHERE_FROM_CORRUPTIONS, WhereFromState
-from pages.shared_caches import figure, model_version
+from ui import page_state, where_from_prompt
+from ui.display import csv_download, show_figure
+from ui.page_state import PROBE_TABS, WHERE_FROM_CORRUPTIONS, WhereFromState
+from ui.shared_caches import figure, model_version
 
 DEV_KEY = "wf_dev"  # the dev-set average's widget prefix (dev_view's key)
 DEV_TAB = PROBE_TABS["dev"]  # the probe tab it is drawn on
@@ -173,7 +173,7 @@ def cached_next_piece(path: str, modified: float, text: str, _loaded):
 
 
 def _shown(figure_key: tuple | None, view: str, build, cells: int):
-    """The figure as sent, built once per (what it shows, view) and shared (pages.shared_caches.figure); built
+    """The figure as sent, built once per (what it shows, view) and shared (ui.shared_caches.figure); built
     afresh where no key says what it shows."""
     return build() if figure_key is None else figure((*figure_key, view), build, cells)
 

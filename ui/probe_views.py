@@ -38,12 +38,12 @@ from core.lens.probe.questions import (
 )
 from core.text import MASK_LABEL
 from core.text import markdown_escape as plain
-from pages import where_from_view
-from pages.browser_tables import arrow_table
-from pages.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
-from pages.page_caches import example_answers
-from pages.page_state import AttentionState, link_text, page_url
-from pages.shared_caches import figure, load_cached, model_version, training_words
+from ui import where_from_view
+from ui.browser_tables import arrow_table
+from ui.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
+from ui.page_caches import example_answers
+from ui.page_state import AttentionState, link_text, page_url
+from ui.shared_caches import figure, load_cached, model_version, training_words
 
 # --- one example (Ask, Dev set) ---------------------------------------------------------------------------
 
@@ -70,7 +70,7 @@ ATTENTION_VIEWS = {"layers": "every layer (mean over heads)", "heads": "every he
 class Probe:
     """What the page chose: the models to compare, the one for the details, the corpus and its stamp."""
 
-    models: dict[str, LoadedCheckpoint]  # as this session reads them: with its kept edits (pages/kept_edits.py)
+    models: dict[str, LoadedCheckpoint]  # as this session reads them: with its kept edits (ui/kept_edits.py)
     focus: str
     data: corpus.ProbeData
     stamp: tuple[float, ...]
@@ -182,7 +182,7 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
         f"{label}: {meaning}" for label, meaning in corpus.VERDICTS.items()))
     # "a place?" and "on the list" read like approval and are left out (the verdict says where the answer comes
     # from; the candidates chart shows the list)
-    table = derived.table  # shared: converted for the browser once (pages.browser_tables)
+    table = derived.table  # shared: converted for the browser once (ui.browser_tables)
     st.dataframe(arrow_table(table), hide_index=True, column_config=fitted_columns(table, room, {
         "greedy answer": st.column_config.TextColumn("answer"), "confidence": WHOLE_ANSWER_COLUMN,
         "probability on the candidate list": None, "answer is a training label": None, "rank of the truth": RANK,

@@ -29,10 +29,10 @@ from core.lens.probe import corpus
 from core.lens.probe.corpus import WORLD_CITIES
 from core.lens.probe.questions import name_from_question, question_for, read_probe_input
 from core.text import markdown_escape as plain
-from pages.display import EXPANDER_WIDTH, fitted_columns, show_figure
-from pages.kept_edits import current_model, kept_for, session_for
-from pages.probe_views import Probe, pick_focus, warn_unknown
-from pages.shared_caches import model_version
+from ui.display import EXPANDER_WIDTH, fitted_columns, show_figure
+from ui.kept_edits import current_model, kept_for, session_for
+from ui.probe_views import Probe, pick_focus, warn_unknown
+from ui.shared_caches import model_version
 
 RESULT = "edit_result"  # st.session_state: the last Run (its inputs and each method's delta and card)
 NO_ANSWER = "(no answer)"

@@ -36,7 +36,7 @@ import numpy as np
 import streamlit as st
 from streamlit import dataframe_util
 
-from pages.shared_caches import derived
+from ui.shared_caches import derived
 
 if TYPE_CHECKING:
     import pandas as pd
