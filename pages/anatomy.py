@@ -68,8 +68,9 @@ columns = {"module": st.column_config.TextColumn(pinned=True),
            "formula value": st.column_config.NumberColumn(format="localized"),
            "parameters": st.column_config.NumberColumn(format="localized")}
 shown = arrow_table(frame)  # converted once, read by both tables
-st.dataframe(shown, hide_index=True, width="stretch", height="content",  # every row
-             column_order=("module", "parameters", "formula = count", "formula"), column_config=columns)
+first = ("module", "parameters", "formula = count", "formula")  # fitted too: a LLaMA folder's module names
+st.dataframe(shown, hide_index=True, width="stretch", height="content",  # ran its formulas off-screen at 1024 px
+             column_order=first, column_config=fitted_columns(frame[list(first)], MAIN_WIDTH, columns))
 if every_column:  # the other columns in a table of their own, fitted to the page: in one table at 1024 px they
     details = ("module", "part", "formula value", "where", "buffers", "note")  # ran off-screen, its scrollbar hidden
     st.dataframe(shown, hide_index=True, width="stretch", height="content", column_order=details,

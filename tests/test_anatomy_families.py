@@ -93,5 +93,5 @@ def test_a_llama_folder_that_ties_its_head_counts_it_once(tmp_path):
     assert model.head.unembed.weight is model.tok_emb.weight
     rows = table.parameter_table(model)
     head = next(r for r in rows if r.role == "head")
-    assert (head.parameters, head.tied_to) == (0, "inner.model.embed_tokens")
+    assert (head.parameters, head.tied_to) == (0, "model.embed_tokens")
     assert sum(r.parameters for r in rows) == table.totals(model).total == model.inner.num_parameters()

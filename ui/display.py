@@ -59,7 +59,11 @@ def fitted_columns(frame, room: int = MAIN_WIDTH, config: dict | None = None, in
                  if not (isinstance(v, float) and pd.isna(v))]  # a float as a table formats it, not its repr
         return max([len(label.get(column, "")), *cells, 3])
 
-    wanted = {c: min(max(7 * longest(c) + 18, MIN_COLUMN), MAX_COLUMN) for c in columns}  # ~7 px a character
+    whole = {c: max(7 * longest(c) + 18, MIN_COLUMN) for c in columns}  # ~7 px a character
+    if sum(whole.values()) <= room:  # every cell whole: no cap needed (a LLaMA folder's long module names)
+        wanted = whole
+    else:
+        wanted = {c: min(w, MAX_COLUMN) for c, w in whole.items()}
     width = dict(wanted)
     for _ in range(len(columns)):  # shrink the columns above the floor until the sum fits
         floor = [c for c in columns if width[c] <= MIN_COLUMN]

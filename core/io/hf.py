@@ -220,6 +220,12 @@ class HFModel(nn.Module):
     def base(self) -> nn.Module:
         return self.inner.base_model
 
+    @property
+    def as_its_library_names_it(self) -> nn.Module:
+        """The transformers model itself: anatomy's rows carry the module names its `named_modules()` gives
+        (`model.layers.0.self_attn`), not this wrapper's (`inner.model...`)."""
+        return self.inner
+
     def _module(self, path: str, base: bool = True) -> nn.Module:
         return path_get(self.base if base else self.inner, path)
 

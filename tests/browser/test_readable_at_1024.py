@@ -192,3 +192,36 @@ def test_the_errors_page_and_the_edit_tab_fit_a_projector(projector, server):
     assert projector.get_by_role("button", name="Run the sweep").is_visible()  # the expander stayed open
     check_charts_and_tables(projector, "edit sweep")
     screenshot(projector, "readable-edit-sweep")
+
+
+def test_anatomy_of_a_llama_folder_fits_a_projector(browser, tmp_path):
+    """Issue 52 item 3: Anatomy of a LLaMA-family folder (from the Hugging Face cache, as a student has it) at
+    1024x768: its parts named (grouped q/k/v/o, the gated MLP, RMSNorm), every table's columns on screen with
+    "Every column" on, and the parts chart's labels inside it."""
+    from bench.hf_folders import decoder_folder
+    from serve.streamlit_process import start_healthy, stop_process
+    from tests.browser.conftest import ARTIFACTS
+    from tests.conftest import require_hf_extra
+    from tests.test_hf_cache import lay_out
+
+    require_hf_extra()
+    cache, empty = tmp_path / "hub", tmp_path / "no-checkpoints"
+    empty.mkdir()
+    lay_out(cache, "TinyOrg/tiny-llama", decoder_folder(tmp_path / "tiny-llama", "llama"))
+    server = start_healthy(ARTIFACTS / "anatomy-llama-server.log",
+                           extra_env={"ATTENTION_LAB_CHECKPOINTS": str(empty), "HF_HUB_CACHE": str(cache)})
+    try:
+        with browser_page(browser, PROJECTOR) as page:
+            open_page(page, f"{server.url}/anatomy?model={quote('TinyOrg/tiny-llama')}")
+            page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=WAIT_MS)
+            page.get_by_text("Every column", exact=False).first.click()
+            page.locator('[data-testid="stDataFrame"]').nth(1).wait_for(timeout=WAIT_MS)
+            wait_idle(page)
+            main = page.locator('[data-testid="stMain"]').inner_text()
+            assert "TinyOrg/tiny-llama" in main and "other" not in main.lower().split("parameters by part")[0], \
+                main[:1500]
+            page.screenshot(path=str(ARTIFACTS / "anatomy-llama-1024.png"), full_page=True)
+            assert check_charts_and_tables(page, "anatomy llama") == 2
+            screenshot(page, "readable-anatomy-llama")
+    finally:
+        stop_process(server.process)

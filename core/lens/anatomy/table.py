@@ -99,6 +99,7 @@ def _tied_formula(part: Part, count: int, shared_with: str) -> Formula:
 
 
 def parameter_table(model: nn.Module) -> list[PartRow]:
+    model = getattr(model, "as_its_library_names_it", model)  # a Hugging Face model by its own module names
     parts = list(walk(model))
     counting = _counting(parts)
     rows = []
@@ -132,6 +133,7 @@ class ParameterTotals:
 
 def totals(model: nn.Module) -> ParameterTotals:
     """Every parameter once; a head weight stored apart but equal to the embedding's (tied) is not counted again."""
+    model = getattr(model, "as_its_library_names_it", model)
     counting = _counting(list(walk(model)))
     params = [p for p in model.parameters() if id(p) not in counting.copies]
     trainable = _tensor_count([p for p in params if p.requires_grad])
