@@ -36,7 +36,7 @@ from core.lens.history.records import (
 from core.text import markdown_escape as plain
 from ui import page_state, phase_change_panel, run_sources, training_job
 from ui.browser_tables import arrow_table
-from ui.display import show_figure, shown_table
+from ui.display import fitted_columns, show_figure, shown_table
 from ui.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
 from ui.page_caches import checkpoint_history  # cached once per server
 from ui.page_caches import curves_shared as shared
@@ -295,9 +295,8 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
             st.caption(plain(line))
     show_notes(current.notes + plot.notes)
     st.subheader("Final and best values")
-    st.dataframe(arrow_table(summary), hide_index=True, width="stretch", column_config={  # Arrow once per summary
-        "run": st.column_config.TextColumn(width=150),
-        **{c: st.column_config.Column(width=78) for c in summary.columns if c != "run"}})
+    st.dataframe(arrow_table(summary), hide_index=True, width="stretch",  # Arrow once per summary; columns fitted
+                 column_config=fitted_columns(summary))  # to the page (fixed widths ran off it at 1024 px)
     # A callable: the CSV (megabytes for long runs) is built only when someone clicks, not every refresh.
     st.download_button("Download CSV (selected runs, every metric and point)",
                        lambda frame=current.frame: to_csv(frame), file_name="training-curves.csv",

@@ -263,3 +263,18 @@ def test_the_opening_preset_shows_the_same_runs_when_picked_again(monkeypatch):
     assert not at.exception
     assert list(at.multiselect(key="curves_runs").value) == first
     assert {run for run, _ in traces(chart(at))} == set(first)
+
+
+def test_the_summary_tables_columns_fit_the_page_with_their_headers_whole(monkeypatch):
+    """At 1024 px the table's fixed 78 px columns cut "best at epoch" and "train - val gap" (issue 52, item 3):
+    the widths now come from the cells and headers, adding up to the page's width."""
+    import json
+
+    from ui.display import MAIN_WIDTH
+
+    at = open_page(monkeypatch, ROOT / "checkpoints", {"model": "names-pretrained"})
+    table = at.dataframe[0]
+    widths = {name: c["width"] for name, c in json.loads(table.proto.columns).items() if "width" in c}
+    assert set(widths) == set(table.value.columns), widths
+    assert sum(widths.values()) <= MAIN_WIDTH
+    assert all(width >= 6 * len(name) for name, width in widths.items()), widths

@@ -225,3 +225,15 @@ def test_anatomy_of_a_llama_folder_fits_a_projector(browser, tmp_path):
             screenshot(page, "readable-anatomy-llama")
     finally:
         stop_process(server.process)
+
+
+def test_every_pages_first_view_fits_a_projector(projector, server):
+    """Every page as it opens, at 1024x768: no table wider than its box, every bar label inside its chart, no
+    title over a legend (the widths of a table's columns are checked where they are made: test_curves_page)."""
+    from ui import APP_PAGES
+
+    for app_page in APP_PAGES:
+        open_page(projector, f"{server.url}/{app_page.url_path}")
+        projector.locator('[data-testid="stMain"]').first.wait_for(timeout=WAIT_MS)
+        wait_idle(projector)
+        check_charts_and_tables(projector, app_page.title)
