@@ -137,14 +137,17 @@ def _load_runs(names: list[str], sources: dict[str, RunSource],
 
 # --- where runs come from -------------------------------------------------------------------
 allowed = folders.allowed_dirs()
+# run locally (make app, this machine's browser) any folder typed; hosted (make serve) only the operator's
+anywhere = folders.any_folder_allowed(client_ip=st.context.ip_address)
 # in the sidebar: above the runs it pushed the chart towards the fold at 1024x768
 with st.sidebar.expander("More runs: a folder of checkpoints and training logs, or uploaded files"):
     folder_text = ""
-    if allowed:
+    if allowed or anywhere:
         folder_text = st.text_input("Folder on this machine", key="curves_folder",
                                     help="Checkpoints (*.safetensors), running jobs' *.log.jsonl files and runs other "
-                                         "tools wrote (TensorBoard, Trainer, CSV, nanoGPT, mlruns), in one of: "
-                                         + ", ".join(str(a) for a in allowed))
+                                         "tools wrote (TensorBoard, Trainer, CSV, nanoGPT, mlruns), "
+                                         + ("any folder of this machine (the app runs locally)." if anywhere else
+                                            "in one of: " + ", ".join(str(a) for a in allowed)))
     else:
         st.caption(f"Folders on the server are off; the operator can allow some with {folders.ALLOWED_DIRS_ENV}.")
     files = st.file_uploader("Upload checkpoints or histories", type=None,
@@ -157,7 +160,8 @@ with st.sidebar.expander("More runs: a folder of checkpoints and training logs, 
 extra_folder: Path | None = None
 if folder_text.strip():
     try:
-        extra_folder = folders.resolve_allowed(folder_text, allowed)
+        extra_folder = folders.resolve_any(folder_text, allowed[0] if allowed else None) if anywhere else \
+            folders.resolve_allowed(folder_text, allowed)
     except folders.FolderError as exc:
         st.warning(plain(exc))
 
@@ -166,9 +170,9 @@ if extra_folder is not None:
     checkpoints += [(i.name, i.path) for i in available_checkpoints(str(extra_folder)) if not i.error]
 sources = catalog(checkpoints, [checkpoint_dir()] + ([extra_folder] if extra_folder else []))
 sources.update(training_job.run_sources(sources))  # runs the Train button wrote (issue 54)
-# A link inside the typed folder must not lead out of the allowed ones.
-sources = {n: s for n, s in sources.items() if extra_folder is None or extra_folder not in Path(s.path).parents
-           or folders.inside_allowed(s.path, allowed)}
+# A link inside the typed folder must not lead out of the allowed ones (run locally, every folder is allowed).
+sources = {n: s for n, s in sources.items() if anywhere or extra_folder is None
+           or extra_folder not in Path(s.path).parents or folders.inside_allowed(s.path, allowed)}
 sources.update(run_sources.catalog_runs([checkpoint_dir()] + ([extra_folder] if extra_folder else []), sources))
 uploads = uploaded_histories(files)
 names = list(sources) + [n for n in uploads if n not in sources]

@@ -196,7 +196,27 @@ def test_a_finished_log_is_drawn_without_auto_refresh(monkeypatch, tiny_checkpoi
     assert ("tiny-lm (log)", "train") in traces(chart(at))
 
 
+def test_run_locally_any_typed_folder_opens(monkeypatch, tiny_checkpoints, tmp_path):
+    """Issue 53: run locally (the switch unset, the browser on this machine), any folder typed, with or without
+    ATTENTION_LAB_ALLOWED_DIRS."""
+    monkeypatch.delenv("ATTENTION_LAB_ANY_FOLDER", raising=False)
+    monkeypatch.delenv("ATTENTION_LAB_ALLOWED_DIRS", raising=False)
+    anywhere = tmp_path / "anywhere"
+    anywhere.mkdir()
+    (anywhere / "mine.log.jsonl").write_text(log_line(1, 2.0))
+    at = open_page(monkeypatch, tiny_checkpoints)
+    at.text_input(key="curves_folder").input(str(anywhere)).run()
+    assert not at.exception and "mine (log)" in at.multiselect(key="curves_runs").options
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_DIRS", str(tiny_checkpoints))  # outside it, still opened
+    at = open_page(monkeypatch, tiny_checkpoints)
+    at.text_input(key="curves_folder").input(str(anywhere)).run()
+    assert not at.exception and "mine (log)" in at.multiselect(key="curves_runs").options
+
+
 def test_folder_box_is_off_by_default_and_refuses_escapes(monkeypatch, tiny_checkpoints, tmp_path):
+    """Hosted (make serve sets ATTENTION_LAB_ANY_FOLDER=0): no box unless the operator allows folders, and none
+    outside them."""
+    monkeypatch.setenv("ATTENTION_LAB_ANY_FOLDER", "0")
     monkeypatch.delenv("ATTENTION_LAB_ALLOWED_DIRS", raising=False)
     at = open_page(monkeypatch, tiny_checkpoints)
     assert not [t for t in at.text_input if t.key == "curves_folder"]
