@@ -195,5 +195,5 @@ def test_the_default_server_shows_no_folder_boxes(page, server):
     shot(page, "open-model")
     open_page(page, server.url + "/curves")
     page.get_by_text("More runs: a folder of checkpoints").click()
-    assert page.get_by_label("Folder on this machine").count() == 1  # run locally: any folder (issue 53)
+    assert page.get_by_label("Folder on this machine", exact=True).count() == 1  # run locally: any (issue 53)
     shot(page, "curves")
