@@ -31,6 +31,7 @@ from core.lens.history.records import (
     combine,
     label_runs,
     read_uploaded_history,
+    seed_history_runs,
     to_csv,
 )
 from core.text import markdown_escape as plain
@@ -38,7 +39,7 @@ from pages import page_state, phase_change_panel, run_sources, training_job
 from pages.browser_tables import arrow_table
 from pages.display import show_figure, shown_table
 from pages.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
-from pages.page_caches import checkpoint_history  # cached once per server
+from pages.page_caches import checkpoint_history, seed_history  # cached once per server
 from pages.page_caches import curves_shared as shared
 from pages.page_state import CurvesState
 from pages.shared_caches import FIGURE_CELLS, all_checkpoints, available_checkpoints
@@ -47,6 +48,8 @@ from pages.training_steps import has_marks, open_clicked_step, step_marks
 MAX_UPLOAD_MB = 200
 REFRESH_SECONDS = 5
 CHOOSE_YOURSELF = "(choose runs yourself)"
+SEED_KIND = "seed"  # RunSource.kind of a bundled recipe's seed run: its history only (records.seed_history_runs)
+STATIC_KINDS = ("checkpoint", SEED_KIND)  # files that change only when rebuilt: tables shared between sessions
 MAX_NOTES_SHOWN = 12
 OPENING_NAME = "pretrained vs from scratch"
 # What the page opens on: the same classifier finetuned with and without pretraining, accuracy by epoch; the
@@ -98,7 +101,7 @@ def checkpoint_runs_key(names, sources: dict[str, RunSource], uploads: dict[str,
     key = []
     for name in names:
         source = sources.get(name)
-        if name in uploads or source is None or source.kind != "checkpoint":
+        if name in uploads or source is None or source.kind not in STATIC_KINDS:
             return None
         key.append((name, str(source.path), file_signature(source.path),
                     file_signature(snapshots_path(source.path))))
@@ -127,6 +130,8 @@ def _load_runs(names: list[str], sources: dict[str, RunSource],
             parts.append(run_sources.load(source))
         elif source.kind == "checkpoint":
             parts.append(checkpoint_history(str(source.path), file_signature(source.path), name))
+        elif source.kind == SEED_KIND:
+            parts.append(seed_history(str(source.path), file_signature(source.path), name))
         else:
             key = (str(source.path), name)
             if key not in followers:
@@ -174,6 +179,9 @@ sources.update(training_job.run_sources(sources))  # runs the Train button wrote
 sources = {n: s for n, s in sources.items() if anywhere or extra_folder is None
            or extra_folder not in Path(s.path).parents or folders.inside_allowed(s.path, allowed)}
 sources.update(run_sources.catalog_runs([checkpoint_dir()] + ([extra_folder] if extra_folder else []), sources))
+# the bundled recipes' seeds (induction-seed0..2: histories, no weights), drawn as one band (seed names)
+for run, path in seed_history_runs(checkpoint_dir()):
+    sources.setdefault(run, RunSource(run, SEED_KIND, path))
 uploads = uploaded_histories(files)
 names = list(sources) + [n for n in uploads if n not in sources]
 if not names:

@@ -283,3 +283,29 @@ def test_the_opening_preset_shows_the_same_runs_when_picked_again(monkeypatch):
     assert not at.exception
     assert list(at.multiselect(key="curves_runs").value) == first
     assert {run for run, _ in traces(chart(at))} == set(first)
+
+
+def test_a_bundled_recipes_seeds_are_one_band_over_its_runs(monkeypatch, tiny_checkpoints):
+    """Issue 53: "Our own bundled recipes were run at three seeds: show them so." Each seed's history (no weights)
+    in <recipe>.seed-histories.json is a run; the preset picks them and they are drawn as their mean with a band,
+    the summary saying over how many runs."""
+    from core.lens.history.records import seed_histories_file, write_seed_history
+
+    rng = np.random.default_rng(0)
+    values = [list(3 - np.arange(10) * 0.2 + rng.normal(0, 0.05, 10)) for _ in range(3)]
+    path = seed_histories_file(tiny_checkpoints, "induction")
+    for seed, ys in enumerate(values):
+        write_seed_history(path, f"induction-seed{seed}", [
+            {"step": 25 * (i + 1), "epoch": i // 5, "tokens": 800 * (i + 1), "wall_time": 0.5 * i, "split": "train",
+             "metric": "loss", "value": float(y)} for i, y in enumerate(ys)])
+    at = open_page(monkeypatch, tiny_checkpoints)
+    at.selectbox(key="curves_preset").select("induction over 3 seeds").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.multiselect(key="curves_runs").value == [f"induction-seed{s}" for s in range(3)]
+    spec = chart(at)
+    (band,) = [t for t in spec["data"] if meta(t).get("kind") == "band"]
+    assert meta(band)["runs"] == 3
+    mean = array(traces(spec)[("induction (seeds)", "train")]["y"])
+    np.testing.assert_allclose(mean, np.mean(np.asarray(values), axis=0))
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "induction (seeds): the mean over 3 runs" in captions

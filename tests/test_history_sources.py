@@ -403,7 +403,7 @@ def test_seed_band_equals_a_pandas_groupby_over_the_same_runs(band):
     np.testing.assert_allclose(curve.band_low, low.to_numpy())
     np.testing.assert_allclose(curve.band_high, high.to_numpy())
     assert curve.n_runs == 3
-    assert any("the mean of 3 runs" in line and "all 3 have a value at every x" in line for line in plot.info)
+    assert any("the mean over 3 runs" in line and "all 3 have a value at every x" in line for line in plot.info)
     assert [c.run for c in plot.curves] == ["lm (seeds)", "other"]
 
 
