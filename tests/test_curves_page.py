@@ -309,3 +309,12 @@ def test_a_bundled_recipes_seeds_are_one_band_over_its_runs(monkeypatch, tiny_ch
     np.testing.assert_allclose(mean, np.mean(np.asarray(values), axis=0))
     captions = " ".join(c.value for c in at.caption).replace("\\", "")
     assert "induction (seeds): the mean over 3 runs" in captions
+
+
+def test_the_bundled_induction_seeds_open_as_one_band(monkeypatch):
+    at = open_page(monkeypatch, ROOT / "checkpoints")
+    at.selectbox(key="curves_preset").select("induction over 3 seeds").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert {run for run, _ in traces(chart(at))} == {"induction (seeds)"}
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "induction (seeds): the mean over 3 runs (induction-seed0, induction-seed1, induction-seed2)" in captions
