@@ -2,9 +2,11 @@
 
 `RawEventFileLoader` checks each record's framing and CRCs; each record is parsed as its `Event` proto and its
 scalars kept (a `simple_value`, or a one-number tensor of the scalars plugin, as torch's SummaryWriter and
-TensorFlow 2 write them). `EventFileFollower` keeps its place, so a file a job is still writing is read on from where
-the last poll stopped; `read_scalars` gives one run's files as a table (tag, step, wall, value) and a sentence per
-file that stops being readable (cut off or damaged), saying where. The package is an optional extra
+TensorFlow 2 write them). The reader is TensorBoard's; what it reads from is a plain binary file (its stub GFile's
+read is pure Python) and its CRC-32C is google-crc32c's C function. `EventFileFollower` keeps its place, so a
+file a job is still writing is read on from where the last poll stopped; `read_scalars` gives one run's files as a
+table (tag, step, wall, value) and a sentence per file that stops being readable (cut off or damaged), saying
+where. The package is an optional extra
 (requirements-tensorboard.txt); without it, `NO_TENSORBOARD` says how to install it.
 """
 
