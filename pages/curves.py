@@ -31,6 +31,7 @@ from core.lens.history.records import (
     combine,
     label_runs,
     read_uploaded_history,
+    seed_history_runs,
     to_csv,
 )
 from core.text import markdown_escape as plain
@@ -38,7 +39,7 @@ from ui import page_state, phase_change_panel, run_sources, training_job
 from ui.browser_tables import arrow_table
 from ui.display import fitted_columns, show_figure, shown_table
 from ui.model_picker import MODEL_PICKED, PageModels, checkpoint_picker
-from ui.page_caches import checkpoint_history  # cached once per server
+from ui.page_caches import checkpoint_history, seed_history  # cached once per server
 from ui.page_caches import curves_shared as shared
 from ui.page_state import CurvesState
 from ui.shared_caches import FIGURE_CELLS, all_checkpoints, available_checkpoints
@@ -47,6 +48,8 @@ from ui.training_steps import has_marks, open_clicked_step, step_marks
 MAX_UPLOAD_MB = 200
 REFRESH_SECONDS = 5
 CHOOSE_YOURSELF = "(choose runs yourself)"
+SEED_KIND = "seed"  # RunSource.kind of a bundled recipe's seed run: its history only (records.seed_history_runs)
+STATIC_KINDS = ("checkpoint", SEED_KIND)  # files that change only when rebuilt: tables shared between sessions
 MAX_NOTES_SHOWN = 12
 OPENING_NAME = "pretrained vs from scratch"
 # What the page opens on: the same classifier finetuned with and without pretraining, accuracy by epoch; the
@@ -98,7 +101,7 @@ def checkpoint_runs_key(names, sources: dict[str, RunSource], uploads: dict[str,
     key = []
     for name in names:
         source = sources.get(name)
-        if name in uploads or source is None or source.kind != "checkpoint":
+        if name in uploads or source is None or source.kind not in STATIC_KINDS:
             return None
         key.append((name, str(source.path), file_signature(source.path),
                     file_signature(snapshots_path(source.path))))
@@ -127,6 +130,8 @@ def _load_runs(names: list[str], sources: dict[str, RunSource],
             parts.append(run_sources.load(source))
         elif source.kind == "checkpoint":
             parts.append(checkpoint_history(str(source.path), file_signature(source.path), name))
+        elif source.kind == SEED_KIND:
+            parts.append(seed_history(str(source.path), file_signature(source.path), name))
         else:
             key = (str(source.path), name)
             if key not in followers:
@@ -137,14 +142,17 @@ def _load_runs(names: list[str], sources: dict[str, RunSource],
 
 # --- where runs come from -------------------------------------------------------------------
 allowed = folders.allowed_dirs()
+# run locally (make app, this machine's browser) any folder typed; hosted (make serve) only the operator's
+anywhere = folders.any_folder_allowed(client_ip=st.context.ip_address)
 # in the sidebar: above the runs it pushed the chart towards the fold at 1024x768
 with st.sidebar.expander("More runs: a folder of checkpoints and training logs, or uploaded files"):
     folder_text = ""
-    if allowed:
+    if allowed or anywhere:
         folder_text = st.text_input("Folder on this machine", key="curves_folder",
                                     help="Checkpoints (*.safetensors), running jobs' *.log.jsonl files and runs other "
-                                         "tools wrote (TensorBoard, Trainer, CSV, nanoGPT, mlruns), in one of: "
-                                         + ", ".join(str(a) for a in allowed))
+                                         "tools wrote (TensorBoard, Trainer, CSV, nanoGPT, mlruns), "
+                                         + ("any folder of this machine (the app runs locally)." if anywhere else
+                                            "in one of: " + ", ".join(str(a) for a in allowed)))
     else:
         st.caption(f"Folders on the server are off; the operator can allow some with {folders.ALLOWED_DIRS_ENV}.")
     files = st.file_uploader("Upload checkpoints or histories", type=None,
@@ -157,7 +165,8 @@ with st.sidebar.expander("More runs: a folder of checkpoints and training logs, 
 extra_folder: Path | None = None
 if folder_text.strip():
     try:
-        extra_folder = folders.resolve_allowed(folder_text, allowed)
+        extra_folder = folders.resolve_any(folder_text, allowed[0] if allowed else None) if anywhere else \
+            folders.resolve_allowed(folder_text, allowed)
     except folders.FolderError as exc:
         st.warning(plain(exc))
 
@@ -166,10 +175,13 @@ if extra_folder is not None:
     checkpoints += [(i.name, i.path) for i in available_checkpoints(str(extra_folder)) if not i.error]
 sources = catalog(checkpoints, [checkpoint_dir()] + ([extra_folder] if extra_folder else []))
 sources.update(training_job.run_sources(sources))  # runs the Train button wrote (issue 54)
-# A link inside the typed folder must not lead out of the allowed ones.
-sources = {n: s for n, s in sources.items() if extra_folder is None or extra_folder not in Path(s.path).parents
-           or folders.inside_allowed(s.path, allowed)}
+# A link inside the typed folder must not lead out of the allowed ones (run locally, every folder is allowed).
+sources = {n: s for n, s in sources.items() if anywhere or extra_folder is None
+           or extra_folder not in Path(s.path).parents or folders.inside_allowed(s.path, allowed)}
 sources.update(run_sources.catalog_runs([checkpoint_dir()] + ([extra_folder] if extra_folder else []), sources))
+# the bundled recipes' seeds (induction-seed0..2: histories, no weights), drawn as one band (seed names)
+for run, path in seed_history_runs(checkpoint_dir()):
+    sources.setdefault(run, RunSource(run, SEED_KIND, path))
 uploads = uploaded_histories(files)
 names = list(sources) + [n for n in uploads if n not in sources]
 if not names:

@@ -8,7 +8,8 @@ process. This starts N of them (default: one per core) and HAProxy in front (ser
 websocket proxying, sticky sessions by cookie (a session's uploads and state live in one replica), health
 checks on /_stcore/health, and one public port. Every replica gets this process's environment, so
 ATTENTION_LAB_ALLOWED_DIRS, ATTENTION_LAB_CHECKPOINTS and every other hosting rule apply to each of them
-(the Hugging Face cache listing, ATTENTION_LAB_HF_CACHE, is off here unless the operator sets it to 1),
+(the Hugging Face cache listing, ATTENTION_LAB_HF_CACHE, is off here unless the operator sets it to 1, and so
+is a typed folder outside the allowed ones on the Training curves page, ATTENTION_LAB_ANY_FOLDER),
 and one cookie secret (STREAMLIT_SERVER_COOKIE_SECRET, made here unless set) so that a browser moved to
 another replica keeps a valid upload token. A replica that exits is started again on its port; HAProxy
 sends it students again once its health check passes. Ctrl+C (or SIGTERM) stops everything it started.
@@ -40,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COOKIE_SECRET_ENV = "STREAMLIT_SERVER_COOKIE_SECRET"
 HF_CACHE_ENV = "ATTENTION_LAB_HF_CACHE"  # core.io.hf_cache.CACHE_ENV (serve imports nothing of the app)
 TRAINING_ENV = "ATTENTION_LAB_TRAINING"  # core.train.job.TRAINING_ENV
+ANY_FOLDER_ENV = "ATTENTION_LAB_ANY_FOLDER"  # core.io.folders.ANY_FOLDER_ENV
 RESTART_LIMIT = 5  # restarts within RESTART_WINDOW_S before a replica is given up
 RESTART_WINDOW_S = 60.0
 
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         env.setdefault(COOKIE_SECRET_ENV, secrets.token_hex(32))
         env.setdefault(HF_CACHE_ENV, "0")  # a hosted app does not list its server's Hugging Face cache unless asked
         env.setdefault(TRAINING_ENV, "0")  # nor lets every visitor start training on it (the Train button)
+        env.setdefault(ANY_FOLDER_ENV, "0")  # nor open any folder of the server a visitor types (only the allowed)
         for number in range(1, args.replicas + 1):
             port = free_port(args.replica_host) if args.first_replica_port is None else \
                 args.first_replica_port + number - 1

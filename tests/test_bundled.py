@@ -87,3 +87,20 @@ def test_the_bundled_names_pair_shows_what_pretraining_is_for():
     assert test["names-pretrained"][last] >= test["names-scratch"][last] + 0.20
     # names the corpus never mentions: the pretrained model has only the names' look left, as scratch has
     assert _stored("names-pretrained")["fabricated_accuracy"] < _stored("names-pretrained")["val_accuracy"] - 0.1
+
+
+def test_the_induction_recipes_three_seeds_are_bundled_as_histories():
+    """Issue 53: "Our own bundled recipes were run at three seeds: show them so." The seed runs' histories (their
+    weights are not kept) are one band on the curves page; seed 0 is the bundled run's own trajectory."""
+    from core.lens.history.bands import seed_groups
+    from core.lens.history.records import read_checkpoint_history, read_seed_history, seed_history_runs
+
+    runs = dict(seed_history_runs(ROOT / "checkpoints"))
+    assert set(runs) == {f"induction-seed{s}" for s in (0, 1, 2)}
+    assert seed_groups(runs) == {"induction (seeds)": sorted(runs)}
+    frames = {run: read_seed_history(path, run).frame for run, path in runs.items()}
+    bundled = read_checkpoint_history(_path("induction")).frame
+    assert frames["induction-seed0"][["step", "split", "metric", "value"]].equals(
+        bundled[["step", "split", "metric", "value"]])
+    for frame in frames.values():
+        assert set(frame["split"]) == {"train", "val"} and frame["step"].max() == 1500

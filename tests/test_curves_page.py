@@ -196,7 +196,27 @@ def test_a_finished_log_is_drawn_without_auto_refresh(monkeypatch, tiny_checkpoi
     assert ("tiny-lm (log)", "train") in traces(chart(at))
 
 
+def test_run_locally_any_typed_folder_opens(monkeypatch, tiny_checkpoints, tmp_path):
+    """Issue 53: run locally (the switch unset, the browser on this machine), any folder typed, with or without
+    ATTENTION_LAB_ALLOWED_DIRS."""
+    monkeypatch.delenv("ATTENTION_LAB_ANY_FOLDER", raising=False)
+    monkeypatch.delenv("ATTENTION_LAB_ALLOWED_DIRS", raising=False)
+    anywhere = tmp_path / "anywhere"
+    anywhere.mkdir()
+    (anywhere / "mine.log.jsonl").write_text(log_line(1, 2.0))
+    at = open_page(monkeypatch, tiny_checkpoints)
+    at.text_input(key="curves_folder").input(str(anywhere)).run()
+    assert not at.exception and "mine (log)" in at.multiselect(key="curves_runs").options
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_DIRS", str(tiny_checkpoints))  # outside it, still opened
+    at = open_page(monkeypatch, tiny_checkpoints)
+    at.text_input(key="curves_folder").input(str(anywhere)).run()
+    assert not at.exception and "mine (log)" in at.multiselect(key="curves_runs").options
+
+
 def test_folder_box_is_off_by_default_and_refuses_escapes(monkeypatch, tiny_checkpoints, tmp_path):
+    """Hosted (make serve sets ATTENTION_LAB_ANY_FOLDER=0): no box unless the operator allows folders, and none
+    outside them."""
+    monkeypatch.setenv("ATTENTION_LAB_ANY_FOLDER", "0")
     monkeypatch.delenv("ATTENTION_LAB_ALLOWED_DIRS", raising=False)
     at = open_page(monkeypatch, tiny_checkpoints)
     assert not [t for t in at.text_input if t.key == "curves_folder"]
@@ -278,3 +298,38 @@ def test_the_summary_tables_columns_fit_the_page_with_their_headers_whole(monkey
     assert set(widths) == set(table.value.columns), widths
     assert sum(widths.values()) <= MAIN_WIDTH
     assert all(width >= 6 * len(name) for name, width in widths.items()), widths
+
+
+def test_a_bundled_recipes_seeds_are_one_band_over_its_runs(monkeypatch, tiny_checkpoints):
+    """Issue 53: "Our own bundled recipes were run at three seeds: show them so." Each seed's history (no weights)
+    in <recipe>.seed-histories.json is a run; the preset picks them and they are drawn as their mean with a band,
+    the summary saying over how many runs."""
+    from core.lens.history.records import seed_histories_file, write_seed_history
+
+    rng = np.random.default_rng(0)
+    values = [list(3 - np.arange(10) * 0.2 + rng.normal(0, 0.05, 10)) for _ in range(3)]
+    path = seed_histories_file(tiny_checkpoints, "induction")
+    for seed, ys in enumerate(values):
+        write_seed_history(path, f"induction-seed{seed}", [
+            {"step": 25 * (i + 1), "epoch": i // 5, "tokens": 800 * (i + 1), "wall_time": 0.5 * i, "split": "train",
+             "metric": "loss", "value": float(y)} for i, y in enumerate(ys)])
+    at = open_page(monkeypatch, tiny_checkpoints)
+    at.selectbox(key="curves_preset").select("induction over 3 seeds").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.multiselect(key="curves_runs").value == [f"induction-seed{s}" for s in range(3)]
+    spec = chart(at)
+    (band,) = [t for t in spec["data"] if meta(t).get("kind") == "band"]
+    assert meta(band)["runs"] == 3
+    mean = array(traces(spec)[("induction (seeds)", "train")]["y"])
+    np.testing.assert_allclose(mean, np.mean(np.asarray(values), axis=0))
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "induction (seeds): the mean over 3 runs" in captions
+
+
+def test_the_bundled_induction_seeds_open_as_one_band(monkeypatch):
+    at = open_page(monkeypatch, ROOT / "checkpoints")
+    at.selectbox(key="curves_preset").select("induction over 3 seeds").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert {run for run, _ in traces(chart(at))} == {"induction (seeds)"}
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "induction (seeds): the mean over 3 runs (induction-seed0, induction-seed1, induction-seed2)" in captions

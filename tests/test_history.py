@@ -439,3 +439,25 @@ def test_the_first_epoch_gap_is_read_from_both_runs_histories():
         "After epoch 1, a has 30.0% validation accuracy and b 35.0%: -5.0 points."]
     assert comparison_verdicts(preset, frame)[0].startswith("a ends at 60.0% validation accuracy, b at 50.0%")
     assert first_epoch_gaps(None, frame) == []
+
+
+def test_seed_histories_round_trip_one_line_per_run(tmp_path):
+    from core.lens.history.records import read_seed_history, seed_histories_file, seed_history_runs, write_seed_history
+
+    rows = [{"run": "x", "step": s, "epoch": 0, "tokens": 32 * s, "wall_time": 0.1 * s, "split": "train",
+             "metric": "loss", "value": 1.0 / s} for s in (1, 2, 3)] + \
+        [{"run": "x", "step": 3, "epoch": 0, "tokens": 96, "wall_time": 0.3, "split": "val", "metric": "loss",
+          "value": float("nan")}]
+    path = seed_histories_file(tmp_path, "rec")
+    write_seed_history(path, "rec-seed1", rows)
+    write_seed_history(path, "rec-seed0", rows[:2])
+    write_seed_history(path, "rec-seed1", rows)  # replaced, not repeated
+    assert path.read_text().count("\n") == 4  # {, one line per run, }
+    assert seed_history_runs(tmp_path) == [("rec-seed0", path), ("rec-seed1", path)]
+    got = read_seed_history(path, "rec-seed1")
+    assert not got.notes and list(got.frame["run"].unique()) == ["rec-seed1"]
+    assert got.frame["step"].tolist() == [1, 2, 3, 3] and got.frame["tokens"].tolist() == [32, 64, 96, 96]
+    assert got.frame["value"].iloc[:3].tolist() == [1.0, 0.5, 1 / 3] and np.isnan(got.frame["value"].iloc[3])
+    assert read_seed_history(path, "rec-seed9").notes == ["rec-seed9: no history in rec.seed-histories.json."]
+    (tmp_path / "bad.seed-histories.json").write_text("{not json")
+    assert seed_history_runs(tmp_path) == [("rec-seed0", path), ("rec-seed1", path)]

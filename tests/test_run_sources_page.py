@@ -58,7 +58,7 @@ def test_a_typed_folder_gives_tensorboard_runs_seed_bands_and_the_unmapped_names
     np.testing.assert_allclose(mean, np.mean(np.asarray(values, dtype=np.float32), axis=0), rtol=1e-6)
     assert meta(band)["runs"] == 3
     captions = " ".join(c.value for c in at.caption).replace("\\", "")
-    assert "the mean of 3 runs" in captions and "train/grad_norm" in captions
+    assert "the mean over 3 runs" in captions and "train/grad_norm" in captions
     at.toggle(key="curves_seed_bands").set_value(False).run()  # each seed on its own again
     assert set(traces(chart(at))) == {(r, "train") for r in runs}
 

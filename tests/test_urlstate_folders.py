@@ -154,6 +154,33 @@ def test_traversal_and_escapes_are_refused_with_one_sentence(tree, typed, words)
     assert message.endswith(".") and "\n" not in message and "do not read" not in message
 
 
+def test_run_locally_any_folder_is_allowed_and_hosted_only_the_operators(tree):
+    """Issue 53: "a folder on the server inside ATTENTION_LAB_ALLOWED_DIRS (and, run locally, any folder typed)".
+    Local: the switch unset and the browser on this machine (Streamlit's ip_address is None for localhost);
+    hosted: make serve sets the switch to 0, and a browser from another machine is kept to the allowed folders."""
+    assert folders.any_folder_allowed({}) and folders.any_folder_allowed({}, "127.0.0.1")
+    assert folders.any_folder_allowed({}, "::1") and folders.any_folder_allowed({folders.ANY_FOLDER_ENV: "1"})
+    for off in ("0", "off", " False "):
+        assert not folders.any_folder_allowed({folders.ANY_FOLDER_ENV: off})
+    assert not folders.any_folder_allowed({}, "192.168.1.20") and not folders.any_folder_allowed({}, "not an ip")
+    assert folders.resolve_any(str(tree["secret"])) == tree["secret"]
+    assert folders.resolve_any(f"{tree['allowed']}/../secret") == tree["secret"]
+    assert folders.resolve_any("secret", tree["root"]) == tree["secret"]  # relative: inside the base
+    assert folders.resolve_any("~") == Path.home().resolve()
+    for typed, words in (("", "Type the path"), (f"{tree['allowed']}/nope", "does not exist"),
+                         (f"{tree['allowed']}/notes.txt", "is a file"), ("a\x00b", "not a folder path")):
+        with pytest.raises(folders.FolderError, match=words):
+            folders.resolve_any(typed)
+
+
+def test_make_serve_keeps_typed_folders_to_the_allowed_ones():
+    import serve.__main__ as serve_main
+
+    assert serve_main.ANY_FOLDER_ENV == folders.ANY_FOLDER_ENV
+    source = (ROOT / "serve" / "__main__.py").read_text()
+    assert 'env.setdefault(ANY_FOLDER_ENV, "0")' in source
+
+
 def test_files_listed_in_an_allowed_folder_must_stay_inside(tree):
     allowed = [tree["allowed"]]
     assert folders.inside_allowed(tree["allowed"] / "notes.txt", allowed)

@@ -72,6 +72,14 @@ def checkpoint_history(path: str, signature: tuple[int, int], source: str) -> Lo
     return read_checkpoint_history(path, source)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def seed_history(path: str, signature: tuple[int, int], run: str) -> LoadedHistory:
+    """One seed run of a bundled recipe (`<recipe>.seed-histories.json`: histories, no weights)."""
+    from core.lens.history.records import read_seed_history
+
+    return read_seed_history(path, run)
+
+
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _curves_shared(key: tuple, _compute: Callable):
     return _compute()

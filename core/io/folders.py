@@ -4,11 +4,17 @@ The app is served to a class as often as it runs on a laptop, so a path typed in
 request to read or write the server's file system. By default no typed path is accepted. The operator
 names the folders a browser may use in `ATTENTION_LAB_ALLOWED_DIRS` (separated by `os.pathsep`, ':'
 on Linux and macOS); a typed folder is accepted only when, with every symlink resolved, it is one of
-them or lies inside one. `..` is refused before anything touches the disk. No streamlit here.
+them or lies inside one. `..` is refused before anything touches the disk.
+
+Run locally (`make app`, the browser on the same machine), the Training curves page takes any folder typed
+(issue 53: "run locally, any folder typed"): `any_folder_allowed`. `make serve` (hosting for a class) sets
+`ATTENTION_LAB_ANY_FOLDER=0` unless the operator set it, so a hosted app keeps to the allowed folders; a browser
+connecting from another machine is kept to them too. No streamlit here.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +25,26 @@ ALLOWED_DIRS_ENV = "ATTENTION_LAB_ALLOWED_DIRS"
 MAX_PATH_CHARS = 1024
 NOT_ALLOWED = (f"This app does not open folders on the server; its operator can allow some with "
                f"{ALLOWED_DIRS_ENV}.")
+
+
+ANY_FOLDER_ENV = "ATTENTION_LAB_ANY_FOLDER"
+OFF = ("0", "false", "no", "off")
+
+
+def any_folder_allowed(environ: Mapping[str, str] | None = None, client_ip: str | None = None) -> bool:
+    """Whether a typed folder may be any folder of this machine: the app runs locally. On unless
+    `ATTENTION_LAB_ANY_FOLDER` is 0/false/no/off (`make serve` sets 0 unless the operator set it), and only for a
+    browser on this machine: `client_ip` is Streamlit's `st.context.ip_address`, None for localhost (and for
+    every browser behind `make serve`'s proxy, which the switch covers)."""
+    value = (os.environ if environ is None else environ).get(ANY_FOLDER_ENV)
+    if value is not None and value.strip().lower() in OFF:
+        return False
+    if not isinstance(client_ip, str):  # None: localhost (Streamlit's AppTest gives a stand-in object)
+        return True
+    try:
+        return ipaddress.ip_address(client_ip.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 class FolderError(ValueError):
@@ -88,6 +114,26 @@ def resolve_allowed(text: str | None, allowed: Sequence[Path]) -> Path:
     if not inside:
         raise FolderError(f"{_shown(text)} is outside the folders this app may use: "
                           + ", ".join(str(root) for root in allowed) + ".")
+    return folder
+
+
+def resolve_any(text: str | None, base: Path | None = None) -> Path:
+    """The existing folder `text` names, anywhere on this machine (run locally: `any_folder_allowed`); `~` is the
+    user's home, a relative path is taken inside `base` (the working folder when None). Refusals (empty, missing,
+    a file) raise FolderError with one sentence."""
+    text = (text or "").strip()
+    if not text:
+        raise FolderError("Type the path of a folder.")
+    if len(text) > MAX_PATH_CHARS or "\x00" in text:
+        raise FolderError("That is not a folder path.")
+    typed = Path(text).expanduser()
+    candidate = typed if typed.is_absolute() or base is None else base / typed
+    try:
+        folder = candidate.resolve(strict=True)
+    except (OSError, RuntimeError, ValueError):
+        raise FolderError(f"The folder {_shown(text)} does not exist.") from None
+    if not folder.is_dir():
+        raise FolderError(f"{_shown(text)} is a file ({describe_file(folder)}), not a folder.")
     return folder
 
 

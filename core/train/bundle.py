@@ -196,6 +196,7 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
         trainer.metrics.update(record_fabricated(out))
     if recipe.recipe == "train_induction" and not recipe.bundled:  # the phase change, for the README's seeds
         record_induction_seed(out, recipe.trainer.seed, folder)
+        record_seed_history(out, recipe.name, folder)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     resume_path(Path(out)).unlink(missing_ok=True)
     log_path(Path(out)).unlink(missing_ok=True)
@@ -454,6 +455,17 @@ def record_induction_seed(path: str, seed: int, folder: str = FOLDER) -> None:
     seeds = json.loads(file.read_text()) if file.exists() else {}
     seeds[str(seed)] = induction_measures(path)
     file.write_text(json.dumps(seeds, indent=1, sort_keys=True) + "\n")
+
+
+def record_seed_history(path: str, name: str, folder: str = FOLDER) -> None:
+    """A seed run's history (not its weights: the file is deleted after) into `<recipe>.seed-histories.json`, which
+    the curves page draws as the recipe's seeds, one band (core.lens.history.records)."""
+    from core.lens.history.bands import seed_of
+    from core.lens.history.records import seed_histories_file, write_seed_history
+
+    base = seed_of(name)
+    history = ckpt.read_metadata(path).get("history") or []
+    write_seed_history(seed_histories_file(ROOT / folder, base[0] if base else name), name, history)
 
 
 def induction_table(folder: str = FOLDER) -> str:

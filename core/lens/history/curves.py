@@ -318,7 +318,7 @@ def build_curves(frame: pd.DataFrame, runs: Sequence[str], metric: str, x: str =
             n = len(seeds[name])
             where = (f"all {n} have a value at every x" if min(counts) == n else
                      f"some x values have only {min(counts)} of them (the band there is over those)")
-            plot.info.append(f"{name}: the mean of {n} runs ({', '.join(seeds[name])}), with a band from "
+            plot.info.append(f"{name}: the mean over {n} runs ({', '.join(seeds[name])}), with a band from "
                              f"{BAND_LABELS[band]}; {where}.")
     if single:
         plot.info.append(f"A single point each, drawn as a marker: {', '.join(single)}.")

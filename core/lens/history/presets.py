@@ -37,6 +37,11 @@ COMPARISONS: dict[str, ComparisonPreset] = {
     "vanilla vs synthesizer": ComparisonPreset(
         ("birth-vanilla-pretrained", "birth-synthesizer-pretrained"),
         "accuracy", "Synthesizer attention learns weights without query-key dot products."),
+    # the bundled recipe run at three seeds (its histories: checkpoints/induction.seed-histories.json), one band
+    "induction over 3 seeds": ComparisonPreset(
+        ("induction-seed*",),
+        "loss", "The induction recipe at three seeds, drawn as their mean with a band: where the phase change falls "
+                "from seed to seed."),
 }
 
 

@@ -221,3 +221,60 @@ def read_uploaded_history(upload: Any, source: str, max_bytes: int) -> LoadedHis
         path = Path(tmp) / safe_name
         path.write_bytes(data)
         return read_checkpoint_history(path, source)
+
+
+# --- the bundled recipes' seeds ------------------------------------------------------------------------------
+# A bundled recipe measured at several seeds (core.train.bundle: induction-seed0..2) keeps each seed's history,
+# not its weights (checkpoints/ has an 80 MB budget): `<recipe>.seed-histories.json` in the checkpoints folder, one
+# line per run, `{"<recipe>-seed<N>": {"step": [...], "epoch": [...], ..., "value": [...]}}` (COLUMNS but run).
+# The curves page lists each as a run; runs named so are drawn as one band (bands.seed_groups).
+SEED_HISTORIES_SUFFIX = ".seed-histories.json"
+HISTORY_FIELDS = [c for c in COLUMNS if c != "run"]
+
+
+def seed_histories_file(folder: str | Path, recipe: str) -> Path:
+    return Path(folder) / f"{recipe}{SEED_HISTORIES_SUFFIX}"
+
+
+def _read_seed_file(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_seed_history(path: str | Path, run: str, history: Iterable[Mapping[str, Any]]) -> None:
+    """Add (or replace) one run's history in a seed-histories file, by columns, one line per run."""
+    path = Path(path)
+    runs = _read_seed_file(path)
+    rows = list(history)
+    runs[run] = {c: [r.get(c) for r in rows] for c in HISTORY_FIELDS}
+    lines = [f"{json.dumps(name)}: {json.dumps(runs[name], separators=(',', ':'), allow_nan=True)}"
+             for name in sorted(runs)]
+    path.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
+
+
+def seed_history_runs(folder: str | Path) -> list[tuple[str, Path]]:
+    """(run, its file) for every run of every seed-histories file in `folder`, in name order."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob(f"*{SEED_HISTORIES_SUFFIX}")):
+        if path.is_file() and not path.is_symlink():
+            out += [(run, path) for run in sorted(_read_seed_file(path)) if _name(run)]
+    return out
+
+
+def read_seed_history(path: str | Path, run: str, source: str | None = None) -> LoadedHistory:
+    """One run of a seed-histories file as the tidy table, named `source` (default: the run)."""
+    source = source or run
+    columns = _read_seed_file(Path(path)).get(run)
+    if not isinstance(columns, dict) or not all(isinstance(columns.get(c), list) for c in ("step", "value")):
+        return LoadedHistory(empty_frame(), [f"{source}: no history in {Path(path).name}."])
+    length = len(columns["step"])
+    records = [{c: (columns[c][i] if isinstance(columns.get(c), list) and i < len(columns[c]) else None)
+                for c in HISTORY_FIELDS} for i in range(length)]
+    frame, malformed = records_frame(records)
+    return LoadedHistory(label_runs(frame, source), malformed_note(source, malformed))
