@@ -330,9 +330,40 @@ def errors_rows(tab: Tab, url: str, add: Callable) -> None:
             tab.page.mouse.click(box["x"] + 12, box["y"] + 35 * (k + 1) + 17)
         return act
     add("errors: select an example (table row)", alternate(tab, row(0), row(1)))
-    cells = tab.page.locator(".js-plotly-plot").first.locator(".scatterlayer .trace .points path")
+    chart = tab.page.locator(".js-plotly-plot").first
+    mistake, right = tab.page.evaluate(FULLEST_CELLS_JS, chart.element_handle())
     add("errors: confusion cell (filters the table)",
-        alternate(tab, lambda: cells.nth(0).click(force=True), lambda: cells.nth(13).click(force=True)))
+        alternate(tab, confusion_cell(tab, mistake), confusion_cell(tab, right)))
+
+
+# The confusion chart's two cells a person would click, as tests/browser/test_errors_in_browser.py clicks one: the
+# fullest mistake (off the diagonal) and the fullest right cell, from the chart's own points (customdata: gold,
+# predicted, count). Cells 0 and 13, clicked before, could be empty cells.
+FULLEST_CELLS_JS = """(chart) => {
+    const cells = chart.data[1].customdata.map((c, i) => ({i: i, right: c[0] === c[1], n: c[2]}));
+    const fullest = (keep) => cells.filter(keep).reduce((a, b) => (b.n > a.n ? b : a)).i;
+    return [fullest(c => !c.right && c.n > 0), fullest(c => c.right && c.n > 0)];
+}"""
+# What is under the pointer at (x, y): a click there reaches the chart only if it is the chart's own layer.
+HIT_JS = """([x, y]) => { const e = document.elementFromPoint(x, y);
+    return e && e.closest('[data-testid="stPlotlyChart"]') ? '' : (e ? e.outerHTML.slice(0, 120) : 'nothing'); }"""
+
+
+def confusion_cell(tab: Tab, index: int) -> Callable[[], None]:
+    """A pointer click at the centre of the confusion chart's cell `index`, the chart first scrolled to the middle of
+    the view (the row clicks before scroll the table up: a cell near the top could sit under Streamlit's header,
+    which a forced click hits instead, and no run starts). Fails at once, saying what it hit, when the point is not
+    the chart's."""
+    def act() -> None:
+        chart = tab.page.locator(".js-plotly-plot").first
+        chart.evaluate("e => e.scrollIntoView({block: 'center'})")
+        box = chart.locator(".scatterlayer .trace .points path").nth(index).bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        hit = tab.page.evaluate(HIT_JS, [x, y])
+        if hit:
+            raise RuntimeError(f"confusion cell {index} at ({x:.0f}, {y:.0f}) is under {hit}")
+        tab.page.mouse.click(x, y)
+    return act
 
 
 def long_rows(tab: Tab, url: str, repeats: int, models: list[str]) -> list[Row]:

@@ -216,3 +216,23 @@ def test_a_200_character_name_gets_a_sentence_the_corpus_confirms():
     for answer in ("idtolome", "Faro", "Stockholm"):
         sentence = check_sentence(long_name, answer)
         assert "Jan Klemt" in sentence or "Jan Lindqvist" in sentence, sentence
+
+
+def test_namesakes_from_the_part_index_are_everyone_sharing_a_part_in_corpus_order():
+    """The namesake search reads an index built once per corpus (name part -> names), not every name per search:
+    the same people, in the corpus's order, as a scan of every line's person (issue 52, item 5)."""
+    built = index()
+    for name in ["Jan Novák", "Eva van Qlyx", *list(heads())[:40:7]]:
+        assert [s.name for s in corpus.namesakes(built, name)] == expected_namesakes(name)
+        assert [s.name for s in corpus.namesakes(built, name)] == expected_namesakes(name)  # kept places: same
+
+
+def test_the_truth_lookup_is_the_dev_file_first_then_the_train_file():
+    data = corpus.load_probe_data(KNOWLEDGE)
+    for question, _ in tsv("birth_dev.tsv")[:20] + tsv("birth_places_train.tsv")[:20]:
+        name = person(question)
+        dev = [a for q, a in tsv("birth_dev.tsv") if person(q) == name]
+        expected = (dev[0], corpus.DEV_FILE) if dev else \
+            ([a for q, a in tsv("birth_places_train.tsv") if person(q) == name][0], corpus.TRAIN_FILE)
+        assert data.truth(name) == data.truth(f"  {name} ") == expected
+    assert data.truth("Nobody Qlyxwz") is None

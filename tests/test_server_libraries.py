@@ -41,3 +41,28 @@ def test_the_server_collects_garbage_on_its_own_thresholds():
     assert gc.get_threshold() == app_shell.GC_THRESHOLDS
     young, middle, old = app_shell.GC_THRESHOLDS
     assert young > 700 and old > 10
+
+
+def test_after_a_first_visit_the_collection_and_the_warm_up_run_off_the_script_thread():
+    """settled() returns at once; its thread imports what the other pages' first visits import, builds the app's
+    plotly template, and freezes what is alive (issue 52, item 5: these were part of each page's first visit)."""
+    import gc
+    import sys
+    import threading
+
+    import plotly.io as pio
+
+    from core.figures.common import APP_TEMPLATE
+    from pages import app_shell
+
+    before = {t.ident for t in threading.enumerate()}
+    app_shell.settled.clear()
+    assert app_shell.settled(12345) == 12345
+    started = [t for t in threading.enumerate() if t.ident not in before and t.name == "settle-after-first-visit"]
+    for thread in started:
+        thread.join(300)
+    assert started and not any(t.is_alive() for t in started)
+    assert all(name in sys.modules for name in app_shell.WARM_MODULES)
+    assert APP_TEMPLATE in pio.templates
+    assert gc.get_freeze_count() > 0
+    gc.unfreeze()

@@ -7,6 +7,7 @@ the decorators and the thread setting run once, when app.py first imports this m
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import threading
 import time
@@ -52,10 +53,60 @@ def settled(modules: int) -> int:
     """Once per server process and number of imported modules (a page's first visit imports its own): everything
     alive after that run (modules, plotly's validators, torch, loaded models) moved out of the garbage collector's
     sight (gc.freeze, after a collection so no garbage is kept). A full collection walked all of it, ~0.26 s of CPU
-    each time (420,000 objects), charged to whichever interaction triggered it (bench/README.md, issue 45)."""
-    gc.collect()
-    gc.freeze()
+    each time (420,000 objects), charged to whichever interaction triggered it (bench/README.md, issue 45).
+    Done on a thread of its own, after the first run also warming up what the other pages' first visits need
+    (`warm_up`): in the run's own thread the collection (0.3-0.6 s) was part of every page's first visit, before
+    the browser heard that the run had finished (issue 52, item 5)."""
+    threading.Thread(target=_settle, name="settle-after-first-visit", daemon=True).start()
     return modules
+
+
+def _settle() -> None:
+    with _SETTLING:
+        warm_up()
+        gc.collect()
+        gc.freeze()
+
+
+_SETTLING = threading.Lock()  # one collection at a time (two first visits may finish together)
+# What the pages' first visits import beyond Home's (the core modules only: no Streamlit code runs off the script's
+# thread), measured by visiting every page once in AppTest (issue 52, item 5).
+WARM_MODULES = (
+    "core.figures.attention", "core.figures.heads", "core.figures.query_key", "core.figures.where_from",
+    "core.figures.positional", "core.figures.curves", "core.figures.probe", "core.figures.edit",
+    "core.figures.training_steps", "core.figures.errors", "core.figures.teaching",
+    "core.lens.where_from", "core.lens.errors.classify", "core.lens.errors.lm", "core.lens.errors.inputs",
+    "core.lens.probe.answers", "core.lens.probe.corpus", "core.lens.probe.fabricated", "core.lens.positional",
+    "core.lens.query_key", "core.lens.edit", "core.lens.anatomy", "core.lens.playground",
+    "core.lens.history.sources", "core.data.world",
+)
+
+
+@functools.cache
+def warm_up() -> None:
+    """Once per server process, after the first page has run (a person is reading it): the modules the other pages
+    import, the app's plotly template (built and validated: ~0.5-0.8 s), and plotly's validators for the trace kinds
+    the pages draw (built at their first use). Each page's first visit paid these itself: up to ~1.5 s of a first
+    visit on this box. Nothing here is a page's result; a page that gets there first builds what it needs as before
+    (imports wait for each other)."""
+    import importlib
+
+    import plotly.graph_objects as go
+
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an optional dependency missing: that page says so when visited
+            continue
+    from core.figures.common import app_template, use_app_template
+
+    app_template()
+    use_app_template()
+    go.Figure([go.Heatmap(z=[[0.0]], colorbar=dict(title=dict(text="a")), text=[["a"]]),
+               go.Bar(x=[0.0], marker=dict(color=["#000"]), error_x=dict(array=[0.0])),
+               go.Scatter(x=[0.0], y=[0.0], mode="lines+markers", line=dict(color="#000"))],
+              layout=dict(xaxis=dict(title=dict(text="a")), coloraxis=dict(colorscale="RdBu"),
+                          legend=dict(orientation="h"))).to_plotly_json()
 
 
 # Upload folders of sessions that are gone: Streamlit keeps a closed or reloaded tab's session for

@@ -25,6 +25,7 @@ from safetensors.torch import save_file
 from core.io import hf
 from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
 from core.model.config import ConfigError, ModelConfig
+from core.model.meta_device import shapes_only
 from core.model.tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
 from core.model.transformer import Transformer
 
@@ -203,7 +204,7 @@ def _check_config_against_header(config: ModelConfig, header: dict[str, Any], na
     if embedding != [config.vocab_size, config.n_embd]:
         raise CheckpointError(f"{name}: tensor 'tok_emb.weight' has shape {tuple(embedding or ())} but the "
                               f"config implies {(config.vocab_size, config.n_embd)}.")
-    with torch.device("meta"):  # shapes only, no memory
+    with shapes_only():  # shapes only, no memory
         expected = Transformer(config).state_dict()
     missing = sorted(set(expected) - set(shapes))
     unexpected = sorted(set(shapes) - set(expected))

@@ -42,13 +42,12 @@ def describe_vocabulary(metadata: dict[str, Any], tokenizer: dict[str, Any], siz
 
 def parameter_count(config: dict[str, Any]) -> int | None:
     """Count by building the model on the meta device: exact, and allocates nothing."""
-    import torch
-
     from core.model.config import ConfigError, ModelConfig
+    from core.model.meta_device import shapes_only
     from core.model.transformer import Transformer
 
     try:
-        with torch.device("meta"):
+        with shapes_only():
             return Transformer(ModelConfig.from_dict(config)).num_parameters()
     except (ConfigError, TypeError, ValueError):
         return None

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from core.model.config import PRESETS, ModelConfig
+from core.model.meta_device import shapes_only
 from core.model.transformer import Transformer
 
 
@@ -84,5 +85,5 @@ COURSE_PRESETS: dict[str, CoursePreset] = {
 
 def build_preset(name: str) -> nn.Module:
     """Build on the meta device: shapes and counts are exact, no memory is allocated."""
-    with torch.device("meta"):
+    with shapes_only():
         return COURSE_PRESETS[name].build()

@@ -5,6 +5,7 @@ one world folder (wiki.txt, the train and dev questions) the probe reads, loaded
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -68,6 +69,10 @@ class CorpusIndex:
     places: tuple[str, ...]
     by_name: dict[str, list[int]] = field(default_factory=dict)
     _pattern: re.Pattern[str] | None = field(default=None, init=False, repr=False)
+    # built at the first namesake search, once per corpus: name part -> the names holding it (corpus order), and
+    # each name's places (a regex over its documents); a new name's search was a pass over every name
+    _by_part: dict[str, list[str]] | None = field(default=None, init=False, repr=False, compare=False)
+    _places_of: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._pattern = _word_pattern(self.places)
@@ -86,6 +91,24 @@ class CorpusIndex:
     @property
     def names(self) -> set[str]:
         return set(self.by_name)
+
+    def names_sharing(self, parts: Iterable[str]) -> list[str]:
+        """The names (document keys) holding any of `parts` (`name_parts`), in corpus order."""
+        if self._by_part is None:
+            by_part: dict[str, list[str]] = {}
+            for other in self.by_name:
+                for part in name_parts(other):
+                    by_part.setdefault(part, []).append(other)
+            self._by_part = by_part
+        found = {other for part in parts for other in self._by_part.get(part, ())}
+        return sorted(found, key=lambda other: self.by_name[other][0])  # by_name's own order: first document
+
+    def places_of(self, name: str) -> tuple[str, ...]:
+        """`evidence(name).places`, kept per name (a corpus index is read-only once built)."""
+        kept = self._places_of.get(name)
+        if kept is None:
+            kept = self._places_of[name] = tuple(self.evidence(name).places)
+        return kept
 
     def documents_about(self, name: str) -> list[int]:
         """Indices of the documents about `name`: the leading-name key, else any document containing
@@ -161,12 +184,11 @@ def namesakes(index: CorpusIndex, name: str) -> list[Namesake]:
     name = normalise_name(name)
     parts = name_parts(name)
     found = []
-    for other, rows in index.by_name.items():
+    for other in index.names_sharing(parts):
         shared = parts & name_parts(other)
         if other != name and shared:
-            evidence = index.evidence(other)
-            found.append(Namesake(other, tuple(sorted(shared)), tuple(index.documents[i] for i in rows),
-                                  tuple(evidence.places)))
+            documents = tuple(index.documents[i] for i in index.by_name[other])
+            found.append(Namesake(other, tuple(sorted(shared)), documents, index.places_of(other)))
     return found
 
 
@@ -290,7 +312,8 @@ def world_stamp(folder: Path) -> tuple[float, ...]:
 
 @dataclass
 class ProbeData:
-    """The corpus index and the question files of one world folder."""
+    """The corpus index and the question files of one world folder (read-only once loaded: what is derived from
+    the files is derived once, at its first use)."""
 
     folder: Path
     index: CorpusIndex
@@ -301,28 +324,40 @@ class ProbeData:
     def train_places(self) -> list[str]:
         return [place for _, place in self.train_pairs]
 
+    @functools.cached_property
+    def _labels(self) -> tuple[str, ...]:
+        counts = Counter(self.train_places)
+        return tuple(sorted(counts, key=lambda p: (-counts[p], p)))
+
     @property
     def labels(self) -> list[str]:
         """Distinct training labels, most frequent first (the candidate list)."""
-        counts = Counter(self.train_places)
-        return sorted(counts, key=lambda p: (-counts[p], p))
+        return list(self._labels)
+
+    @functools.cached_property
+    def _train_names(self) -> frozenset[str]:
+        return frozenset(name_from_question(q) for q, _ in self.train_pairs)
 
     @property
     def train_names(self) -> set[str]:
-        return {name_from_question(q) for q, _ in self.train_pairs}
+        return set(self._train_names)
 
     @property
     def baseline_place(self) -> str:
         return most_frequent_place(self.train_places)
 
-    def truth(self, name: str) -> tuple[str, str] | None:
-        """(place, file) when the name is a question of the train or dev file."""
-        name = normalise_name(name)
+    @functools.cached_property
+    def _truths(self) -> dict[str, tuple[str, str]]:
+        """name -> (place, file), the dev file first, then the train file; a name's first question in each."""
+        found: dict[str, tuple[str, str]] = {}
         for pairs, source in ((self.dev_pairs, DEV_FILE), (self.train_pairs, TRAIN_FILE)):
             for question, place in pairs:
-                if name_from_question(question) == name:
-                    return place, source
-        return None
+                found.setdefault(name_from_question(question), (place, source))
+        return found
+
+    def truth(self, name: str) -> tuple[str, str] | None:
+        """(place, file) when the name is a question of the train or dev file."""
+        return self._truths.get(normalise_name(name))
 
 
 def _read(path: Path) -> str:
