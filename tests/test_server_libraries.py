@@ -53,7 +53,7 @@ def test_after_a_first_visit_the_collection_and_the_warm_up_run_off_the_script_t
     import plotly.io as pio
 
     from core.figures.common import APP_TEMPLATE
-    from pages import app_shell
+    from ui import app_shell
 
     before = {t.ident for t in threading.enumerate()}
     app_shell.settled.clear()
