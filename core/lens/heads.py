@@ -25,7 +25,8 @@ Every score comes from one batched `Trace` (core.lens.trace.trace_batch, attenti
 run), in chunks of rows that keep the attention tensor small.
 
 How many rows: S (`--samples`, default 100) is the most the probe draws. With a bound E (`--stderr`; the page and
-this command use DEFAULT_STDERR = 0.01) the rows go through ROWS_PER_STEP at a time, and scoring stops once every
+this command use DEFAULT_STDERR = 0.01) the rows go through in doubling steps (5, 10, 20, 40, 80 rows, then all
+S: a big model stops early, a small one pays few passes), and scoring stops at the first step where every
 score's standard error (the spread of its per-row values over the root of the rows used) is below E even at the
 one-sided 95% upper confidence bound of that spread (chi-square on rows - 1 degrees of freedom, so a spread read
 from a few rows must be far below E to stop there); the table and the sentence say how many rows were used and the
@@ -62,7 +63,7 @@ NO_DESIGNED_INPUT = ("previous-token", "first-token", "current-token")  # readab
 DEFAULT_LENGTH = 20
 DEFAULT_SAMPLES = 100  # the most rows the probe draws
 DEFAULT_STDERR = 0.01  # the page and the command stop adding rows once every score's standard error is below this
-ROWS_PER_STEP = 5  # rows added at a time under a bound (the first check comes after this many)
+ROWS_PER_STEP = 5  # under a bound, the first check comes after this many rows; each later step doubles the rows
 CONFIDENCE_Z = 1.645  # ... and the standard error checked is its one-sided 95% upper confidence bound
 CHUNK_FLOATS = 16_000_000  # attention entries traced at once (64 MB of float32)
 
@@ -267,19 +268,20 @@ def spread_upper_factor(n: int, z: float = CONFIDENCE_Z) -> float:
 
 def score_probe(model, probe: RepeatedProbe, seed: int = 0, stderr: float = 0.0) -> HeadRoles:
     """The five role scores of every head of `model` on `probe`, from batched traces of a few rows at a time:
-    every row, or with `stderr` > 0 rows in steps of ROWS_PER_STEP until every score's standard error is below it at
-    its 95% upper confidence bound (`spread_upper_factor`); the rows used are always the probe's first ones."""
+    every row, or with `stderr` > 0 the first ROWS_PER_STEP rows, then twice as many, and so on, until every score's
+    standard error is below it at its 95% upper confidence bound (`spread_upper_factor`); the rows used are always
+    the probe's first ones."""
     from core.lens.trace import TraceError, trace_batch
 
     samples, Q = len(probe.rows), len(probe.queries)
     chunk = _chunk_rows(model, probe.rows.shape[1])
-    if stderr > 0:
-        chunk = min(chunk, ROWS_PER_STEP)
+    checks = [min(ROWS_PER_STEP << k, samples) for k in range(samples.bit_length() + 1)] if stderr > 0 else [samples]
+    ends = sorted(set(range(chunk, samples, chunk)) | set(checks))  # no pass over `chunk` rows, a stop at each check
     sums: dict[str, np.ndarray] = {}
     squares: dict[str, np.ndarray] = {}
     used = 0
-    for first in range(0, samples, chunk):
-        rows = probe.rows[first:first + chunk]
+    for end in ends:
+        rows = probe.rows[used:end]
         try:
             record = trace_batch(model, rows.tolist(), logits=False)
         except TraceError as exc:
@@ -289,7 +291,7 @@ def score_probe(model, probe: RepeatedProbe, seed: int = 0, stderr: float = 0.0)
             sums[role] = sums.get(role, 0) + per_row.sum(axis=0)
             squares[role] = squares.get(role, 0) + (per_row ** 2).sum(axis=0)
         used += len(rows)
-        if stderr > 0 and _largest_stderr(sums, squares, used) * spread_upper_factor(used) < stderr:
+        if stderr > 0 and used in checks and _largest_stderr(sums, squares, used) * spread_upper_factor(used) < stderr:
             break
     error = _largest_stderr(sums, squares, used)
     return HeadRoles({role: (value / used).astype(np.float32) for role, value in sums.items()}, probe.length,
@@ -357,8 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                         help=f"probe rows drawn: the most averaged over (default {DEFAULT_SAMPLES})")
     parser.add_argument("--stderr", type=float, default=DEFAULT_STDERR,
-                        help=f"stop adding rows ({ROWS_PER_STEP} at a time) once every score's standard error is "
-                             f"below this at its 95%% upper confidence bound (default {DEFAULT_STDERR}); 0: average "
+                        help=f"stop adding rows ({ROWS_PER_STEP}, then doubling) once every score's standard error "
+                             f"is below this at its 95%% upper confidence bound (default {DEFAULT_STDERR}); 0: average "
                              "all --samples rows")
     parser.add_argument("--seed", type=int, default=0, help="the probe's random seed")
     parser.add_argument("--json", action="store_true", help="one JSON object per layer, head and role")
