@@ -221,8 +221,8 @@ class HeadRoles:
             return "on the recorded attention"
         text = f"on {self.samples} repeated random segments of {self.length} tokens"
         if self.bound and self.samples < self.drawn:
-            text += (f" (of up to {self.drawn}: more stopped being needed once every score's standard error was "
-                     f"below {self.bound:g})")
+            text += (f" (of up to {self.drawn}: scoring stopped once every score's standard error was below "
+                     f"{self.bound:g} at 95% confidence)")
         if self.stderr:
             text += f", largest standard error {self.stderr:.3f}"
         return text
