@@ -41,7 +41,7 @@ def test_the_attention_page_maps_each_role_names_the_strongest_heads_and_hovers_
     assert len(figures) == before + 1
     roles_fig = next(f for f in figures if _meta(f["data"][0]).get("role"))
     loaded = ckpt.load(path)
-    expected = heads.head_roles(loaded.model, loaded.tokenizer)
+    expected = heads.head_roles(loaded.model, loaded.tokenizer, stderr=heads.DEFAULT_STDERR)
     for trace in roles_fig["data"]:
         np.testing.assert_allclose(array(trace["z"]), expected.scores[_meta(trace)["role"]], atol=1e-6)
     assert any(expected.sentence() in m.value.replace("\\", "") for m in at.markdown)

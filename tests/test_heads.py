@@ -80,6 +80,42 @@ def test_head_roles_of_a_model_match_the_loop_over_single_traces():
     assert np.array_equal(probe.rows[:, :8], probe.rows[:, 8:]), "the segment repeats"
 
 
+def test_a_standard_error_bound_stops_early_on_the_probes_first_rows_and_says_so():
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=34, block_size=32, n_layer=2, n_head=2, n_embd=16, dropout=0.0)).eval()
+    tokenizer = _tokenizer()
+    every = heads.head_roles(model, tokenizer, length=8, samples=100, seed=3)
+    assert every.samples == every.drawn == 100 and every.bound == 0
+    bounded = heads.head_roles(model, tokenizer, length=8, samples=100, seed=3, stderr=0.05)
+    assert bounded.samples < 100 and bounded.samples in [heads.ROWS_PER_STEP << k for k in range(5)]  # 5, 10, 20..
+    probe = heads.probe_for(model, tokenizer, length=8, samples=100, seed=3)
+    used = probe.rows[:bounded.samples]  # the probe's first rows, in order
+    per_row = np.stack([trace(model, row.tolist()).attention for row in used], axis=1)  # (L, S, H, T, T)
+    expected = loop_scores(per_row, used, probe.queries.tolist())
+    errors = []
+    for role in heads.ROLES:
+        np.testing.assert_allclose(bounded.scores[role], expected[role], atol=1e-5, err_msg=role)
+        each = np.stack([loop_scores(per_row[:, s:s + 1], used[s:s + 1], probe.queries.tolist())[role]
+                         for s in range(len(used))])  # (S, L, H): each row's score
+        errors.append(each.std(axis=0, ddof=1).max() / np.sqrt(len(used)))
+    assert bounded.stderr == pytest.approx(max(errors), rel=1e-4)
+    assert max(errors) * heads.spread_upper_factor(bounded.samples) < 0.05  # sure at 95% confidence
+    shorter = bounded.samples // 2  # the step before was not
+    if shorter >= 2:
+        fewer = heads.head_roles(model, tokenizer, length=8, samples=shorter, seed=3)
+        assert fewer.stderr * heads.spread_upper_factor(shorter) >= 0.05
+    assert f"on {bounded.samples} repeated random segments of 8 tokens (of up to 100" in bounded.sentence()
+    assert f"largest standard error {bounded.stderr:.3f}" in bounded.sentence()
+    assert heads.head_roles(model, tokenizer, length=8, samples=100, seed=3, stderr=1e-9).samples == 100
+
+
+def test_the_spread_bound_is_the_chi_square_quantiles():
+    # sqrt(k / chi2_0.05(k)) from the chi-square table: k = 4: 0.711, k = 9: 3.325, k = 19: 10.117, k = 99: 77.046
+    for n, quantile in ((5, 0.711), (10, 3.325), (20, 10.117), (100, 77.046)):
+        exact = np.sqrt((n - 1) / quantile)
+        assert exact <= heads.spread_upper_factor(n) <= 1.03 * exact
+
+
 def _hand_set_induction_model(block: int = 48, gain: float = 4.0) -> Transformer:
     """Two one-head attention-only layers in three subspaces of the stream: the token (one-hot), its position
     (one-hot), and the previous token (written by layer 0). Layer 0 attends to key i-1 and copies its token into
@@ -225,17 +261,26 @@ def test_the_command_prints_a_table_and_json_lines(tmp_path, capsys):
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(lines) == 2 * 2 * 5
     assert set(lines[0]) == {"layer", "head", "role", "score"}
-    expected = heads.head_roles(ckpt.load(path).model, _tokenizer(), 6, 10, 0)
+    model = ckpt.load(path).model
+    expected = heads.head_roles(model, _tokenizer(), 6, 10, 0, stderr=heads.DEFAULT_STDERR)  # the command's default
     row = next(r for r in lines if r["layer"] == 1 and r["head"] == 0 and r["role"] == "induction")
     assert row["score"] == pytest.approx(float(expected.scores["induction"][1, 0]), abs=1e-4)
-    assert heads.main([str(path), "--length", "6", "--samples", "10"]) == 0
-    assert "Strongest heads on 10 repeated random segments of 6 tokens" in capsys.readouterr().out
+    assert heads.main([str(path), "--length", "6", "--samples", "10", "--stderr", "0", "--json"]) == 0
+    every = heads.head_roles(model, _tokenizer(), 6, 10, 0)  # --stderr 0: all 10 rows
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    row = next(r for r in lines if r["layer"] == 1 and r["head"] == 0 and r["role"] == "induction")
+    assert row["score"] == pytest.approx(float(every.scores["induction"][1, 0]), abs=1e-4)
+    assert heads.main([str(path), "--length", "6", "--samples", "10", "--stderr", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "Strongest heads on 10 repeated random segments of 6 tokens" in out
+    assert out.startswith("Scores on 10 repeated random segments of 6 tokens, largest standard error")
 
 
 @pytest.mark.parametrize("args, said", [
     (["missing.safetensors"], "missing.safetensors"),
     (["{path}", "--step", "5"], "keeps no training-step snapshots"),
     (["{path}", "--length", "0"], "at least 1"),
+    (["{path}", "--stderr", "-0.1"], "--stderr must be"),
 ])
 def test_the_command_refuses_bad_input_in_one_sentence(tmp_path, capsys, args, said):
     path = _saved_model(tmp_path / "m.safetensors")

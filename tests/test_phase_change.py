@@ -78,3 +78,33 @@ def test_loss_driven_snapshots_fall_where_the_loss_falls():
     assert wanted[0] == 0 and len(wanted) == 3
     assert all(100 < step < 300 for step in wanted[1:]), wanted  # inside the fall (the average lags ~20 steps)
     assert keeper.plan == wanted
+
+
+def test_the_induction_window_is_the_shortest_in_which_issue_54s_numbers_hold():
+    from core.train.bundle import induction_met, induction_window
+
+    kept = list(range(0, 1501, 25))
+    steps = np.array(kept)
+    loss = _sigmoid_curve(300, steps, high=3.8, low=0.3, width=40)
+    induction = list(0.05 + 0.8 / (1 + np.exp(-(steps - 330) / 40)))  # lags the loss a little
+    previous = list(0.02 + 0.3 / (1 + np.exp(-(steps - 450) / 60)))
+    a, b = induction_window(1500, steps, loss, kept, induction, previous, steepest=300)
+    i, j = kept.index(a), kept.index(b)
+    assert b - a <= 300 and a <= 300 <= b
+    assert np.interp(a, steps, loss) >= 2.0 and np.interp(b, steps, loss) <= 0.8
+    assert induction[i] < 0.4 and induction[j] >= 0.8 and previous[j] >= 2 * previous[i]
+    for c in kept:  # no shorter window does it all
+        for d in kept:
+            if 0 < d - c < b - a and c <= 300 <= d:
+                k, m = kept.index(c), kept.index(d)
+                assert not (np.interp(c, steps, loss) >= 2.0 and np.interp(d, steps, loss) <= 0.8
+                            and induction[k] < 0.4 and induction[m] >= 0.8 and previous[m] >= 2 * previous[k])
+    m = dict(steps=1500, start=a, end=b, loss=[3.0, 0.5], induction_l1=[induction[i], induction[j]],
+             previous_l0=[previous[i], previous[j]])
+    assert induction_met(m) and not induction_met({**m, "end": a + 301})
+    # a score that never reaches 0.8: the window where it rose most, and the numbers missed
+    low = [0.7 * v for v in induction]
+    a, b = induction_window(1500, steps, loss, kept, low, previous, steepest=300)
+    assert not induction_met({**m, "start": a, "end": b, "induction_l1": [low[kept.index(a)], low[kept.index(b)]]})
+    # a loss that does not fall far enough: no window at all
+    assert induction_window(1500, steps, loss + 1.0, kept, induction, previous, steepest=300) is None

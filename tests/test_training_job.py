@@ -22,6 +22,26 @@ def test_only_small_recipes_are_trained_from_the_page():
     with pytest.raises(jobs.JobError, match="not one of the recipes"):
         jobs.total_steps("wiki-vanilla-pretrained")
     assert jobs.total_steps("induction") == 1500
+    assert jobs.total_steps("lm-char-300") == 300  # a bundled language model's shape, cut to 300 steps
+    from core.train.bundle import RECIPES
+
+    lm_char = next(r for r in RECIPES if r.name == "lm-char")
+    assert jobs._recipe("lm-char-300").shape == lm_char.shape
+
+
+def test_the_character_lm_trains_from_the_page_and_stops(tmp_path):
+    slot = jobs.JobSlot()
+    job = slot.start("lm-char-300", tmp_path)
+    deadline = time.monotonic() + 120
+    while jobs.progress(job)[0] < 10 and time.monotonic() < deadline and job.running():
+        time.sleep(0.2)
+    step, total = jobs.progress(job)
+    assert 10 <= step < total == 300
+    asked = time.monotonic()
+    assert slot.stop()
+    assert time.monotonic() - asked < 2.0 and not job.running()
+    rows = [json.loads(line) for line in job.log.read_text().splitlines()]  # every line whole
+    assert rows and {r["metric"] for r in rows} >= {"loss"}
 
 
 def test_a_run_is_never_written_into_checkpoints(capsys):

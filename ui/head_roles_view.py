@@ -21,7 +21,7 @@ ROLES_KEY = "attn_head_roles"  # the model view reads each head's role here (pag
 
 @st.cache_resource(show_spinner="Scoring every head on repeated random tokens…", max_entries=32)
 def cached_roles(path: str, modified: float, step: int | None, seed: int, _loaded) -> heads.HeadRoles:
-    return heads.head_roles(_loaded.model, _loaded.tokenizer, seed=seed)
+    return heads.head_roles(_loaded.model, _loaded.tokenizer, seed=seed, stderr=heads.DEFAULT_STDERR)
 
 
 def _stamp(loaded) -> tuple[str, float]:
@@ -40,9 +40,11 @@ def _leave_for_hover(notes: dict | None, view: str) -> None:
 def show_head_roles(loaded, view: str) -> None:
     """The toggle, then (on) the maps and the sentence; the roles are left for the model view's hover."""
     if not st.toggle("Head roles", key="attn_roles_on",
-                     help="Score every head on 100 random token segments repeated twice: how much of its attention "
-                          "goes to the previous token, to the token after an earlier copy of this one (induction), "
-                          "to earlier copies, to the first token, to itself."):
+                     help=f"Score every head on up to {heads.DEFAULT_SAMPLES} random token segments repeated twice "
+                          "(fewer once every score's standard error is below "
+                          f"{heads.DEFAULT_STDERR:g}): how much of its attention goes to the previous token, to the "
+                          "token after an earlier copy of this one (induction), to earlier copies, to the first "
+                          "token, to itself."):
         _leave_for_hover(None, view)
         return
     try:

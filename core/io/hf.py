@@ -261,12 +261,13 @@ class HFModel(nn.Module):
     # ----------------------------------------------------------------------- one pass, recorded
 
     def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None,
-                           hooks: Hooks | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                           hooks: Hooks | None = None, logits: bool = True) -> tuple[torch.Tensor | None, torch.Tensor]:
         """With a `queries_keys` list, each layer's queries and keys are captured in the same pass (the
         projections' outputs, with the family's rotary function and the (cos, sin) the layer was given, grouped
         key heads repeated per query head) with the module's own `scaling`. With `hooks` (core.model.hooks),
         the same pass reports the residual stream and, for pre-norm decoders, each head's, attention's and
-        MLP's output (forward hooks at the family's module paths)."""
+        MLP's output (forward hooks at the family's module paths). `logits=False`: the base model only, its
+        output head (a 49,152 x 576 matrix on a 135M LLaMA) not run, logits None."""
         handles, captured, modules = [], [], []
         if queries_keys is not None:
             modules = self.attentions()
@@ -275,8 +276,8 @@ class HFModel(nn.Module):
         if hooks is not None and self.reads_stream:
             handles += self._report(hooks, idx.shape)
         try:
-            logits, _, attention, hidden = self._run(idx, None, attention=True,
-                                                     hidden=hooks is not None and not self.reads_stream)
+            out, _, attention, hidden = self._run(idx, None, attention=True,
+                                                  hidden=hooks is not None and not self.reads_stream, logits=logits)
         finally:
             for handle in handles:
                 handle.remove()
@@ -289,7 +290,7 @@ class HFModel(nn.Module):
             cap = getattr(module, self.family.softcap, None) if self.family.softcap else None
             queries_keys.append(QueryKey(q, k, float(getattr(module, self.family.scaling)), bias,
                                          softcap=float(cap) if cap else None))
-        return logits, attention  # (L, B, H, T, T)
+        return out, attention  # (L, B, H, T, T)
 
     def hidden_states(self, idx: torch.Tensor, hooks: Hooks | None = None, **_unused) -> tuple[torch.Tensor, list]:
         """(B, T, C) after the final norm, through the base model with `hooks` patching (causal tracing, input
@@ -415,11 +416,15 @@ class HFModel(nn.Module):
         if T > self.max_length:
             raise ValueError(f"This model can read at most {self.max_length} tokens; the input has {T}.")
 
-    def _run(self, idx: torch.Tensor, targets: torch.Tensor | None, attention: bool, hidden: bool = False):
+    def _run(self, idx: torch.Tensor, targets: torch.Tensor | None, attention: bool, hidden: bool = False,
+             logits: bool = True):
         self._check_length(idx.size(1))
         mask = None if self.config.causal else self._padding(idx)
-        out = self.inner(input_ids=idx, attention_mask=mask, output_attentions=attention,
-                         output_hidden_states=hidden)
+        model = self.inner if logits or targets is not None else self.base
+        out = model(input_ids=idx, attention_mask=mask, output_attentions=attention, output_hidden_states=hidden)
+        if not logits and targets is None:
+            return (None, None, torch.stack(out.attentions) if attention else None,
+                    out.hidden_states if hidden else None)
         logits = out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
         loss = None
         if targets is not None and self.config.head in ("lm", "masked-lm"):

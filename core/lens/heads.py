@@ -1,7 +1,8 @@
 """Head roles: what each attention head does on a probe built to tell roles apart.
 
-`python -m core.lens.heads MODEL [--step N] [--length n] [--samples S] [--seed S] [--json]` prints, for every
-layer x head, five scores in [0, 1]; the attention page draws the same numbers (a layers x heads map per role).
+`python -m core.lens.heads MODEL [--step N] [--length n] [--samples S] [--stderr E] [--seed S] [--json]` prints,
+for every layer x head, five scores in [0, 1]; the attention page draws the same numbers (a layers x heads map
+per role).
 
 The probe (`repeated_probe`) is S rows of `[BOS] r_1..r_n r_1..r_n`: n tokens drawn uniformly from the model's
 vocabulary without its special tokens, then the same n again, the model's BOS token in front where it has one
@@ -20,8 +21,19 @@ keys j <= i only: for j = i + 1 the previous token is the query itself, which sa
 TransformerLens's head detector scores a pattern differently (a ratio over the whole sequence); this is the
 definition the tests check, against a plain loop.
 
-Every score comes from one batched `Trace` (core.lens.trace.trace_batch), in chunks of rows that keep the
-attention tensor small. A records file (attention maps without a model, core.lens.records) cannot run the
+Every score comes from one batched `Trace` (core.lens.trace.trace_batch, attention only: the output head is not
+run), in chunks of rows that keep the attention tensor small.
+
+How many rows: S (`--samples`, default 100) is the most the probe draws. With a bound E (`--stderr`; the page and
+this command use DEFAULT_STDERR = 0.01) the rows go through in doubling steps (5, 10, 20, 40, 80 rows, then all
+S: a big model stops early, a small one pays few passes), and scoring stops at the first step where every
+score's standard error (the spread of its per-row values over the root of the rows used) is below E even at the
+one-sided 95% upper confidence bound of that spread (chi-square on rows - 1 degrees of freedom, so a spread read
+from a few rows must be far below E to stop there); the table and the sentence say how many rows were used and the
+largest standard error. The rows used are always the probe's first ones, so the scores are the issue's average
+over those rows. E = 0 averages all S rows, always (what the tests and the bundled run's measurements use).
+
+A records file (attention maps without a model, core.lens.records) cannot run the
 probe: `roles_from_attention` gives it the roles that need no designed input (previous, first and current token,
 averaged over every query after the first).
 """
@@ -49,7 +61,10 @@ ROLES: dict[str, str] = {
 NO_DESIGNED_INPUT = ("previous-token", "first-token", "current-token")  # readable on any attention
 
 DEFAULT_LENGTH = 20
-DEFAULT_SAMPLES = 100
+DEFAULT_SAMPLES = 100  # the most rows the probe draws
+DEFAULT_STDERR = 0.01  # the page and the command stop adding rows once every score's standard error is below this
+ROWS_PER_STEP = 5  # under a bound, the first check comes after this many rows; each later step doubles the rows
+CONFIDENCE_Z = 1.645  # ... and the standard error checked is its one-sided 95% upper confidence bound
 CHUNK_FLOATS = 16_000_000  # attention entries traced at once (64 MB of float32)
 
 
@@ -142,15 +157,21 @@ def role_masks(rows: np.ndarray, queries: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def row_sums(attention: torch.Tensor | np.ndarray, rows: np.ndarray, queries: np.ndarray) -> dict[str, np.ndarray]:
+    """Each role's attention mass summed over the queries, per row, layer and head: (S, L, H) float64 (divide by
+    the queries for each row's score). `attention`: (L, S, H, T, T), as a model's run_with_attention returns it."""
+    weights = torch.as_tensor(attention).double()[:, :, :, torch.as_tensor(queries)]  # (L, S, H, Q, T)
+    out = {}
+    for role, mask in role_masks(rows, queries).items():
+        out[role] = torch.einsum("lshqt,sqt->slh", weights, torch.from_numpy(np.array(mask, dtype=np.float64))).numpy()
+    return out
+
+
 def scores_from_attention(attention: torch.Tensor | np.ndarray, rows: np.ndarray,
                           queries: np.ndarray) -> dict[str, np.ndarray]:
     """Each role's summed attention mass over (rows, queries), per layer and head: (L, H) float64 sums (divide
     by rows x queries for the mean). `attention`: (L, S, H, T, T), as a model's run_with_attention returns it."""
-    weights = torch.as_tensor(attention).double()[:, :, :, torch.as_tensor(queries)]  # (L, S, H, Q, T)
-    out = {}
-    for role, mask in role_masks(rows, queries).items():
-        out[role] = torch.einsum("lshqt,sqt->lh", weights, torch.from_numpy(np.array(mask, dtype=np.float64))).numpy()
-    return out
+    return {role: value.sum(axis=0) for role, value in row_sums(attention, rows, queries).items()}
 
 
 @dataclass
@@ -160,6 +181,9 @@ class HeadRoles:
     samples: int = 0
     seed: int = 0
     notes: list[str] = field(default_factory=list)  # one sentence each: a shorter probe, roles left out
+    stderr: float = 0.0  # the largest standard error of any score over the rows used (0: not measured)
+    drawn: int = 0  # the rows the probe drew (S); `samples` were used, fewer when a bound stopped it early
+    bound: float = 0.0  # the standard-error bound that stopped it (0: none, every drawn row used)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -189,9 +213,19 @@ class HeadRoles:
         """One sentence naming each role's strongest head and its score."""
         parts = [f"{role} L{layer}H{head} ({score:.2f})"
                  for role in self.scores for layer, head, score in [self.strongest(role)]]
-        where = f"on {self.samples} repeated random segments of {self.length} tokens" if self.length else \
-            "on the recorded attention"
-        return f"Strongest heads {where}: " + ", ".join(parts) + "."
+        return f"Strongest heads {self.where()}: " + ", ".join(parts) + "."
+
+    def where(self) -> str:
+        """What the scores were averaged over, in words: the rows used, why no more, how sure."""
+        if not self.length:
+            return "on the recorded attention"
+        text = f"on {self.samples} repeated random segments of {self.length} tokens"
+        if self.bound and self.samples < self.drawn:
+            text += (f" (of up to {self.drawn}: scoring stopped once every score's standard error was below "
+                     f"{self.bound:g} at 95% confidence)")
+        if self.stderr:
+            text += f", largest standard error {self.stderr:.3f}"
+        return text
 
 
 def _chunk_rows(model, T: int) -> int:
@@ -209,30 +243,67 @@ def probe_for(model, tokenizer, length: int = DEFAULT_LENGTH, samples: int = DEF
                           getattr(model, "max_length", None) or getattr(config, "block_size", None))
 
 
-def score_probe(model, probe: RepeatedProbe, seed: int = 0) -> HeadRoles:
-    """The five role scores of every head of `model` on `probe`, from batched traces of a few rows at a time."""
+def _largest_stderr(sums: dict[str, np.ndarray], squares: dict[str, np.ndarray], n: int) -> float:
+    """The largest standard error of any role's mean over `n` rows, from the per-row sums and sums of squares."""
+    if n < 2:
+        return float("inf")
+    worst = 0.0
+    for role, total in sums.items():
+        mean = total / n
+        variance = np.maximum(squares[role] - n * mean * mean, 0.0) / (n - 1)
+        worst = max(worst, float(np.sqrt(variance.max() / n)))
+    return worst
+
+
+def spread_upper_factor(n: int, z: float = CONFIDENCE_Z) -> float:
+    """How far a standard deviation read from `n` rows may understate the true one, at one-sided confidence z (1.645:
+    95%): sqrt(k / chi2_lower(k)) with k = n - 1 (Wilson-Hilferty's approximation of the chi-square quantile, within
+    3% of it from k = 4)."""
+    k = n - 1
+    if k < 1:
+        return float("inf")
+    quantile = k * (1 - 2 / (9 * k) - z * np.sqrt(2 / (9 * k))) ** 3
+    return float(np.sqrt(k / quantile)) if quantile > 0 else float("inf")
+
+
+def score_probe(model, probe: RepeatedProbe, seed: int = 0, stderr: float = 0.0) -> HeadRoles:
+    """The five role scores of every head of `model` on `probe`, from batched traces of a few rows at a time:
+    every row, or with `stderr` > 0 the first ROWS_PER_STEP rows, then twice as many, and so on, until every score's
+    standard error is below it at its 95% upper confidence bound (`spread_upper_factor`); the rows used are always
+    the probe's first ones."""
     from core.lens.trace import TraceError, trace_batch
 
-    samples = len(probe.rows)
+    samples, Q = len(probe.rows), len(probe.queries)
     chunk = _chunk_rows(model, probe.rows.shape[1])
+    checks = [min(ROWS_PER_STEP << k, samples) for k in range(samples.bit_length() + 1)] if stderr > 0 else [samples]
+    ends = sorted(set(range(chunk, samples, chunk)) | set(checks))  # no pass over `chunk` rows, a stop at each check
     sums: dict[str, np.ndarray] = {}
-    for first in range(0, samples, chunk):
-        rows = probe.rows[first:first + chunk]
+    squares: dict[str, np.ndarray] = {}
+    used = 0
+    for end in ends:
+        rows = probe.rows[used:end]
         try:
-            record = trace_batch(model, rows.tolist())
+            record = trace_batch(model, rows.tolist(), logits=False)
         except TraceError as exc:
             raise HeadRolesError(str(exc)) from None
-        for role, value in scores_from_attention(record.rows_attention, rows, probe.queries).items():
-            sums[role] = sums.get(role, 0) + value
-    count = samples * probe.length
-    return HeadRoles({role: (value / count).astype(np.float32) for role, value in sums.items()}, probe.length,
-                     samples, seed, [probe.note] if probe.note else [])
+        for role, value in row_sums(record.rows_attention, rows, probe.queries).items():
+            per_row = value / Q  # (S, L, H): each row's score
+            sums[role] = sums.get(role, 0) + per_row.sum(axis=0)
+            squares[role] = squares.get(role, 0) + (per_row ** 2).sum(axis=0)
+        used += len(rows)
+        if stderr > 0 and used in checks and _largest_stderr(sums, squares, used) * spread_upper_factor(used) < stderr:
+            break
+    error = _largest_stderr(sums, squares, used)
+    return HeadRoles({role: (value / used).astype(np.float32) for role, value in sums.items()}, probe.length,
+                     used, seed, [probe.note] if probe.note else [], stderr=error if np.isfinite(error) else 0.0,
+                     drawn=samples, bound=stderr)
 
 
 def head_roles(model, tokenizer, length: int = DEFAULT_LENGTH, samples: int = DEFAULT_SAMPLES,
-               seed: int = 0) -> HeadRoles:
-    """The five role scores of every head of `model` on its repeated probe (`probe_for`, `score_probe`)."""
-    return score_probe(model, probe_for(model, tokenizer, length, samples, seed), seed)
+               seed: int = 0, stderr: float = 0.0) -> HeadRoles:
+    """The five role scores of every head of `model` on its repeated probe (`probe_for`, `score_probe`): the
+    mean over `samples` rows, or over fewer once every score's standard error is below `stderr` (> 0)."""
+    return score_probe(model, probe_for(model, tokenizer, length, samples, seed), seed, stderr)
 
 
 def roles_from_attention(attention: np.ndarray) -> HeadRoles:
@@ -276,7 +347,7 @@ def format_table(roles: HeadRoles) -> str:
     for layer in range(L):
         for head in range(H):
             lines.append(f"{layer:>5} {head:>4} " + " ".join(f"{roles.scores[n][layer, head]:>15.3f}" for n in names))
-    return "\n".join(lines)
+    return "\n".join([f"Scores {roles.where()}.", *lines])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -285,7 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("model", help="a .safetensors checkpoint or a Hugging Face model folder")
     parser.add_argument("--step", type=int, default=None, help="a kept training step (checkpoints with snapshots)")
     parser.add_argument("--length", type=int, default=DEFAULT_LENGTH, help="the repeated segment's length n")
-    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="probe rows averaged over")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                        help=f"probe rows drawn: the most averaged over (default {DEFAULT_SAMPLES})")
+    parser.add_argument("--stderr", type=float, default=DEFAULT_STDERR,
+                        help=f"stop adding rows ({ROWS_PER_STEP}, then doubling) once every score's standard error "
+                             f"is below this at its 95%% upper confidence bound (default {DEFAULT_STDERR}); 0: average "
+                             "all --samples rows")
     parser.add_argument("--seed", type=int, default=0, help="the probe's random seed")
     parser.add_argument("--json", action="store_true", help="one JSON object per layer, head and role")
     return parser
@@ -301,7 +377,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.samples > 100_000 or args.length > 100_000:
             raise HeadRolesError("--length and --samples are capped at 100,000.")
         loaded = load_at_step(args.model, args.step)
-        roles = head_roles(loaded.model, loaded.tokenizer, args.length, args.samples, args.seed)
+        if not 0 <= args.stderr < 1:
+            raise HeadRolesError("--stderr must be at least 0 and below 1.")
+        roles = head_roles(loaded.model, loaded.tokenizer, args.length, args.samples, args.seed, args.stderr)
     except (HeadRolesError, CheckpointError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

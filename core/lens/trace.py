@@ -185,10 +185,11 @@ def trace(model, ids: Sequence[int], tokens: Sequence[str] | None = None, querie
                  n_input_tokens=len(ids))
 
 
-def trace_batch(model, rows: Sequence[Sequence[int]]) -> Trace:
+def trace_batch(model, rows: Sequence[Sequence[int]], logits: bool = True) -> Trace:
     """`trace` over several sequences of one length in one pass (what a score over many generated probes
     reads, e.g. the head roles of core.lens.heads): the record is row 0's, and `rows_attention` holds every
-    row's attention as the model returned it, (n_layer, B, n_head, T, T)."""
+    row's attention as the model returned it, (n_layer, B, n_head, T, T). `logits=False`: a record of attention
+    only (its `logits` an empty tensor): the model's output head is not run."""
     rows = [[int(i) for i in row] for row in rows]
     if not rows or not rows[0]:
         raise TraceError("There is nothing to read: the input has no tokens.")
@@ -197,14 +198,15 @@ def trace_batch(model, rows: Sequence[Sequence[int]]) -> Trace:
     idx = torch.tensor(rows, dtype=torch.long, device=model_device(model))  # (B, T)
     try:
         with torch.inference_mode():
-            logits, attention = model.run_with_attention(idx)  # (L, B, H, T, T)
+            out, attention = model.run_with_attention(idx) if logits else \
+                model.run_with_attention(idx, logits=False)  # (L, B, H, T, T)
             allowed = model.attention_mask(idx)[0, 0]  # (T, T): row 0's
     except ValueError as exc:
         raise TraceError(str(exc)) from None
     attention = attention.float().cpu()
     return Trace(ids=rows[0], tokens=[str(i) for i in range(len(rows[0]))], attention=attention[:, 0].numpy(),
-                 allowed=allowed.cpu().numpy().astype(bool), logits=logits[:1], idx=idx[:1],
-                 n_input_tokens=len(rows[0]), rows_attention=attention)
+                 allowed=allowed.cpu().numpy().astype(bool), logits=out[:1] if out is not None else torch.empty(0),
+                 idx=idx[:1], n_input_tokens=len(rows[0]), rows_attention=attention)
 
 
 def cut_to_limit(n_tokens: int, limit: int, keep: str = "start") -> slice:

@@ -213,13 +213,14 @@ class Transformer(nn.Module):
         return self.head(h, idx, targets)
 
     def run_with_attention(self, idx: torch.Tensor, queries_keys: list[QueryKey | None] | None = None,
-                           hooks: Hooks | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                           hooks: Hooks | None = None, logits: bool = True) -> tuple[torch.Tensor | None, torch.Tensor]:
         """idx (B, T) -> (logits, attention (n_layer, B, n_head, T, T)); rows sum to 1, masked entries 0.
         With a `queries_keys` list, each layer appends what its scores were made of (QueryKey or None);
-        with `hooks`, every hook point of core.model.hooks is called in the same pass."""
+        with `hooks`, every hook point of core.model.hooks is called in the same pass. `logits=False`: the
+        attention only, the output head skipped (logits None)."""
         h, weights = self.hidden_states(idx, need_weights=True, queries_keys=queries_keys, hooks=hooks)
-        logits, _ = self.head(h, idx, None)
-        return logits, torch.stack(weights)
+        out = self.head(h, idx, None)[0] if logits else None
+        return out, torch.stack(weights)
 
     def readout(self) -> tuple[nn.LayerNorm, torch.Tensor]:
         """(final LayerNorm, unembedding (V, C)): how a residual stream becomes next-token logits
