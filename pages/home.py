@@ -51,3 +51,11 @@ else:
     # Tall enough for every row (35 px each, plus the header): the default height hid the last one. The rows as
     # Arrow once per listing's content, not on every rerun of every session (ui.browser_tables).
     st.dataframe(records_table(rows), hide_index=True, width="stretch", height=35 * (len(rows) + 1) + 3)
+
+# The chart library, fetched while Home is read: Streamlit loads its plotly element (a 4.7 MB script) at the first
+# chart of a tab, so without this the first chart of the next page paid it (bench.first_visits). One empty
+# figure, 10 px high (plotly's least), with nothing to see or read.
+WARM_UP = {"data": [{"type": "scatter", "x": [0], "y": [0], "mode": "none", "hoverinfo": "skip"}],
+           "layout": {"height": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
+                      "xaxis": {"visible": False}, "yaxis": {"visible": False}}}
+st.plotly_chart(WARM_UP, height=10, config={"staticPlot": True, "displayModeBar": False}, key="home_chart_warmup")
