@@ -245,14 +245,6 @@ def last_state(cls, prefix: str = ""):
     return st.session_state.get(_saved_key(cls, prefix))
 
 
-def session_values() -> dict[str, Any]:
-    """The session's values (widgets' by their keys) read in one step: each `key in st.session_state` or
-    `st.session_state[key]` takes Streamlit's session lock and looks for the running script, and a page's restore
-    and bind asked 20-40 times a rerun (~0.4 ms against ~0.08 ms read once; issue 52 item 5). Read it again after
-    writing to the session."""
-    return st.session_state.to_dict()
-
-
 def restore(cls, prefix: str = "", params: Mapping[str, Any] | None = None, links: bool = True):
     """(state, notes) a page opens with, every widget it names seeded where not drawn yet. The URL counts on a
     first visit and when a link brings values other than this page wrote last (a link from another page, a
@@ -270,10 +262,9 @@ def restore(cls, prefix: str = "", params: Mapping[str, Any] | None = None, link
                     st.session_state.pop(f.metadata["widget"].format(prefix=prefix), None)
     else:
         state = last
-    held = session_values()
     for f in _fields(cls):
         key = f.metadata["widget"].format(prefix=prefix) if f.metadata["widget"] else None
-        if key and key not in held:
+        if key and key not in st.session_state:
             value = getattr(state, f.name)
             labels = f.metadata["labels"]
             st.session_state[key] = labels[value] if labels and value in labels else value
@@ -283,12 +274,11 @@ def restore(cls, prefix: str = "", params: Mapping[str, Any] | None = None, link
 def current(cls, last=None, prefix: str = "", **values):
     """The state the widgets hold now (fields without a drawn widget keep `last`'s value; `values` win)."""
     base = last if last is not None else _defaults(cls)
-    held = session_values()
     now = {}
     for f in _fields(cls):
         key = f.metadata["widget"].format(prefix=prefix) if f.metadata["widget"] else None
-        if key and key in held:
-            value = held[key]
+        if key and key in st.session_state:
+            value = st.session_state[key]
             labels = f.metadata["labels"]
             if labels:
                 value = next((v for v, shown in labels.items() if shown == value), getattr(base, f.name))
