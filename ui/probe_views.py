@@ -34,6 +34,7 @@ from core.lens.probe.questions import (
     MAX_UPLOAD_QUESTIONS,
     predictions_text,
     read_question_file,
+    unknown_characters,
     unknown_summary,
 )
 from core.text import MASK_LABEL
@@ -105,7 +106,10 @@ def pick_focus(p: Probe, where=st) -> None:
 
 
 def warn_unknown(p: Probe, texts) -> None:
-    message = unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()},
+    texts, tokenizers = list(texts), {name: loaded.tokenizer for name, loaded in p.models.items()}
+    if not any(unknown_characters(texts, tokenizer) for tokenizer in tokenizers.values()):
+        return  # every model reads every piece (most reruns): their training words are not looked up
+    message = unknown_summary(texts, tokenizers,
                               words={name: training_words(loaded) for name, loaded in p.models.items()})
     if message:
         st.warning(plain(message))
