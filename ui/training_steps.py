@@ -130,6 +130,7 @@ def open_attention_at(name: str, step: int) -> None:
 
 # --- the probe page -----------------------------------------------------------------------------------
 
+@by_name
 @st.cache_data(show_spinner="Asking the model at every kept step…", max_entries=32)
 def cached_answers_by_step(path: str, modified: float, side_modified: float | None, question: str,
                            places: tuple[str, ...], truth: str | None, _loaded, _snapshots) -> ts.StepAnswers:
