@@ -33,7 +33,7 @@ from ui.page_caches import cached_people, probe_data  # cached once per server
 from ui.page_state import PROBE_TABS, ProbeState
 from ui.probe_edit import edit_tab
 from ui.probe_views import PERCENT, Probe, cached_answers, dev_tab, pick_focus, show_example, warn_unknown
-from ui.shared_caches import all_checkpoints, load_checkpoint, model_version
+from ui.shared_caches import all_checkpoints, derived, load_checkpoint, model_version
 from ui.training_steps import show_answers_by_step
 
 TABS = tuple(PROBE_TABS.values())
@@ -87,7 +87,8 @@ def ask_view(p: Probe) -> None:
     if not asked.problem:  # a name too long for a model's context is cut, with a note (else it reads a tail)
         fitted = fit_name(asked.name, {m: (loaded.tokenizer, context_length(loaded.model))
                                        for m, loaded in p.models.items()}, p.data.labels,
-                          max((len(name_from_question(q)) for q, _ in p.data.dev_pairs), default=0))
+                          derived(p.data, "longest dev name",  # once per world, not per rerun (issue 52 item 5)
+                                  lambda: max((len(name_from_question(q)) for q, _ in p.data.dev_pairs), default=0)))
         asked = ProbeInput(problem=fitted.problem) if fitted.problem else ProbeInput(question_for(fitted.name),
                                                                                        fitted.name)
         if fitted.note:
@@ -97,7 +98,8 @@ def ask_view(p: Probe) -> None:
         return
     warn_unknown(p, [asked.question])
     truth, source = p.data.truth(asked.name) or (None, None)
-    swap_names = where_from_view.names_of(p.data.train_pairs + p.data.dev_pairs)
+    # ~1,100 questions read for their names once per world, not on every rerun (issue 52 item 5)
+    swap_names = derived(p.data, "swap names", lambda: where_from_view.names_of(p.data.train_pairs + p.data.dev_pairs))
     # the view's reading and trace start on a worker while the answers are computed (the browser's core is idle)
     where_from_view.read_ahead(p.models[p.focus], asked.question, truth, swap_names)
     show_example(p, asked.question, asked.name, truth, source, "probe_ask")

@@ -239,3 +239,25 @@ def test_teaching_figures_are_built_once_for_every_session(monkeypatch, tiny_che
     assert not second.exception
     assert len(spec(second)) >= len(builders) and spec(second) == spec(first)
     assert [c.calls for c in counters] == [[] for _ in builders]
+
+
+def test_a_cache_called_by_name_is_the_same_cache():
+    """ui.shared_caches.by_name passes a cached function's arguments by name (Streamlit then skips its signature
+    look-up per argument): the same entries as a positional call, underscore arguments still unhashed, and
+    `clear` still there."""
+    import streamlit as st
+
+    built = []
+
+    @st.cache_resource(show_spinner=False, max_entries=4)
+    def cached(path: str, modified: float, _owner) -> object:
+        built.append(path)
+        return object()
+
+    named = shared.by_name(cached)
+    owner = object()
+    first = cached("a", 1.0, owner)
+    assert named("a", 1.0, object()) is first and named("a", modified=1.0, _owner=owner) is first
+    assert named("b", 1.0, owner) is not first and built == ["a", "b"]
+    named.clear()
+    assert named("a", 1.0, owner) is not first and built == ["a", "b", "a"]

@@ -17,6 +17,7 @@ import torch
 
 from core.io import uploads
 from ui import streamlit_pages
+from ui.shared_caches import by_name
 
 # One intra-op thread per forward pass: the server runs many small passes for concurrent
 # sessions, and two threads per pass on a 2-core machine made a tiny model ~100x slower
@@ -36,6 +37,7 @@ GC_THRESHOLDS = (10_000, 20, 50)
 gc.set_threshold(*GC_THRESHOLDS)
 
 
+@by_name
 @st.cache_resource(show_spinner=False)
 def page_list(folder: str) -> tuple[st.Page, ...]:
     """Built once per server process (each st.Page resolves its file on disk: ~8% of a run's time under load)."""
@@ -48,6 +50,7 @@ def run_pages(folder: str) -> list[st.Page]:
     return [copy.copy(page) for page in page_list(folder)]
 
 
+@by_name
 @st.cache_resource(show_spinner=False)
 def settled(modules: int) -> int:
     """Once per server process and number of imported modules (a page's first visit imports its own): everything

@@ -26,7 +26,7 @@ from ui.browser_tables import arrow_table, columns_table
 from ui.display import fitted_columns, show_figure
 from ui.model_picker import selected_info
 from ui.page_state import COMBINE_METHODS
-from ui.shared_caches import all_checkpoints, attention_run, derived, figure, load_checkpoint
+from ui.shared_caches import all_checkpoints, attention_run, by_name, derived, figure, load_checkpoint
 
 # --- long inputs: the window of tokens ----------------------------------------------------------------
 
@@ -130,6 +130,7 @@ def joined(run: av.AttentionRun, key: tuple, level: str) -> av.JoinedRun | None:
     return _joined_run(key, "words" if level == "words" else "characters", run)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=16)  # read-only arrays, shared like the run they come from
 def _joined_run(key: tuple, level: str, _run: av.AttentionRun) -> av.JoinedRun:
     return av.joined_run(_run, level)

@@ -36,7 +36,7 @@ import numpy as np
 import streamlit as st
 from streamlit import dataframe_util
 
-from ui.shared_caches import derived
+from ui.shared_caches import by_name, derived
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,6 +52,7 @@ def arrow_table(frame: pd.DataFrame) -> pa.Table:
     return derived(frame, "arrow table", lambda: _converted(frame))
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _records_table(key: str, _rows: list[dict[str, Any]]) -> pa.Table:
     return _converted(dataframe_util.convert_anything_to_pandas_df(_rows, ensure_copy=False))
@@ -64,6 +65,7 @@ def records_table(rows: list[dict[str, Any]]) -> pa.Table:
     return _records_table(repr(rows), rows)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=256)
 def _matrix_table(key: str, _values: np.ndarray, _rows: tuple[str, ...], _columns: tuple[str, ...]) -> pa.Table:
     import pandas as pd

@@ -36,7 +36,7 @@ from ui import page_state
 from ui.browser_tables import arrow_table
 from ui.display import EXPANDER_WIDTH, MAIN_WIDTH, csv_download, fitted_columns, show_figure
 from ui.page_state import ERRORS_OUTCOMES, ERRORS_SORTS, ERRORS_SOURCES, ERRORS_UNITS, AttentionState, ErrorsState
-from ui.shared_caches import all_checkpoints, attention_run, figure, load_checkpoint, model_version
+from ui.shared_caches import all_checkpoints, attention_run, by_name, figure, load_checkpoint, model_version
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 FORMATS = {"classify": "LABEL<TAB>TEXT per line, or a CSV with text and label columns",
@@ -87,6 +87,7 @@ def _keep_options(key: str, options: list) -> None:
 
 # --- the evaluation file --------------------------------------------------------------------------------------
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _bundled_text(path: str, signature: tuple[int, int], held_out: float) -> inputs.EvalText:
     return inputs.read_bundled(inputs.BundledFile(path, Path(path), held_out))
@@ -172,6 +173,7 @@ def _read_only(result):
     return result
 
 
+@by_name
 @st.cache_resource(show_spinner="Scoring every example…", max_entries=16)
 def _classifier(version: tuple, digest: str, name: str, _loaded, _source) -> classify.ClassifierErrors:
     pairs = inputs.classifier_pairs(_source, _loaded.labels)
@@ -179,11 +181,13 @@ def _classifier(version: tuple, digest: str, name: str, _loaded, _source) -> cla
                                                 _source.name))
 
 
+@by_name
 @st.cache_resource(show_spinner="Scoring every piece…", max_entries=8)
 def _language_model(version: tuple, digest: str, unit: str, name: str, _loaded, _source) -> lm.LanguageModelErrors:
     return _read_only(lm.score_lm(_loaded.model, _loaded.tokenizer, _source.files(), name, unit))
 
 
+@by_name
 @st.cache_resource(show_spinner="Answering every question (greedy decoding)…", max_entries=16)
 def _birthplace(version: tuple, digest: str, name: str, _loaded, _source) -> birthplace.BirthplaceErrors:
     pairs = inputs.birthplace_pairs(_source)
@@ -209,6 +213,7 @@ def evaluate(loaded, name: str, source: inputs.EvalText):
     return _birthplace(version, digest, name, loaded, source)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=128)
 def _derived(key: tuple, _compute: Callable):
     return _compute()
@@ -235,6 +240,7 @@ def caption(loaded, name: str, source: inputs.EvalText, result) -> str:
     return derived(loaded, name, source, ("caption",), result.caption)
 
 
+@by_name
 @st.cache_resource(show_spinner="Integrated gradients…", max_entries=64)  # shared read-only, like the results
 def _attribution(version: tuple, text: str, label: str, _loaded):
     return _read_only(classify.class_attribution(_loaded.model, _loaded.tokenizer, _loaded.labels, text, label))

@@ -15,11 +15,12 @@ import streamlit as st
 from core.io import hf_cache, uploads
 from core.text import markdown_escape as plain
 from ui.model_picker import select_checkpoint
-from ui.shared_caches import all_checkpoints
+from ui.shared_caches import all_checkpoints, by_name
 
 SELECTED_NOTE = "open_model_selected"  # st.session_state: a typed hub name the picker already listed, now selected
 
 
+@by_name
 @st.cache_resource(show_spinner=False, ttl=30)
 def cached_scan(cache: str) -> tuple[hf_cache.CachedModel, ...]:
     return tuple(hf_cache.scan(Path(cache)))

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from ui.shared_caches import by_name
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 # --- Model anatomy ---------------------------------------------------------------------------------------
 
 
+@by_name
 @st.cache_resource(show_spinner="Building the model on the meta device…")  # shared, read-only
 def preset_anatomy(name: str) -> tuple[list[table.PartRow], table.ParameterTotals]:
     from core.lens.anatomy import references, table
@@ -33,6 +36,7 @@ def preset_anatomy(name: str) -> tuple[list[table.PartRow], table.ParameterTotal
     return table.parameter_table(model), table.totals(model)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=32)  # shared, read-only: counted once per model version
 def checkpoint_anatomy(version: tuple, _model) -> tuple[list[table.PartRow], table.ParameterTotals]:
     from core.lens.anatomy import table
@@ -40,6 +44,7 @@ def checkpoint_anatomy(version: tuple, _model) -> tuple[list[table.PartRow], tab
     return table.parameter_table(_model), table.totals(_model)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=64)  # shared, read-only: st.dataframe only reads it
 def parts_frame(source: str, version: tuple | None, _rows: list[table.PartRow]) -> pd.DataFrame:
     """The table's rows, count, check and the whole formula first (at 1024 px they fit side by side); empty
@@ -56,6 +61,7 @@ def parts_frame(source: str, version: tuple | None, _rows: list[table.PartRow]) 
 
 # --- Attention playground ----------------------------------------------------------------------------------
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=64)  # shared, read-only: the page only reads the samples
 def noisy_experiment(n: int, d: int, alpha: float, beta: float, samples: int, seed: int):
     from core.lens import playground as pg
@@ -65,6 +71,7 @@ def noisy_experiment(n: int, d: int, alpha: float, beta: float, samples: int, se
 
 # --- Training curves ---------------------------------------------------------------------------------------
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=256)
 def checkpoint_history(path: str, signature: tuple[int, int], source: str) -> LoadedHistory:
     from core.lens.history.records import read_checkpoint_history
@@ -72,6 +79,7 @@ def checkpoint_history(path: str, signature: tuple[int, int], source: str) -> Lo
     return read_checkpoint_history(path, source)
 
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=64)
 def seed_history(path: str, signature: tuple[int, int], run: str) -> LoadedHistory:
     """One seed run of a bundled recipe (`<recipe>.seed-histories.json`: histories, no weights)."""
@@ -80,6 +88,7 @@ def seed_history(path: str, signature: tuple[int, int], run: str) -> LoadedHisto
     return read_seed_history(path, run)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _curves_shared(key: tuple, _compute: Callable):
     return _compute()
@@ -94,6 +103,7 @@ def curves_shared(key: tuple | None, what: tuple, compute: Callable):
 
 # --- Birthplace probe --------------------------------------------------------------------------------------
 
+@by_name
 @st.cache_resource(show_spinner="Reading the corpus…", max_entries=4)
 def probe_data(folder: str, stamp: tuple[float, ...]) -> corpus.ProbeData:
     from core.lens.probe import corpus
@@ -101,6 +111,7 @@ def probe_data(folder: str, stamp: tuple[float, ...]) -> corpus.ProbeData:
     return corpus.load_probe_data(folder)
 
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_people(n: int, locales: tuple[str, ...], seed: int, stamp: tuple, _data) -> list[tuple[str, str]]:
     from core.lens.probe import fabricated
@@ -117,6 +128,7 @@ class ExampleAnswers:
     evidence: corpus.Evidence  # what the corpus says about the name (and the truth)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=256)
 def _example_answers(key: str, _index, _name: str, _truth: str | None,
                      _by_model: dict[str, answers.ProbeAnswer]) -> ExampleAnswers:

@@ -35,7 +35,7 @@ from core.lens.extrapolation.scoring import (
 from core.model.positional import scheme_label
 from core.text import markdown_escape
 from ui.display import show_figure, within_limit
-from ui.shared_caches import load_checkpoint
+from ui.shared_caches import by_name, load_checkpoint
 
 SENTENCE_CHARS, DEV_TEXT_CHARS = 1000, 200_000  # what the sentence and the pasted dev text boxes read
 
@@ -48,11 +48,13 @@ def stamp(infos) -> tuple[tuple[str, float], ...]:
     return tuple((str(i.path), mtime(i)) for i in infos)
 
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=64)
 def sentence_run(path: str, modified: float, text: str, limit: int, _loaded) -> pv.SentenceAttention:
     return pv.sentence_attention(_loaded.model, _loaded.tokenizer, text, limit)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=32)  # figures are read-only: shared, never copied
 def encoding_figures(length: int, dim: int, n_head: int, learned_key: tuple | None, learned_name, _table):
     sinusoid, alibi = pv.sinusoidal_values(length, dim), pv.alibi_view(n_head, length)
@@ -69,6 +71,7 @@ def encoding_figures(length: int, dim: int, n_head: int, learned_key: tuple | No
         slopes=pd.DataFrame(alibi.slope_rows()), rope=figs.rope_distance_figure(*pv.rope_curves(dim, 4 * length), dim))
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=32)
 def sentence_figures(key: tuple, layer: int, head: int, _runs):
     """One map a row, on one colour scale: side by side at 1024x768 each plot had ~70 px (~135 px with shared
@@ -85,6 +88,7 @@ def sentence_figures(key: tuple, layer: int, head: int, _runs):
     return maps, figs.attention_distance_figure(series, f"Attention by distance, layer {layer}")
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=16)
 def training_figure(key: tuple, metric: str, splits: tuple[str, ...], _infos):
     frame, notes = pv.training_frame(_infos)
@@ -242,11 +246,13 @@ def length_score(path: str, modified: float, text: str, max_tokens: int | None, 
     return result, True
 
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=16)
 def dev_text(key: tuple, _members) -> DevText:
     return family_dev_text(_members)
 
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=64)
 def recorded(path: str, modified: float, text: str, _loaded) -> dict:
     # the loaded file's metadata: the folder listing is kept 30 s and may predate the record

@@ -32,7 +32,7 @@ from core.text import markdown_escape as plain
 from ui.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from ui.kept_edits import current_model, kept_for, session_for
 from ui.probe_views import Probe, pick_focus, warn_unknown
-from ui.shared_caches import model_version
+from ui.shared_caches import by_name, model_version
 
 RESULT = "edit_result"  # st.session_state: the last Run (its inputs and each method's delta and card)
 NO_ANSWER = "(no answer)"
@@ -41,6 +41,7 @@ SWEEP_EDITS = 10
 SHORT_POSITIONS = {"last": "last position", "subject": "name's last piece"}
 
 
+@by_name
 @st.cache_resource(show_spinner="Computing the MLP keys' statistics over the corpus (once per checkpoint)…",
                    max_entries=8)
 def cached_statistics(path: str, modified: float, folder: str, stamp: tuple, _loaded) -> KeyStatistics:
@@ -48,16 +49,19 @@ def cached_statistics(path: str, modified: float, folder: str, stamp: tuple, _lo
     return key_statistics(path, _loaded.model, _loaded.tokenizer, text)
 
 
+@by_name
 @st.cache_resource(show_spinner="Asking the unedited model every question…", max_entries=8)
 def cached_reference(path: str, modified: float, stamp: tuple, _loaded, _data) -> cards.Reference:
     return cards.Reference.of(_loaded.model, _loaded.tokenizer, _data)
 
 
+@by_name
 @st.cache_data(show_spinner="Tracing the question…", max_entries=128)
 def cached_traced_site(path: str, modified: float, question: str, truth: str | None, _loaded) -> sites.TracedSite:
     return sites.traced_site(_loaded.model, _loaded.tokenizer, question, truth)
 
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_sweep(path: str, modified: float, stamp: tuple, n: int, seed: int, method: str, _loaded, _data,
                  _stats, _reference) -> sites.Sweep:

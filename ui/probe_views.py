@@ -34,6 +34,7 @@ from core.lens.probe.questions import (
     MAX_UPLOAD_QUESTIONS,
     predictions_text,
     read_question_file,
+    unknown_characters,
     unknown_summary,
 )
 from core.text import MASK_LABEL
@@ -43,7 +44,7 @@ from ui.browser_tables import arrow_table
 from ui.display import EXPANDER_WIDTH, MAIN_WIDTH, fitted_columns, show_figure, shown_table
 from ui.page_caches import example_answers
 from ui.page_state import AttentionState, link_text, page_url
-from ui.shared_caches import figure, load_cached, model_version, training_words
+from ui.shared_caches import by_name, figure, load_cached, model_version, training_words
 
 # --- one example (Ask, Dev set) ---------------------------------------------------------------------------
 
@@ -77,6 +78,7 @@ class Probe:
     files: dict[str, LoadedCheckpoint] = field(default_factory=dict)  # as their files have them (the Edit tab's)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=256, ttl=3600)
 def cached_ask(path: str, modified: float, question: str, world: tuple, _places: tuple[str, ...],
                _loaded) -> answers.ProbeAnswer:
@@ -88,11 +90,13 @@ def cached_ask(path: str, modified: float, question: str, world: tuple, _places:
     return answer
 
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_attention(path: str, modified: float, question: str, _loaded) -> answers.AnswerAttention:
     return answers.answer_attention(_loaded.model, _loaded.tokenizer, question)
 
 
+@by_name
 @st.cache_data(show_spinner="Asking the models…", max_entries=32)
 def cached_answers(path: str, modified: float, questions: tuple[str, ...], _loaded) -> list[str]:
     return predict_birthplaces(_loaded.model, _loaded.tokenizer, questions)
@@ -105,7 +109,10 @@ def pick_focus(p: Probe, where=st) -> None:
 
 
 def warn_unknown(p: Probe, texts) -> None:
-    message = unknown_summary(texts, {name: loaded.tokenizer for name, loaded in p.models.items()},
+    texts, tokenizers = list(texts), {name: loaded.tokenizer for name, loaded in p.models.items()}
+    if not any(unknown_characters(texts, tokenizer) for tokenizer in tokenizers.values()):
+        return  # every model reads every piece (most reruns): their training words are not looked up
+    message = unknown_summary(texts, tokenizers,
                               words={name: training_words(loaded) for name, loaded in p.models.items()})
     if message:
         st.warning(plain(message))
@@ -211,6 +218,7 @@ def show_example(p: Probe, question: str, name: str, truth: str | None, source: 
 
 # --- the Dev set tab --------------------------------------------------------------------------------------
 
+@by_name
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_analysis(path: str, modified: float, content_hash: str, stamp: tuple, label: str, _loaded, _pairs,
                     _data) -> dev_set.DevAnalysis:
@@ -340,6 +348,7 @@ def every_question(p: Probe, focused: dev_set.DevAnalysis, label: str) -> None:
 
 # --- the Dev set tab's "stored versus extractable" section ------------------------------------------------
 
+@by_name
 @st.cache_data(show_spinner="Asking each pretrained model to complete the dev people's documents…",
                max_entries=32)
 def cached_memorised(path: str, modified: float, content_hash: str, stamp: tuple, _pairs,

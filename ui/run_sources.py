@@ -33,6 +33,7 @@ from core.lens.history.sources import (
     unpack_zip,
 )
 from core.text import markdown_escape as plain
+from ui.shared_caches import by_name
 
 KIND = "runs"  # RunSource.kind of a run another tool wrote
 OWN_SUFFIXES = (".safetensors", ".jsonl")  # this lab's own files: records.read_uploaded_history reads them
@@ -55,6 +56,7 @@ def folder_signature(root: Path) -> tuple[int, int, int]:
     return count, size, newest
 
 
+@by_name
 @st.cache_resource(max_entries=16)
 def _followers(root: str) -> tuple[dict, threading.Lock]:
     """Per folder, its event files' readers (event_files.EventFileFollower), kept between versions of the folder so a
@@ -62,6 +64,7 @@ def _followers(root: str) -> tuple[dict, threading.Lock]:
     return {}, threading.Lock()
 
 
+@by_name
 @st.cache_resource(show_spinner="Reading the runs in the folder…", max_entries=16)
 def _read_folder(root: str, signature: tuple[int, int, int], tag_filter: str) -> RunsRead:
     """Shared read-only by every session, once per version of the folder's files."""
@@ -72,6 +75,7 @@ def _read_folder(root: str, signature: tuple[int, int, int], tag_filter: str) ->
                           followers=followers, own=False)
 
 
+@by_name
 @st.cache_resource(max_entries=64)
 def _run_table(root: str, signature: tuple[int, int, int], tag_filter: str, run: str) -> LoadedHistory:
     """One run's rows and notes, cut from the folder's table once per version (every rerun asks for it)."""

@@ -17,7 +17,9 @@ figures with many cells are not kept. Not a page (app.py lists pages explicitly)
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import weakref
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -40,9 +42,26 @@ from core.lens.describe import model_card
 from core.lens.training_pieces import PROJECT_DATA, TrainingWords, training_lines
 from core.text import markdown_escape as plain
 
+
+def by_name(cached: Callable) -> Callable:
+    """An st.cache_* function called with every argument by name. Streamlit finds a positional argument's name
+    with inspect.signature on every call of every run (its caching module's `_get_positional_arg_name`: a hit with
+    four positional arguments ~0.08-0.13 ms, by name ~0.04-0.06 ms), and a named one it is given; here the names are
+    found once. The cache key is the same (Streamlit hashes (name, value) pairs in the call's order either way:
+    tests/test_shared_results.py). For the caches every rerun asks (issue 52 item 5)."""
+    names = list(inspect.signature(cached).parameters)
+
+    @functools.wraps(cached)
+    def call(*args, **kwargs):
+        return cached(**dict(zip(names, args)), **kwargs)
+    call.clear = cached.clear
+    return call
+
+
 # --- training text (what a model's pieces were cut from) ----------------------------------------------------
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _training_words(files: tuple[str, ...], stamps: tuple[float, ...]) -> TrainingWords | None:
     lines = training_lines({"path": f} for f in files)
@@ -68,6 +87,7 @@ NO_CHECKPOINTS = (
 )
 
 
+@by_name
 @st.cache_resource(show_spinner="Loading model…", max_entries=16)
 def load_cached(path: str, modified: float) -> LoadedCheckpoint:
     """One model per (file, modification time) per server process, shared by every session."""
@@ -86,6 +106,7 @@ def model_version(loaded) -> tuple[str, float]:
     return key, path.stat().st_mtime if path.exists() else 0.0
 
 
+@by_name
 @st.cache_resource(show_spinner=False, ttl=30)
 def available_checkpoints(folder: str) -> tuple[CheckpointInfo, ...]:
     """Read every 30 s and shared by every session and run as it is (st.cache_data would unpickle a copy on
@@ -93,6 +114,7 @@ def available_checkpoints(folder: str) -> tuple[CheckpointInfo, ...]:
     return tuple(list_checkpoints(folder))
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=256)
 def cached_model_card(path: str, modified: float, _info: CheckpointInfo) -> dict[str, str]:
     """The card builds a model on the meta device to count parameters: once per file version, shared
@@ -100,6 +122,7 @@ def cached_model_card(path: str, modified: float, _info: CheckpointInfo) -> dict
     return model_card(_info)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, ttl=30)
 def cached_hub_models(cache: str) -> tuple[CheckpointInfo, ...]:
     """The Hugging Face cache's models the lab opens, by hub name (core.io.hf_cache), read every 30 s and
@@ -107,6 +130,7 @@ def cached_hub_models(cache: str) -> tuple[CheckpointInfo, ...]:
     return tuple(hf_cache.picker_infos(Path(cache)))
 
 
+@by_name
 @st.cache_resource(show_spinner=False, ttl=30)
 def checkpoints_folder_note(folder: str) -> str | None:
     """One sentence when ATTENTION_LAB_CHECKPOINTS names a Hugging Face hub cache (core.io.hf_cache); every 30 s."""
@@ -141,6 +165,7 @@ def load_checkpoint(info: CheckpointInfo | None) -> LoadedCheckpoint | None:
 FIGURE_CELLS = 16_384  # a figure drawing more values than this is rebuilt per run, not kept (memory)
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=64)
 def model_digest(path: str, modified: float) -> str:
     """sha256 of a checkpoint file (weights, tokenizer, task: all the trace depends on), once per file
@@ -166,6 +191,7 @@ def read_only(run: av.AttentionRun) -> av.AttentionRun:
 
 # 32 runs: a sentence of 20 tokens on a 4-layer, 4-head model is ~30 kB; a 512-token input 16 MB (the old
 # st.cache_data kept 24, pickled: the same bytes)
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=32, ttl=3600)
 def _trace(digest: str, step: int | None, text: str, run_past_block: bool, queries_keys: bool, _loaded
            ) -> av.AttentionRun:
@@ -207,6 +233,7 @@ def derived(owner, what: str, build: Callable[[], Any]):
 
 # 64 figures: a browser figure is ~50 bytes a value (0.05 MB for one head over 12 tokens, 0.8 MB at the
 # FIGURE_CELLS limit), so at most ~50 MB
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=64, ttl=3600)
 def _figure(key: Hashable, _build: Callable):
     from core.figures.browser import for_browser

@@ -19,7 +19,7 @@ from ui import page_state
 from ui.display import EXPANDER_WIDTH, fitted_columns, show_figure
 from ui.model_picker import select_checkpoint
 from ui.page_state import AttentionState, CurvesState
-from ui.shared_caches import load_cached
+from ui.shared_caches import by_name, load_cached
 
 STEP_KEY = page_state.widget_key(AttentionState, "step")  # the attention page's step slider
 
@@ -33,6 +33,7 @@ def _stamp(loaded: LoadedCheckpoint) -> tuple[str, float, float | None]:
     return str(loaded.path), Path(loaded.path).stat().st_mtime, side_modified
 
 
+@by_name
 @st.cache_resource(show_spinner=False, max_entries=64)
 def cached_snapshots(path: str, modified: float, side_modified: float | None,
                      _loaded) -> snap_files.SnapshotFile | None:
@@ -47,6 +48,7 @@ def snapshots_for(loaded: LoadedCheckpoint | None) -> snap_files.SnapshotFile | 
     return cached_snapshots(*_stamp(loaded), loaded)
 
 
+@by_name
 @st.cache_resource(show_spinner="Loading the weights of that step…", max_entries=32)
 def cached_at_step(path: str, modified: float, side_modified: float | None, step: int, _loaded,
                    _snapshots) -> LoadedCheckpoint:
@@ -128,6 +130,7 @@ def open_attention_at(name: str, step: int) -> None:
 
 # --- the probe page -----------------------------------------------------------------------------------
 
+@by_name
 @st.cache_data(show_spinner="Asking the model at every kept step…", max_entries=32)
 def cached_answers_by_step(path: str, modified: float, side_modified: float | None, question: str,
                            places: tuple[str, ...], truth: str | None, _loaded, _snapshots) -> ts.StepAnswers:

@@ -31,7 +31,7 @@ from core.text import quoted_token
 from ui import page_state, where_from_prompt
 from ui.display import csv_download, show_figure
 from ui.page_state import PROBE_TABS, WHERE_FROM_CORRUPTIONS, WhereFromState
-from ui.shared_caches import figure, model_version
+from ui.shared_caches import by_name, figure, model_version
 
 DEV_KEY = "wf_dev"  # the dev-set average's widget prefix (dev_view's key)
 DEV_TAB = PROBE_TABS["dev"]  # the probe tab it is drawn on
@@ -137,12 +137,14 @@ def _trace(model, tokenizer, question: str, truth: str | None, corruption: str, 
                            swap_names=swap_names)
 
 
+@by_name
 @st.cache_data(show_spinner="Reading the answer layer by layer…", max_entries=128)
 def cached_reading(path: str, modified: float, question: str, truth: str | None, _loaded):
     return _ahead_or_now(("reading", path, modified, question, truth),
                          lambda: _reading(_loaded.model, _loaded.tokenizer, question, truth))
 
 
+@by_name
 @st.cache_data(show_spinner="Corrupting the name and restoring one state at a time…", max_entries=128)
 def cached_trace(path: str, modified: float, question: str, truth: str | None, corruption: str, samples: int,
                  seed: int, _swap_names: tuple[str, ...], _loaded) -> wf.CausalTrace:
@@ -151,6 +153,7 @@ def cached_trace(path: str, modified: float, question: str, truth: str | None, c
                                         _swap_names))
 
 
+@by_name
 @st.cache_data(show_spinner="Reading the next piece layer by layer…", max_entries=128)
 def cached_next_piece(path: str, modified: float, text: str, _loaded):
     model, tokenizer = _loaded.model, _loaded.tokenizer

@@ -145,7 +145,10 @@ def to_frame(matrix: np.ndarray, row_name: str, column_name: str = "x") -> pd.Da
 
 def from_frame(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
     """An edited table as float64, and how many cells were empty or not numbers (they count as 0)."""
-    numbers = frame.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    if all(pd.api.types.is_float_dtype(kind) for kind in frame.dtypes):  # as drawn, or edited with numbers: no
+        numbers = frame.to_numpy(dtype=np.float64, na_value=np.nan)  # column to read (a pandas apply a rerun)
+    else:
+        numbers = frame.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     missing = ~np.isfinite(numbers)
     return np.where(missing, 0.0, numbers), int(missing.sum())
 
