@@ -161,6 +161,9 @@ def test_a_download_happens_only_where_allowed_and_reports_progress(cache, tiny_
         return str(snapshot)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    # a process whose operator allows downloads never sets huggingface_hub's offline switch (core.io.hf.offline);
+    # in the test process an earlier test may have set it before huggingface_hub's first import, which reads it once
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     with pytest.raises(hf_cache.HubError, match="downloads are off"):
         hf_cache.resolve("NewOrg/new-llama")
     assert [c[1] for c in calls] == [True]  # only the offline look-up
