@@ -95,7 +95,7 @@ def test_the_induction_recipes_three_seeds_are_bundled_as_histories():
     from core.lens.history.bands import seed_groups
     from core.lens.history.records import read_checkpoint_history, read_seed_history, seed_history_runs
 
-    runs = dict(seed_history_runs(ROOT / "checkpoints"))
+    runs = {run: path for run, path in seed_history_runs(ROOT / "checkpoints") if run.startswith("induction")}
     assert set(runs) == {f"induction-seed{s}" for s in (0, 1, 2)}
     assert seed_groups(runs) == {"induction (seeds)": sorted(runs)}
     frames = {run: read_seed_history(path, run).frame for run, path in runs.items()}
@@ -122,3 +122,33 @@ def test_the_measured_induction_seeds_meet_issue_54s_numbers():
         assert m["start"] <= m["step"] <= m["end"] and m["steps"] == 1500
     assert induction_table() in (ROOT / "checkpoints" / "README.md").read_text()
     assert ckpt.load(_path("induction")).config.n_head == INDUCTION.n_head
+
+
+def test_the_names_pairs_three_seeds_are_kept_as_histories_and_are_the_readmes_table():
+    """Issue 53 ("our own bundled recipes were run at three seeds: show them so"): names-pretrained and names-scratch
+    at seeds 0, 1, 2 (`python -m core.train.bundle --only names-pretrained-seed0 ... names-scratch-seed2`), their
+    histories kept (weights not). Seed 0 is the bundled pair's own run, and the checkpoints README's table of the
+    three seeds (test accuracy after epoch 1 -> after epoch 6, written by hand) is what the histories hold."""
+    import re
+
+    from core.lens.history.bands import seed_groups
+    from core.lens.history.records import read_checkpoint_history, read_seed_history, seed_history_runs
+
+    runs = {run: path for run, path in seed_history_runs(ROOT / "checkpoints") if run.startswith("names-")}
+    assert seed_groups(runs) == {f"{name} (seeds)": [f"{name}-seed{s}" for s in (0, 1, 2)]
+                                 for name in ("names-pretrained", "names-scratch")}
+
+    def accuracy(frame, epoch: int) -> float:
+        row = frame[(frame["split"] == "val") & (frame["metric"] == "accuracy") & (frame["epoch"] == epoch)]
+        return float(row["value"].iloc[-1])
+
+    readme = (ROOT / "checkpoints" / "README.md").read_text()
+    for name, row in (("names-pretrained", "from `wiki-vanilla-pretrained`, `--pooling last`"),
+                      ("names-scratch", "fresh weights, `--pooling last`")):
+        bundled = read_checkpoint_history(_path(name)).frame
+        frames = [read_seed_history(runs[f"{name}-seed{s}"], f"{name}-seed{s}").frame for s in (0, 1, 2)]
+        columns = ["step", "split", "metric", "value"]
+        assert frames[0][columns].reset_index(drop=True).equals(bundled[columns].reset_index(drop=True))
+        (line,) = [line for line in readme.splitlines() if line.startswith(f"| {row} |")]
+        table = [tuple(float(v) / 100 for v in pair) for pair in re.findall(r"([\d.]+)% -> ([\d.]+)%", line)]
+        assert table == [(accuracy(f, 1), accuracy(f, 6)) for f in frames], (name, line)

@@ -333,3 +333,16 @@ def test_the_bundled_induction_seeds_open_as_one_band(monkeypatch):
     assert {run for run, _ in traces(chart(at))} == {"induction (seeds)"}
     captions = " ".join(c.value for c in at.caption).replace("\\", "")
     assert "induction (seeds): the mean over 3 runs (induction-seed0, induction-seed1, induction-seed2)" in captions
+
+
+def test_the_names_pair_over_three_seeds_is_two_bands(monkeypatch):
+    """The names pair's seeds (checkpoints/names-*.seed-histories.json): the preset draws each as one band over its
+    three runs, on validation accuracy, and says so."""
+    at = open_page(monkeypatch, ROOT / "checkpoints")
+    at.selectbox(key="curves_preset").select("pretrained vs from scratch over 3 seeds").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert {run for run, _ in traces(chart(at))} == {"names-pretrained (seeds)", "names-scratch (seeds)"}
+    bands = [meta(t) for t in chart(at)["data"] if meta(t).get("kind") == "band"]
+    assert sorted(b["runs"] for b in bands) == [3, 3, 3, 3]  # train and val of each pair member
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "names-pretrained (seeds): the mean over 3 runs" in captions

@@ -26,6 +26,7 @@ import torch
 
 from core.io import checkpoint as ckpt
 from core.io.snapshots import snapshots_path
+from core.lens.history.bands import seed_of
 from core.model.tokenizer import VocabularyChoice
 from core.train import recipes
 from core.train.callbacks import log_path, resume_path
@@ -112,6 +113,7 @@ INDUCTION_TRAIN = TrainerConfig(max_epochs=15, batch_size=32, learning_rate=1e-3
                                 snapshot_spacing="loss")  # log_every 25: the history fits the 80 MB too
 INDUCTION_DATA = {"segment": (6, 16)}
 INDUCTION_SEEDS = (0, 1, 2)
+NAMES_SEEDS = (0, 1, 2)  # the names pair at three seeds (`names-pretrained-seed1`, ...): their histories only
 INDUCTION_SEED_SNAPSHOTS = 60  # every 25th of 1,500 steps: a kept step at every loss record
 
 FOLDER = "checkpoints"
@@ -162,6 +164,11 @@ RECIPES: list[Recipe] = [
            NAMES, KNOW, CLASSIFY),
     Recipe("names-scratch", "train_classifier", "name -> country, the same model and pieces from fresh weights",
            {**NAMES, "warm_start": False}, KNOW, CLASSIFY),
+    # the pair at three seeds (checkpoints/README.md's table of them): histories kept, weights not (one band each)
+    *[Recipe(f"{name}-seed{seed}", "train_classifier", f"{name} at seed {seed}, measured", data, KNOW,
+             replace(CLASSIFY, seed=seed), bundled=False)
+      for name, data in (("names-pretrained", NAMES), ("names-scratch", {**NAMES, "warm_start": False}))
+      for seed in NAMES_SEEDS],
     # an induction head forming: the phase change on the curves page, head roles at every kept step
     Recipe("induction", "train_induction", "attention-only, repeated random segments (an induction head forms)",
            INDUCTION_DATA, INDUCTION, INDUCTION_TRAIN),
@@ -198,10 +205,11 @@ def build(recipe: Recipe, folder: str = FOLDER, device: str = "auto") -> dict[st
         record(out, trainer.device)
     if recipe.recipe == "pretrain":  # the knowledge it stored: what finetuning can reach (the probe's 2x2)
         trainer.metrics.update(record_memorisation(out))
-    if recipe.recipe == "train_classifier":  # names the corpus never mentions: what is left without knowledge
-        trainer.metrics.update(record_fabricated(out))
+    if recipe.recipe == "train_classifier" and recipe.bundled:  # names the corpus never mentions: what is left
+        trainer.metrics.update(record_fabricated(out))  # without knowledge
     if recipe.recipe == "train_induction" and not recipe.bundled:  # the phase change, for the README's seeds
         record_induction_seed(out, recipe.trainer.seed, folder)
+    if not recipe.bundled and seed_of(recipe.name):  # a seed run: its history, one band on the curves page
         record_seed_history(out, recipe.name, folder)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     resume_path(Path(out)).unlink(missing_ok=True)
@@ -504,7 +512,6 @@ def record_induction_seed(path: str, seed: int, folder: str = FOLDER) -> None:
 def record_seed_history(path: str, name: str, folder: str = FOLDER) -> None:
     """A seed run's history (not its weights: the file is deleted after) into `<recipe>.seed-histories.json`, which
     the curves page draws as the recipe's seeds, one band (core.lens.history.records)."""
-    from core.lens.history.bands import seed_of
     from core.lens.history.records import seed_histories_file, write_seed_history
 
     base = seed_of(name)

@@ -42,6 +42,11 @@ COMPARISONS: dict[str, ComparisonPreset] = {
         ("induction-seed*",),
         "loss", "The induction recipe at three seeds, drawn as their mean with a band: where the phase change falls "
                 "from seed to seed."),
+    # the names pair at three seeds (checkpoints/names-*.seed-histories.json): pretraining's gain beside the seeds'
+    "pretrained vs from scratch over 3 seeds": ComparisonPreset(  # spread, two bands
+        ("names-pretrained-seed*", "names-scratch-seed*"),
+        "accuracy", "The same classifier with and without pretraining, each at three seeds, drawn as its mean with a "
+                    "band: is the gap larger than the spread between seeds?"),
 }
 
 
