@@ -168,7 +168,8 @@ def test_run_locally_any_folder_is_allowed_and_hosted_only_the_operators(tree):
     assert folders.resolve_any("secret", tree["root"]) == tree["secret"]  # relative: inside the base
     assert folders.resolve_any("~") == Path.home().resolve()
     for typed, words in (("", "Type the path"), (f"{tree['allowed']}/nope", "does not exist"),
-                         (f"{tree['allowed']}/notes.txt", "is a file"), ("a\x00b", "not a folder path")):
+                         (f"{tree['allowed']}/notes.txt", "is a file"), ("a\x00b", "not a folder path"),
+                         ("~no-such-user-here/runs", "a user this machine does not know")):
         with pytest.raises(folders.FolderError, match=words):
             folders.resolve_any(typed)
 

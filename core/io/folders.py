@@ -126,7 +126,10 @@ def resolve_any(text: str | None, base: Path | None = None) -> Path:
         raise FolderError("Type the path of a folder.")
     if len(text) > MAX_PATH_CHARS or "\x00" in text:
         raise FolderError("That is not a folder path.")
-    typed = Path(text).expanduser()
+    try:
+        typed = Path(text).expanduser()
+    except RuntimeError:  # `~someone/...` for a user this machine does not have
+        raise FolderError(f"{_shown(text)} names the home folder of a user this machine does not know.") from None
     candidate = typed if typed.is_absolute() or base is None else base / typed
     try:
         folder = candidate.resolve(strict=True)
