@@ -117,7 +117,12 @@ def first_navigations(url: str, page_name: str) -> list[list[str]]:
         finally:
             await session.close()
 
-    return asyncio.run(visit())
+    from concurrent.futures import ThreadPoolExecutor
+
+    # on a thread of its own: the browser tests' Playwright session keeps an event loop running in this thread,
+    # where asyncio.run refuses to start (tests/test_serve.py, run_apart)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(visit())).result()
 
 
 def test_a_fresh_servers_first_listing_names_only_pages(tmp_path, tiny_checkpoints):
