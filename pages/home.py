@@ -4,6 +4,7 @@ from core.io.checkpoint import checkpoint_dir
 from core.text import markdown_escape as plain
 from ui import APP_PAGES
 from ui.browser_tables import records_table
+from ui.display import warm_up_chart
 from ui.model_picker import PageModels, checkpoint_picker
 from ui.shared_caches import NO_CHECKPOINTS, all_checkpoints, checkpoints_folder_note
 
@@ -52,10 +53,4 @@ else:
     # Arrow once per listing's content, not on every rerun of every session (ui.browser_tables).
     st.dataframe(records_table(rows), hide_index=True, width="stretch", height=35 * (len(rows) + 1) + 3)
 
-# The chart library, fetched while Home is read: Streamlit loads its plotly element (a 4.7 MB script) at the first
-# chart of a tab, so without this the first chart of the next page paid it (bench.first_visits). One empty
-# figure, 10 px high (plotly's least), with nothing to see or read.
-WARM_UP = {"data": [{"type": "scatter", "x": [0], "y": [0], "mode": "none", "hoverinfo": "skip"}],
-           "layout": {"height": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
-                      "xaxis": {"visible": False}, "yaxis": {"visible": False}}}
-st.plotly_chart(WARM_UP, height=10, config={"staticPlot": True, "displayModeBar": False}, key="home_chart_warmup")
+warm_up_chart()  # last: the chart library loads while Home is read

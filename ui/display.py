@@ -95,6 +95,29 @@ def show_figure(fig, filename: str, key: str | None = None, on_select: bool = Fa
                            on_select="rerun" if on_select else "ignore", selection_mode="points")
 
 
+# The chart library, fetched while Home is read: Streamlit loads its plotly element (a 4.7 MB script) at the first
+# chart of a tab, so without this the first chart of the next page paid it (bench.first_visits). One empty figure,
+# 10 px high (plotly's least), with nothing to see or read.
+WARM_UP = {"data": [{"type": "scatter", "x": [0], "y": [0], "mode": "none", "hoverinfo": "skip"}],
+           "layout": {"height": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
+                      "xaxis": {"visible": False}, "yaxis": {"visible": False}}}
+_WARM_UP_FIGURE: list = []  # built once per process
+
+
+def warm_up_chart() -> None:
+    """Draw `WARM_UP`, built for the browser once per process: given as a dict, st.plotly_chart validated it into a
+    plotly Figure on every run of Home (~4 ms of server CPU a visit, more than the rest of the page's own work;
+    bench.streamlit_floor)."""
+    from core.figures.browser import for_browser
+
+    if not _WARM_UP_FIGURE:
+        import plotly.graph_objects as go
+
+        _WARM_UP_FIGURE.append(for_browser(go.Figure(WARM_UP)))
+    st.plotly_chart(_WARM_UP_FIGURE[0], height=10, theme=None, key="home_chart_warmup",
+                    config={"staticPlot": True, "displayModeBar": False})
+
+
 def within_limit(text: str, limit: int, what: str) -> str:
     """Text a box reads cut to its `limit` characters, with one sentence saying so: a box with `max_chars` left
     the old text in place with no message when more was pasted (issue 41). The box keeps what was typed."""
