@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULT_LINE = re.compile(r"^RESULT (\S+) measured=(\S+) target=(\S+) pass=(true|false)\s*$", re.MULTILINE)
+RESULT_LINE = re.compile(r"^RESULT (\S+) measured=(\S+) target=?(\S+) pass=(true|false)\s*$", re.MULTILINE)
 
 
 @dataclass
@@ -100,6 +100,7 @@ BENCHMARKS = [
     Benchmark("errors", "bench.errors", [], ["--repeats", "1"], from_result_line),
     Benchmark("edit", "bench.edit", [], ["--edits", "3", "--sweep-edits", "2"], from_result_line),
     Benchmark("head_roles", "bench.head_roles", [], ["--skip-135m", "--repeats", "1"], from_result_line),
+    Benchmark("checkpoint_load", "bench.checkpoint_load", [], ["--repeats", "3"], from_result_line),
 ]
 # Through `make serve`'s proxy, one replica per core, as a class would be served (issue 29).
 LOAD = Benchmark("load", "bench.load",
