@@ -1,6 +1,7 @@
 """Modules built for their shapes only (core.model.meta_device): the same names, shapes and counts as a real build,
 no torch._dynamo import on the way (the first checkpoint load of a server process paid 2-5 s for it: issue 52,
-item 5), and a model another thread builds meanwhile is initialised as ever."""
+item 5), and a model another thread builds meanwhile is initialised as ever. Models built to be loaded
+(`to_be_loaded`): a load draws no random number and gives the weights a normal build then loaded gives."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 from pathlib import Path
 
 from core.model.config import PRESETS, ModelConfig
-from core.model.meta_device import shapes_only
+from core.model.meta_device import shapes_only, to_be_loaded
 from core.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,3 +54,32 @@ def test_loading_a_checkpoint_and_counting_parameters_import_no_dynamo():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_a_checkpoint_load_leaves_torchs_random_state_as_it_was():
+    """A seeded script that loads a model draws the same numbers after the load as without it."""
+    import torch
+
+    from core.io import checkpoint
+
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    checkpoint.load(ROOT / "checkpoints" / "lm-char.safetensors")
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_a_model_built_to_be_loaded_loads_to_the_same_weights_and_outputs_as_a_drawn_one():
+    import torch
+
+    for name in list(PRESETS)[:4]:
+        config = ModelConfig(**PRESETS[name])
+        torch.manual_seed(1)
+        source = Transformer(config).eval()
+        state = {k: v.clone() for k, v in source.state_dict().items()}
+        with to_be_loaded():
+            built = Transformer(config)
+        built.load_state_dict(state)
+        built.eval()
+        assert all(torch.equal(built.state_dict()[k], state[k]) for k in state)
+        idx = torch.randint(0, config.vocab_size, (2, min(8, config.block_size)))
+        assert torch.equal(built(idx)[0], source(idx)[0])

@@ -25,7 +25,7 @@ from safetensors.torch import save_file
 from core.io import hf
 from core.io.loaded import CheckpointError, CheckpointInfo, LoadedCheckpoint
 from core.model.config import ConfigError, ModelConfig
-from core.model.meta_device import shapes_only
+from core.model.meta_device import shapes_only, to_be_loaded
 from core.model.tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
 from core.model.transformer import Transformer
 
@@ -242,7 +242,8 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cp
         raise CheckpointError(f"{name}: the classifier has {config.n_classes} classes but "
                               f"{len(meta.get('labels') or [])} labels.")
     _check_config_against_header(config, header, name)
-    model = Transformer(config)
+    with to_be_loaded():  # every weight is loaded below (strict), so none is drawn first
+        model = Transformer(config)
     expected = model.state_dict()
     try:
         with safe_open(str(path), framework="pt", device=device) as fh:

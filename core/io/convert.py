@@ -39,6 +39,7 @@ from core.io.foreign_files import (  # noqa: F401  (ConversionError, read_file: 
     strip_wrapper_prefixes,
 )
 from core.model.config import ConfigError, ModelConfig
+from core.model.meta_device import to_be_loaded
 from core.model.tokenizer import MASK_CHAR, PAD_CHAR, CharTokenizer, TokenizerError
 from core.model.transformer import Transformer
 
@@ -199,7 +200,8 @@ def convert_state_dict(state: dict[str, torch.Tensor], tokenizer: CharTokenizer,
         renamed[RENAMED.get(key, key)] = tensor
     renamed["pos.table"] = renamed["pos.table"][0]  # (1, T, C) -> (T, C)
 
-    model = Transformer(config)
+    with to_be_loaded():  # every weight is loaded below (strict), so none is drawn first
+        model = Transformer(config)
     expected = model.state_dict()
     described = f"a {config.n_layer}-layer {config.attention} minGPT"
     missing = [k for k in expected if k not in renamed]

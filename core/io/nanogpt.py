@@ -44,6 +44,7 @@ from core.io.foreign_files import (
     strip_wrapper_prefixes,
 )
 from core.model.config import ConfigError, ModelConfig
+from core.model.meta_device import to_be_loaded
 from core.model.tokenizer import ListedCharTokenizer, PiecesTokenizer, TokenizerError
 from core.model.transformer import Transformer
 
@@ -344,7 +345,8 @@ def convert_nanogpt(ckpt: NanoCheckpoint, tokenizer: Vocabulary, name: str = "ck
         raise ConversionError(f"{vocabulary_name} has {tokenizer.vocab_size} characters but {name} has "
                               f"{config.vocab_size} embedding rows{hint}.")
     renamed, warnings = rename_state(state, config, name)
-    model = Transformer(config)
+    with to_be_loaded():  # every weight is loaded below (strict), so none is drawn first
+        model = Transformer(config)
     expected = model.state_dict()
     described = f"a {config.n_layer}-layer nanoGPT with bias={config.bias}"
     missing = [k for k in expected if k not in renamed]
