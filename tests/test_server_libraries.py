@@ -3,10 +3,14 @@ JSON with orjson, and Streamlit runs its event loop on uvloop. Both are optional
 silently, so a missing pin would cost every rerun without failing anything else."""
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import plotly.io as pio
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_plotly_encodes_chart_json_with_orjson():
@@ -66,3 +70,30 @@ def test_after_a_first_visit_the_collection_and_the_warm_up_run_off_the_script_t
     assert APP_TEMPLATE in pio.templates
     assert gc.get_freeze_count() > 0
     gc.unfreeze()
+
+
+FIRST_VISITS = """
+import os, sys
+from streamlit.testing.v1 import AppTest
+from ui import APP_PAGES, app_shell
+at = AppTest.from_file("app.py", default_timeout=600).run()
+app_shell.warm_up()
+for page in APP_PAGES[1:]:
+    before = set(sys.modules)
+    at.query_params.clear()  # a sidebar click clears the URL: each page opens on its own default model
+    at.switch_page(page.file).run()
+    assert not at.exception, (page.file, at.exception)
+    print(page.file, *sorted(m for m in set(sys.modules) - before if m.startswith("core.") or m == "tokenizers"))
+"""
+
+
+def test_after_the_warm_up_no_pages_first_visit_imports_a_core_module(tmp_path):
+    """Each page's first visit after Home imports only its own ui modules: the core modules and libraries they load
+    were imported by the warm-up while Home was read (WARM_MODULES; the probe's first visit paid ~60 ms for them)."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", FIRST_VISITS], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(ROOT / "checkpoints")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.strip()}
+    assert len(imported) == 8 and not any(imported.values()), imported

@@ -72,8 +72,8 @@ def _settle() -> None:
 
 
 _SETTLING = threading.Lock()  # one collection at a time (two first visits may finish together)
-# What the pages' first visits import beyond Home's (the core modules only: no Streamlit code runs off the script's
-# thread), measured by visiting every page once in AppTest (issue 52, item 5).
+# What the pages' first visits import beyond Home's (the core modules and the libraries they load: no Streamlit code
+# runs off the script's thread), measured by visiting every page once in AppTest (issue 52, item 5).
 WARM_MODULES = (
     "core.figures.attention", "core.figures.heads", "core.figures.query_key", "core.figures.where_from",
     "core.figures.positional", "core.figures.curves", "core.figures.probe", "core.figures.edit",
@@ -82,6 +82,16 @@ WARM_MODULES = (
     "core.lens.probe.answers", "core.lens.probe.corpus", "core.lens.probe.fabricated", "core.lens.positional",
     "core.lens.query_key", "core.lens.edit", "core.lens.anatomy", "core.lens.playground",
     "core.lens.history.sources", "core.data.world",
+    # and what they imported at first use, found by the same visits in session 19 (~0.12 s in all; the probe's ~60 ms,
+    # tests/test_server_libraries.py checks that no page's first visit imports a core module any more)
+    "core.io.snapshots", "core.lens.edit.methods", "core.lens.edit.scorecard", "core.lens.edit.sites",
+    "core.lens.errors.birthplace",
+    "core.lens.errors.slices", "core.lens.extrapolation", "core.lens.probe.dev_set", "core.lens.training_steps",
+    "core.lens.where_from.dev_set", "core.lens.where_from.prompts", "core.lens.history.logs", "core.lens.heads",
+    "core.lens.records", "core.data.loader", "core.lens.history.bands", "core.lens.history.presets",
+    "core.lens.phase_change", "core.train.job", "core.lens.anatomy.table", "core.lens.anatomy.masks",
+    "core.lens.anatomy.references",
+    "tokenizers",  # the subword tokenizers' library (~20 ms), imported by the first BPE model a process loads
 )
 
 
