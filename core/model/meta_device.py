@@ -18,13 +18,19 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 # what initialises weights by drawing them (their meta versions are the ones that import torch._dynamo)
-_DRAWS = {torch.nn.init.normal_, torch.nn.init.trunc_normal_, torch.Tensor.normal_}
+_DRAWS = frozenset({torch.nn.init.normal_, torch.nn.init.trunc_normal_, torch.Tensor.normal_})
 
 
-class _NoDraws(TorchFunctionMode):
+class _Skipping(TorchFunctionMode):
+    """Every function in `skipped` returns the tensor it would have filled, untouched; the rest run as ever."""
+
+    def __init__(self, skipped: frozenset) -> None:
+        super().__init__()
+        self.skipped = skipped
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _DRAWS:
+        if func in self.skipped:
             return args[0] if args else kwargs.get("tensor", kwargs.get("self"))
         return func(*args, **kwargs)
 
@@ -32,22 +38,14 @@ class _NoDraws(TorchFunctionMode):
 @contextlib.contextmanager
 def shapes_only() -> Iterator[None]:
     """Modules built inside are on the meta device (no memory) and draw no initial weights."""
-    with torch.device("meta"), _NoDraws():
+    with torch.device("meta"), _Skipping(_DRAWS):
         yield
 
 
 # what fills a new module's weights, drawn or set (nn.Linear, nn.Embedding, nn.LayerNorm and our _gpt2_init call these)
-_FILLS = {*_DRAWS, torch.nn.init.uniform_, torch.nn.init.kaiming_uniform_, torch.nn.init.kaiming_normal_,
-          torch.nn.init.xavier_uniform_, torch.nn.init.xavier_normal_, torch.nn.init.zeros_, torch.nn.init.ones_,
-          torch.nn.init.constant_, torch.Tensor.uniform_}
-
-
-class _NoFills(TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in _FILLS:
-            return args[0] if args else kwargs.get("tensor", kwargs.get("self"))
-        return func(*args, **kwargs)
+_FILLS = _DRAWS | {torch.nn.init.uniform_, torch.nn.init.kaiming_uniform_, torch.nn.init.kaiming_normal_,
+                   torch.nn.init.xavier_uniform_, torch.nn.init.xavier_normal_, torch.nn.init.zeros_,
+                   torch.nn.init.ones_, torch.nn.init.constant_, torch.Tensor.uniform_}
 
 
 @contextlib.contextmanager
@@ -57,5 +55,5 @@ def to_be_loaded() -> Iterator[None]:
     overwrite them took a bundled checkpoint's load from ~20 to ~28 ms (`python -m bench.checkpoint_load`), and moved
     torch's global random state: loading a model changed the numbers a seeded script drew after it. Until loaded, the
     weights hold whatever memory held. Thread-local, like `shapes_only`."""
-    with _NoFills():
+    with _Skipping(_FILLS):
         yield
