@@ -4,6 +4,7 @@ and column widths that add up to the room a table has on a 1024 px projector (`f
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import streamlit as st
@@ -101,20 +102,20 @@ def show_figure(fig, filename: str, key: str | None = None, on_select: bool = Fa
 WARM_UP = {"data": [{"type": "scatter", "x": [0], "y": [0], "mode": "none", "hoverinfo": "skip"}],
            "layout": {"height": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
                       "xaxis": {"visible": False}, "yaxis": {"visible": False}}}
-_WARM_UP_FIGURE: list = []  # built once per process
+@functools.cache
+def _warm_up_figure():
+    """`WARM_UP` built for the browser, once per process."""
+    import plotly.graph_objects as go
+
+    from core.figures.browser import for_browser
+
+    return for_browser(go.Figure(WARM_UP))
 
 
 def warm_up_chart() -> None:
-    """Draw `WARM_UP`, built for the browser once per process: given as a dict, st.plotly_chart validated it into a
-    plotly Figure on every run of Home (~4 ms of server CPU a visit, more than the rest of the page's own work;
-    bench.streamlit_floor)."""
-    from core.figures.browser import for_browser
-
-    if not _WARM_UP_FIGURE:
-        import plotly.graph_objects as go
-
-        _WARM_UP_FIGURE.append(for_browser(go.Figure(WARM_UP)))
-    st.plotly_chart(_WARM_UP_FIGURE[0], height=10, theme=None, key="home_chart_warmup",
+    """Draw `WARM_UP`: given as a dict, st.plotly_chart validated it into a plotly Figure on every run of Home (~4 ms of
+    server CPU a visit, more than the rest of the page's own work; bench.streamlit_floor)."""
+    st.plotly_chart(_warm_up_figure(), height=10, theme=None, key="home_chart_warmup",
                     config={"staticPlot": True, "displayModeBar": False})
 
 
