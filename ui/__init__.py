@@ -17,6 +17,11 @@ class AppPage:
     default: bool = False
 
     @property
+    def name(self) -> str:
+        """The page's name in a lesson's slides (core.io.lessons): its file's stem, 'home' for Home."""
+        return PurePosixPath(self.file).stem
+
+    @property
     def url_path(self) -> str:
         """The path Streamlit serves the page at: '' for the default page, else the file's name."""
         return "" if self.default else PurePosixPath(self.file).stem
@@ -33,6 +38,11 @@ APP_PAGES: tuple[AppPage, ...] = (
     AppPage("pages/anatomy.py", "Model anatomy", ":material/account_tree:"),
     AppPage("pages/open_model.py", "Open your model", ":material/upload_file:"),
 )
+
+
+def page_by_name(name: str) -> AppPage | None:
+    """The page a lesson's slide names (`AppPage.name`), or None when this app has no such page."""
+    return next((page for page in APP_PAGES if page.name == name), None)
 
 
 APP_RAN = "app_ran"  # session_state: app.py has run in this session (leave_legacy_multipage_mode)
