@@ -20,6 +20,7 @@ from core.lens.history.curves import (
     MAX_SMOOTHING,
     X_AXES,
     build_curves,
+    by_epoch,
     default_smoothing,
     ordered_metrics,
     summarize_runs,
@@ -189,7 +190,8 @@ if not names:
     st.stop()
 
 # --- settings: from the URL on first load, then from the widgets ---------------------------------
-if "curves_runs" not in st.session_state:
+# A first visit, or a link whose settings the page did not write itself (a lesson's next slide on this same page)
+if "curves_runs" not in st.session_state or page_state.linked(CurvesState):
     params = st.query_params.to_dict()
     last = page_state.last_state(CurvesState)
     if last is not None and not page_state.url_keys(CurvesState) & set(params):  # back from another page
@@ -202,7 +204,10 @@ if "curves_runs" not in st.session_state:
     picked = st.session_state.get("checkpoint")  # the sidebar's model: the run you are looking at
     opening = preset_runs(OPENING, [n for n in names if n in OPENING.patterns])  # pretrained vs scratch
     if url.runs:
-        st.session_state.update(curves_runs=url.runs, curves_metric=url.metric, curves_x=url.x)
+        # the comparison these runs are, if one (its verdict sentence is then drawn), else none
+        matching = next((n for n, p in COMPARISONS.items() if preset_runs(p, names) == list(url.runs)), CHOOSE_YOURSELF)
+        st.session_state.update(curves_runs=url.runs, curves_metric=url.metric, curves_x=url.x,
+                                curves_preset=matching)
     elif len(opening) == len(OPENING.patterns) and not st.session_state.get(MODEL_PICKED):
         st.session_state.update(curves_runs=opening, curves_metric=OPENING.metric, curves_x="epoch",
                                 curves_preset=OPENING_NAME)
@@ -309,6 +314,9 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
     st.subheader("Final and best values")
     st.dataframe(arrow_table(summary), hide_index=True, width="stretch",  # Arrow once per summary; columns fitted
                  column_config=fitted_columns(summary))  # to the page (fixed widths ran off it at 1024 px)
+    if settings.x == "epoch" and not (epochs := by_epoch(current.frame, settings.runs, settings.metric)).empty:
+        st.subheader(f"{settings.metric} at the end of each epoch")  # the table a course report asks for
+        st.dataframe(shown_table(epochs), hide_index=True, width="stretch", column_config=fitted_columns(epochs))
     # A callable: the CSV (megabytes for long runs) is built only when someone clicks, not every refresh.
     st.download_button("Download CSV (selected runs, every metric and point)",
                        lambda frame=current.frame: to_csv(frame), file_name="training-curves.csv",

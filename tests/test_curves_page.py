@@ -346,3 +346,39 @@ def test_the_names_pair_over_three_seeds_is_two_bands(monkeypatch):
     assert sorted(b["runs"] for b in bands) == [3, 3, 3, 3]  # train and val of each pair member
     captions = " ".join(c.value for c in at.caption).replace("\\", "")
     assert "names-pretrained (seeds): the mean over 3 runs" in captions
+
+
+def test_a_link_to_the_page_it_is_on_is_followed(monkeypatch):
+    """A lesson's next slide on the same page: the URL brings settings the page did not write, and they win over the
+    widgets' (before, the URL counted only on a page's first visit)."""
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+    at = AppTest.from_file(str(ROOT / "pages" / "curves.py"), default_timeout=60)
+    at.query_params.update({"runs": "names-pretrained,names-scratch", "metric": "accuracy", "x": "epoch"})
+    at.run()
+    assert at.multiselect(key="curves_runs").value == ["names-pretrained", "names-scratch"]
+    assert at.selectbox(key="curves_preset").value == "pretrained vs from scratch"  # its verdict sentence drawn
+    at.query_params.clear()
+    at.query_params.update({"runs": "induction", "metric": "loss", "x": "step"})
+    at.run()
+    assert not at.exception
+    assert at.multiselect(key="curves_runs").value == ["induction"]
+    assert at.selectbox(key="curves_metric").value == "loss"
+    assert at.selectbox(key="curves_preset").value == "(choose runs yourself)"
+    at.run()  # its own rerun keeps what it shows
+    assert at.multiselect(key="curves_runs").value == ["induction"]
+
+
+def test_accuracy_by_epoch_is_a_table_of_the_history(monkeypatch):
+    """x = epoch: the metric at the end of each epoch, per run and split, equal to the history's records."""
+    from core.lens.history.records import read_checkpoint_history
+
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+    at = AppTest.from_file(str(ROOT / "pages" / "curves.py"), default_timeout=60)
+    at.query_params.update({"runs": "names-pretrained,names-scratch", "metric": "accuracy", "x": "epoch"})
+    at.run()
+    table = next(d.value for d in at.dataframe if "epoch" in d.value.columns)
+    history = read_checkpoint_history(ROOT / "checkpoints" / "names-scratch.safetensors").frame
+    val = history[(history["metric"] == "accuracy") & (history["split"] == "val")]
+    assert list(table["epoch"]) == sorted(int(e) for e in val["epoch"])
+    assert np.allclose(table["names-scratch val"].astype(float), val.sort_values("epoch")["value"].to_numpy())
+    assert {"names-pretrained train", "names-pretrained val", "names-scratch train"} <= set(table.columns)

@@ -245,16 +245,23 @@ def last_state(cls, prefix: str = ""):
     return st.session_state.get(_saved_key(cls, prefix))
 
 
+def linked(cls, params: Mapping[str, Any] | None = None, prefix: str = "") -> bool:
+    """The URL brings values of this state other than the page wrote last: a link (from another page, a pasted
+    link, a lesson's slide), whose values then win over the widgets'."""
+    params = st.query_params.to_dict() if params is None else params
+    ours = {k: v for k, v in params.items() if k in url_keys(cls)}
+    return bool(ours) and ours != st.session_state.get(_saved_key(cls, prefix) + "_url")
+
+
 def restore(cls, prefix: str = "", params: Mapping[str, Any] | None = None, links: bool = True):
     """(state, notes) a page opens with, every widget it names seeded where not drawn yet. The URL counts on a
     first visit and when a link brings values other than this page wrote last (a link from another page, a
     pasted link: then the widgets are reset to it); else this session's last state (views come and go).
     `links=False`: the URL counts on a first visit only (a view drawn on several tabs of one page)."""
     params = st.query_params.to_dict() if params is None else params
-    ours = {k: v for k, v in params.items() if k in url_keys(cls)}
     last = last_state(cls, prefix)
     notes: list[str] = []
-    if last is None or (links and ours and ours != st.session_state.get(_saved_key(cls, prefix) + "_url")):
+    if last is None or (links and linked(cls, params, prefix)):
         state, notes = from_url(cls, params)
         if last is not None:
             for f in _fields(cls):

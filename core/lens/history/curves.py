@@ -143,6 +143,29 @@ def summarize_runs(frame: pd.DataFrame, runs: Sequence[str], metric: str) -> pd.
                                        "best at epoch", "best at step", "train - val gap"])
 
 
+MAX_EPOCH_ROWS = 100  # a table by epoch longer than this is a curve's job (the CSV has every point)
+
+
+def by_epoch(frame: pd.DataFrame, runs: Sequence[str], metric: str) -> pd.DataFrame:
+    """The metric at the end of each epoch, one row per epoch and one column per run and split ("names-pretrained
+    val"): the last record of each (run, split, epoch), as a course report tabulates accuracy by epoch. Empty when
+    no selected run records whole epochs or there are more than MAX_EPOCH_ROWS of them."""
+    subset = frame[(frame["metric"] == metric) & frame["run"].isin(list(runs)) & frame["epoch"].notna()]
+    subset = subset[np.isclose(subset["epoch"], subset["epoch"].round())]  # whole epochs (logged within one)
+    if subset.empty:
+        return pd.DataFrame()
+    epochs = subset["epoch"].round().astype(int)
+    if epochs.nunique() > MAX_EPOCH_ROWS:
+        return pd.DataFrame()
+    subset = subset.assign(epoch=epochs).sort_values(["step", "wall_time"], kind="stable")
+    last = subset.groupby(["run", "split", "epoch"])["value"].last()
+    splits = [s for s in SPLITS if s in set(subset["split"])] + sorted(set(subset["split"]) - set(SPLITS))
+    columns = {f"{run} {split}": last[(run, split)] for run in runs for split in splits if (run, split) in last.index}
+    table = pd.DataFrame(columns).sort_index()
+    table.index.name = "epoch"
+    return table.reset_index()
+
+
 SPLITS = ("train", "val")  # drawing order; other split names (if a trainer logs them) come after
 X_AXES = {"step": "Step", "epoch": "Epoch", "tokens": "Tokens seen", "relative": "Relative time (s)",
           "wall_time": "Wall time"}
