@@ -7,7 +7,7 @@ import torch
 
 from core.data.datasets import RepeatedSegmentDataset
 from core.lens.heads import HeadRoles
-from core.lens.phase_change import phase_change, phase_sentence, risen_heads
+from core.lens.phase_change import PhaseChange, compared_steps, phase_change, phase_sentence, risen_heads, risen_later
 from core.train.snapshots import linear_spaced_steps
 
 
@@ -44,6 +44,35 @@ def test_the_sentence_names_the_heads_that_rose_across_the_change():
     assert "induction L1H1 0.30 -> 0.90" in sentence and "previous-token L0H0 0.07 -> 0.35" in sentence
     both = [("induction", 1, 1, 0.3, 0.9), ("induction", 1, 0, 0.1, 0.6), ("previous-token", 0, 0, 0.07, 0.35)]
     assert "induction L1H1 0.30 -> 0.90 (and 1 more head of layer 1)" in phase_sentence(change, both)
+
+
+def test_a_head_that_rises_after_the_fall_is_not_said_to_rise_across_it():
+    """Issue 63: the bundled run kept steps 0, 262, 338 and 1,500 and its loss falls from step 125 to 525; the
+    previous-token head rose between 338 and 1,500, the induction head by 338. The sentence compares 0 with 338 and
+    names the later rise as later."""
+    change = PhaseChange(step=288, start=125, end=525, loss_before=3.77, loss_after=0.54)
+    flat = np.zeros((2, 2))
+
+    def roles(induction: float, previous: float) -> HeadRoles:
+        i, p = flat.copy(), flat.copy()
+        i[1, 0], p[0, 0] = induction, previous
+        return HeadRoles({"induction": i, "previous-token": p})
+
+    history = [(0, roles(0.06, 0.04)), (262, roles(0.42, 0.03)), (338, roles(0.64, 0.07)), (1500, roles(0.86, 0.60))]
+    assert compared_steps([s for s, _ in history], change) == (0, 338)
+    risen, later = risen_heads(history, change), risen_later(history, change)
+    assert [(r[0], r[1], r[2]) for r in risen] == [("induction", 1, 0)]
+    # 0.07 -> 0.60, and the induction head went on rising (0.64 -> 0.86): both true, the larger first
+    assert [(r[0], r[1], r[2]) for r in later] == [("previous-token", 0, 0), ("induction", 1, 0)]
+    sentence = phase_sentence(change, risen, [s for s, _ in history], later)
+    across, _, after = sentence.partition("; later")
+    assert "between the kept steps 0 and 338 the heads that rose are induction L1H0 0.06 -> 0.64" in across
+    assert "previous-token" not in across
+    assert "(steps 338 to 1,500) previous-token L0H0 0.07 -> 0.60" in after
+    # kept steps only outside the fall: the nearest after it, named as such
+    sparse = [history[0], history[3]]
+    assert compared_steps([0, 1500], change) == (0, 1500)
+    assert "between the kept steps 0 and 1,500" in phase_sentence(change, risen_heads(sparse, change), [0, 1500])
 
 
 def test_the_induction_data_repeats_a_segment_of_varying_length_and_place():

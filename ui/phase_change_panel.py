@@ -79,7 +79,8 @@ def _panels(found_runs: list[tuple[str, Path]]) -> None:
         fig = phase_change_figure(steps, losses, [(s, roles.scores) for s, roles in history],
                                   change.step if change else None, run=run, title=run)
         event = show_figure(fig, f"{run}-head-roles", key=f"curves_roles_{run}", on_select=True)
-        st.write(plain(pc.phase_sentence(change, risen, [s for s, _ in history])))
+        later = pc.risen_later(history, change) if change else []
+        st.write(plain(pc.phase_sentence(change, risen, [s for s, _ in history], later)))
         if history and history[0][1].notes:
             st.caption(plain(history[0][1].notes[0]))
         st.caption(plain(f"Each point is one of the {len(history)} steps {run} kept; click one to open the "

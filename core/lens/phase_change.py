@@ -71,16 +71,24 @@ def roles_over_steps(loaded, found, length: int = 20, samples: int = DEFAULT_SAM
     return out
 
 
-def risen_heads(history: list[tuple[int, HeadRoles]], change: PhaseChange,
-                rose: float = ROSE) -> list[tuple[str, int, int, float, float]]:
-    """(role, layer, head, score before, score after) for the heads whose score grew by at least `rose` between
-    the last kept step at or before the fall's start and the first at or after its end; largest rise first."""
-    if not history:
-        return []
-    steps = [s for s, _ in history]
-    before = max((i for i, s in enumerate(steps) if s <= change.start), default=0)
-    after = min((i for i, s in enumerate(steps) if s >= change.end), default=len(steps) - 1)
-    a, b = history[before][1], history[after][1]
+def compared_steps(kept: list[int], change: PhaseChange) -> tuple[int, int] | None:
+    """The two kept steps whose head scores say what changed across the fall: the last kept at or before the fall's
+    start, and the last kept at or before its end (the first kept after it where none is inside). A score that
+    rises only after the fall is then not said to rise across it (issue 63: the previous-token head of the bundled
+    run rose between steps 338 and 1,500, after the fall ended at ~525). None with fewer than two kept steps."""
+    kept = sorted(kept)
+    if len(kept) < 2:
+        return None
+    first = max((s for s in kept if s <= change.start), default=kept[0])
+    inside = [s for s in kept if first < s <= change.end]
+    last = inside[-1] if inside else next((s for s in kept if s > first), None)
+    return None if last is None else (first, last)
+
+
+def _rises(history: list[tuple[int, HeadRoles]], first: int, last: int,
+           rose: float) -> list[tuple[str, int, int, float, float]]:
+    scores = dict(history)
+    a, b = scores[first], scores[last]
     out = []
     for role in b.scores:
         if role not in a.scores:
@@ -92,25 +100,54 @@ def risen_heads(history: list[tuple[int, HeadRoles]], change: PhaseChange,
     return sorted(out, key=lambda r: r[4] - r[3], reverse=True)
 
 
+def risen_heads(history: list[tuple[int, HeadRoles]], change: PhaseChange,
+                rose: float = ROSE) -> list[tuple[str, int, int, float, float]]:
+    """(role, layer, head, score before, score after) for the heads whose score grew by at least `rose` between
+    the two kept steps `compared_steps` picks around the fall; largest rise first."""
+    steps = compared_steps([s for s, _ in history], change)
+    return _rises(history, *steps, rose) if steps else []
+
+
+def risen_later(history: list[tuple[int, HeadRoles]], change: PhaseChange,
+                rose: float = ROSE) -> list[tuple[str, int, int, float, float]]:
+    """The heads whose score grew by at least `rose` after the fall: from the last step `compared_steps` compares
+    to the last kept step (none when that is the last)."""
+    steps = compared_steps([s for s, _ in history], change)
+    final = max((s for s, _ in history), default=None)
+    return _rises(history, steps[1], final, rose) if steps and final > steps[1] else []
+
+
+def _named(rows: list[tuple[str, int, int, float, float]]) -> str:
+    groups: dict[tuple[str, int], list[tuple[str, int, int, float, float]]] = {}
+    for row in rows:  # largest rise first, so each group's first row is its strongest head
+        groups.setdefault((row[0], row[1]), []).append(row)
+    named = []
+    for (role, layer), group in groups.items():
+        _, _, head, a, b = group[0]
+        others = f" (and {len(group) - 1} more head{'s' if len(group) > 2 else ''} of layer {layer})" \
+            if len(group) > 1 else ""
+        named.append(f"{role} L{layer}H{head} {a:.2f} -> {b:.2f}{others}")
+    return ", ".join(named)
+
+
 def phase_sentence(change: PhaseChange | None, risen: list[tuple[str, int, int, float, float]],
-                   history_steps: list[int] | None = None) -> str:
+                   history_steps: list[int] | None = None,
+                   later: list[tuple[str, int, int, float, float]] = ()) -> str:
     """One sentence: where the loss falls fastest, from what to what, and per role and layer the head that rose
-    most across the fall (with how many others of that layer rose too)."""
+    most across the fall (with how many others of that layer rose too), between which kept steps; then the heads
+    that rose only later (`later`, from `risen_later`)."""
     if change is None:
         return "The loss never falls in this run, so there is no phase change to locate."
     text = (f"The loss falls fastest at step {change.step:,}: from {change.loss_before:.2f} at step "
             f"{change.start:,} to {change.loss_after:.2f} at step {change.end:,}")
     if history_steps is not None and len(history_steps) < 2:
         return text + "; this run keeps too few snapshots to say which heads changed."
+    steps = compared_steps(history_steps, change) if history_steps is not None else None
+    between = f"between the kept steps {steps[0]:,} and {steps[1]:,}" if steps else "across it"
     if not risen:
-        return text + f"; no head's role score rose by {ROSE:.1f} or more across it."
-    groups: dict[tuple[str, int], list[tuple[str, int, int, float, float]]] = {}
-    for row in risen:  # largest rise first, so each group's first row is its strongest head
-        groups.setdefault((row[0], row[1]), []).append(row)
-    named = []
-    for (role, layer), rows in groups.items():
-        _, _, head, a, b = rows[0]
-        others = f" (and {len(rows) - 1} more head{'s' if len(rows) > 2 else ''} of layer {layer})" \
-            if len(rows) > 1 else ""
-        named.append(f"{role} L{layer}H{head} {a:.2f} -> {b:.2f}{others}")
-    return text + "; across it the heads that rose are " + ", ".join(named) + "."
+        text += f"; no head's role score rose by {ROSE:.1f} or more {between}"
+    else:
+        text += f"; {between} the heads that rose are " + _named(risen)
+    if later and steps:
+        text += f"; later (steps {steps[1]:,} to {max(history_steps):,}) " + _named(later) + " rose"
+    return text + "."
