@@ -31,5 +31,23 @@ def test_the_roles_across_training_share_the_loss_curve_step_axis():
     first = roles[0]
     assert list(first.x) == [0, 500, 1500]
     assert first.y[2] == np.asarray(history[2][1][first.meta["role"]]).max(axis=1)[0]
-    assert [list(c) for c in first.customdata] == [["induction", 0], ["induction", 500], ["induction", 1500]]
+    # [run, step, layer, the layer's best head at that step]: _scores makes head 3 the best of every layer
+    assert [list(c) for c in first.customdata] == [["induction", 0, 0, 3], ["induction", 500, 0, 3],
+                                                   ["induction", 1500, 0, 3]]
+    assert [list(c)[2:] for c in roles[1].customdata] == [[1, 3]] * 3
     assert roles[0].xaxis == loss.xaxis.replace("x", "x2") or roles[0].xaxis == "x2"
+
+
+def test_a_click_on_a_layers_best_head_opens_that_layer_and_head(monkeypatch):
+    """Issue 63: the point "induction, best head of layer 1" opened Attention on layer 0, head 0."""
+    import ui.phase_change_panel as panel
+
+    scores = [(0, {r: np.zeros((2, 2)) for r in ROLES}), (400, {r: np.zeros((2, 2)) for r in ROLES})]
+    scores[1][1]["induction"][1, 1] = 0.9  # at step 400 layer 1's best induction head is H1
+    fig = phase_change_figure([0, 400], [4.0, 1.0], scores, run="induction")
+    number = next(i for i, t in enumerate(fig.data) if t.name == "induction L1")
+    opened = []
+    monkeypatch.setattr(panel, "open_attention_at", lambda *args: opened.append(args))
+    point = {"curve_number": number, "point_index": 1, "customdata": list(fig.data[number].customdata[1])}
+    panel.open_clicked_role_step({"selection": {"points": [point]}}, fig)
+    assert opened == [("induction", 400, 1, 1)]

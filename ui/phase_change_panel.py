@@ -89,10 +89,12 @@ def _panels(found_runs: list[tuple[str, Path]]) -> None:
 
 
 def open_clicked_role_step(event, fig) -> None:
-    """A click on a kept step's point opens the Attention page at that step, for that run."""
+    """A click on a kept step's point opens the Attention page at that step, for that run, on the layer and head the
+    point is the best of (issue 63: it opened layer 0, head 0)."""
     selection = event.get("selection") if isinstance(event, dict) else None
     for point in (selection or {}).get("points") or []:
         number = point.get("curve_number", -1)
         meta = (getattr(fig.data[number], "meta", None) or {}) if 0 <= number < len(fig.data) else {}
         if meta.get("kind") == "roles" and isinstance(point.get("customdata"), list):
-            open_attention_at(meta["run"], int(point["customdata"][1]))
+            data = point["customdata"]
+            open_attention_at(meta["run"], int(data[1]), *(int(v) for v in data[2:4]))

@@ -120,11 +120,13 @@ def open_clicked_step(event, fig) -> None:
             open_attention_at(meta["run"], int(point["customdata"][1]))
 
 
-def open_attention_at(name: str, step: int) -> None:
-    """Switch to the Attention page with checkpoint `name` at training step `step` (its sentence, layer,
-    head and view stay as this session left them)."""
+def open_attention_at(name: str, step: int, layer: int | None = None, head: int | None = None) -> None:
+    """Switch to the Attention page with checkpoint `name` at training step `step`, on `layer` and `head` where
+    given (its sentence, view and the rest stay as this session left them)."""
     select_checkpoint(name)
     at_step = (page_state.last_state(AttentionState) or AttentionState()).replace(step=step)
+    if layer is not None and head is not None:
+        at_step = at_step.replace(layer=layer, head=head)
     st.switch_page("pages/attention.py", query_params=page_state.page_url(at_step, model=name))
 
 

@@ -42,8 +42,9 @@ def phase_change_figure(loss_steps, losses, history: list[tuple[int, dict[str, n
                         change_step: int | None = None, run: str = "", title: str | None = None) -> go.Figure:
     """Two panels on one x axis (training step): the loss (top), and each role's best score per layer at every
     kept step (bottom, one line per role and layer: solid for layer 0, dashed, dotted... after it). A dotted
-    vertical line marks the phase change. The kept-step points carry `customdata` [run, step] and
-    `meta={"kind": "roles", "run": run, "role": role}` (a click opens the Attention page at that step)."""
+    vertical line marks the phase change. The kept-step points carry `customdata` [run, step, layer, head] (the
+    layer's best head at that step) and `meta={"kind": "roles", "run": run, "role": role}` (a click opens the
+    Attention page at that step, layer and head)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.45, 0.55])
     fig.add_trace(go.Scatter(x=list(loss_steps), y=[float(v) for v in losses], mode="lines", name="loss",
                              line=dict(color=run_color(0), width=2), meta={"kind": "loss"},
@@ -53,12 +54,15 @@ def phase_change_figure(loss_steps, losses, history: list[tuple[int, dict[str, n
     if history:
         for role in history[0][1]:
             best = np.stack([np.asarray(scores[role]).max(axis=1) for _, scores in history])  # (steps, L)
+            which = np.stack([np.asarray(scores[role]).argmax(axis=1) for _, scores in history])  # its head
             for layer in range(best.shape[1]):
                 fig.add_trace(go.Scatter(
                     x=steps, y=best[:, layer].tolist(), mode="lines+markers", name=f"{role} L{layer}",
                     line=dict(color=ROLE_COLORS.get(role, "#7F7F7F"), dash=dashes[layer % len(dashes)]),
-                    customdata=[[run, s] for s in steps], meta={"kind": "roles", "run": run, "role": role},
-                    hovertemplate=f"{role}, best head of layer {layer}<br>step %{{x}}: %{{y:.2f}}<extra></extra>"),
+                    customdata=[[run, s, layer, int(which[i, layer])] for i, s in enumerate(steps)],
+                    meta={"kind": "roles", "run": run, "role": role},
+                    hovertemplate=f"{role}, best head of layer {layer} (H%{{customdata[3]}})<br>step %{{x}}: "
+                                  "%{y:.2f}<extra></extra>"),
                     row=2, col=1)
     if change_step is not None:
         fig.add_vline(x=change_step, line=dict(color="#555", dash="dot", width=1))
