@@ -280,11 +280,10 @@ def capture_slide(number: int, slide: Slide, folder: Folder, server: str | None,
         model = FileHash(info.name, folder.sha256(info.path), "")
         data = _data_files(info.metadata or {})
     if at.exception:
-        error = at.exception[0]
-        kind = getattr(error.proto, "type", "") or "error"
+        kind = getattr(at.exception[0].proto, "type", "") or "an exception"
         return CapturedSlide(**base, model=model, data=data, seconds=time.monotonic() - started,
-                             problem=f"The {page.title} page stopped with an error for this slide "
-                                     f"({kind}: {_first_line(error.message)}).")
+                             problem=f"The {page.title} page stopped with an error for this slide ({kind}; the "
+                                     "terminal that made the handout shows the traceback).")
     try:
         blocks = read_blocks(_children(at.main))
     except Exception as exc:  # an element this reader does not know how to read: the slide says so
@@ -302,14 +301,28 @@ def _first_line(text: str, limit: int = 200) -> str:
 def capture(lesson: Lesson, checkpoints: Path, server: str | None = None,
             progress: Callable[[int, int, CapturedSlide], None] | None = None) -> Handout:
     """Every slide of a (resolved) lesson, its page run with the checkpoints folder `checkpoints`."""
-    os.environ[CHECKPOINTS_ENV] = str(checkpoints)
-    folder = Folder(Path(checkpoints))
-    slides = []
-    for number, slide in enumerate(lesson.slides, 1):
-        captured = capture_slide(number, slide, folder, server)
-        slides.append(captured)
-        if progress is not None:
-            progress(number, len(lesson.slides), captured)
+    from streamlit import config as st_config
+
+    before = os.environ.get(CHECKPOINTS_ENV)
+    os.environ[CHECKPOINTS_ENV] = str(checkpoints)  # what every page's model picker reads
+    # The app shows no error details (.streamlit/config.toml); a slide that fails names its exception's type, and
+    # the traceback goes to this command's terminal, not into the handout.
+    details = st_config.get_option("client.showErrorDetails")
+    st_config.set_option("client.showErrorDetails", "type")
+    try:
+        folder = Folder(Path(checkpoints))
+        slides = []
+        for number, slide in enumerate(lesson.slides, 1):
+            captured = capture_slide(number, slide, folder, server)
+            slides.append(captured)
+            if progress is not None:
+                progress(number, len(lesson.slides), captured)
+    finally:
+        st_config.set_option("client.showErrorDetails", details)
+        if before is None:
+            os.environ.pop(CHECKPOINTS_ENV, None)
+        else:
+            os.environ[CHECKPOINTS_ENV] = before
     return Handout(title=lesson.title, slides=tuple(slides), server=server, checkpoints=str(checkpoints))
 
 
