@@ -14,7 +14,8 @@ command lives here in ui/. `--pdf` prints the handout with Debian's Chromium (/u
 driven by Playwright), one slide per landscape page after every chart has drawn; `--zip` adds every figure as PNG
 and SVG (Plotly.toImage in the same Chromium) and every table as CSV (core.io.tables.table_csv). Without Chromium
 one sentence says so and the HTML is still written. Outputs are written atomically, never over the lesson file.
-Progress: one line per slide on stderr (`slide n/N title (page): s`), which ui.handout_view reads.
+Progress: one line per slide on stderr (`slide n/N title (page): s`; `note: ...`, `error: ...` sentences), which
+ui.handout_view reads.
 """
 
 from __future__ import annotations
@@ -462,7 +463,7 @@ def make_handout(lesson_path: Path, output: Path, *, server: str | None = None, 
         missing = chromium_missing()
         pdf_bytes, shots = (None, {})
         if missing:
-            say(missing)
+            say(f"note: {missing}")
         else:
             started = time.monotonic()
             pdf_bytes, shots = print_handout(output, pdf=pdf, images=want_zip)
