@@ -384,7 +384,7 @@ def print_handout(html_path: Path, pdf: bool, images: bool, timeout_s: float = 1
                         shots.setdefault(div, {})[fmt] = _data_url(data)
             if pdf:
                 page.emulate_media(media="print")
-                page.evaluate(f"() => window.fitForPrint({PRINT_WIDTH_PX}, {PRINT_HEIGHT_PX})")
+                page.evaluate(f"async () => await window.fitForPrint({PRINT_WIDTH_PX}, {PRINT_HEIGHT_PX})")
                 page.wait_for_timeout(300)
                 pdf_bytes = page.pdf(landscape=True, print_background=True, format="A4", prefer_css_page_size=True,
                                      margin={"top": "10mm", "bottom": "10mm", "left": "10mm", "right": "10mm"})
@@ -484,9 +484,12 @@ def _progress(number: int, total: int, slide: CapturedSlide) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from streamlit.logger import set_log_level
+    import logging
 
-    set_log_level("error")  # AppTest's "missing ScriptRunContext" warnings, one per page run
+    # AppTest's "missing ScriptRunContext" warning, one per page run (a filter: Streamlit resets its loggers' levels
+    # from its config on every run)
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+        lambda record: "missing ScriptRunContext" not in record.getMessage())
     try:
         written = make_handout(args.lesson, args.output, server=args.server, pdf=args.pdf, want_zip=args.zip,
                                checkpoints=args.checkpoints, overrides=_overrides(args.set), progress=_progress)

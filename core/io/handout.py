@@ -374,8 +374,8 @@ details.section > summary { cursor: pointer; font-weight: 600; }
 }
 """
 
-# Every chart drawn from its JSON; `fitForPrint(width, height)` zooms each slide to one printed page (the PDF
-# maker calls it with the page's size in CSS pixels; a person printing from a browser gets it from beforeprint).
+# Every chart drawn from its JSON; `fitForPrint(width, height)` fits each slide to one printed page (the PDF maker
+# calls it with the page's size in CSS pixels; a person printing from a browser gets a zoom from beforeprint).
 SCRIPT = """
 (function () {
   var drawn = [];
@@ -389,17 +389,69 @@ SCRIPT = """
     }));
   });
   Promise.all(drawn).then(function () { window.handoutReady = true; document.body.setAttribute('data-ready', '1'); });
-  window.fitForPrint = function (width, height) {
-    document.querySelectorAll('.slide, .cover').forEach(function (s) { s.style.zoom = ''; });
-    document.querySelectorAll('.js-plotly-plot').forEach(function (d) { Plotly.Plots.resize(d); });
-    document.querySelectorAll('.slide, .cover').forEach(function (s) {
-      var h = s.scrollHeight, w = s.scrollWidth;
-      var z = Math.min(1, height / Math.max(h, 1), width / Math.max(w, 1));
-      if (z < 1) { s.style.zoom = String(Math.floor(z * 1000) / 1000); }
+  // A slide taller than its page is split into two side-by-side columns first (a landscape page is wide; Chromium
+  // prints CSS multi-column boxes across pages, so the blocks are moved into two flex columns), then zoomed to fit.
+  function resize(root) {
+    return Promise.all(Array.from(root.querySelectorAll('.js-plotly-plot')).map(function (d) {
+      return Plotly.Plots.resize(d);
+    }));
+  }
+  function blocksOf(s) {  // the box whose blocks are split: the content, or the tab that holds most of it
+    var box = s.querySelector('.content');
+    for (;;) {
+      var tab = box && Array.from(box.children).find(function (c) {
+        return c.classList.contains('tab') && c.getBoundingClientRect().height > box.getBoundingClientRect().height / 2;
+      });
+      if (!tab) { return box; }
+      box = tab;
+    }
+  }
+  function split(s) {
+    var box = blocksOf(s);
+    if (!box || box.children.length < 2) { return false; }
+    var kids = Array.from(box.children), heights = kids.map(function (k) { return k.getBoundingClientRect().height; });
+    var total = heights.reduce(function (a, b) { return a + b; }, 0), row = document.createElement('div');
+    row.className = 'row print-split';
+    var left = document.createElement('div'), right = document.createElement('div'), above = 0;
+    left.className = right.className = 'col';
+    left.style.flex = right.style.flex = '1 1 0';
+    kids.forEach(function (k, i) { (above + heights[i] / 2 <= total / 2 || i === 0 ? left : right).appendChild(k);
+                                   above += heights[i]; });
+    row.appendChild(left); row.appendChild(right); box.appendChild(row);
+    return true;
+  }
+  function unsplit(s) {
+    s.querySelectorAll('.print-split').forEach(function (row) {
+      var box = row.parentNode;
+      row.querySelectorAll(':scope > .col').forEach(function (col) {
+        while (col.firstChild) { box.insertBefore(col.firstChild, row); }
+      });
+      row.remove();
     });
+  }
+  function zoomToFit(s, width, height) {
+    var z = Math.min(1, height / Math.max(s.scrollHeight, 1), width / Math.max(s.scrollWidth, 1));
+    s.style.zoom = z < 1 ? String(Math.floor(z * 1000) / 1000) : '';
+  }
+  // The PDF maker's: split and zoom, charts redrawn to their columns before it prints.
+  window.fitForPrint = async function (width, height) {
+    window.printFitted = true;
+    var slides = Array.from(document.querySelectorAll('.slide, .cover'));
+    slides.forEach(function (s) { s.style.zoom = ''; unsplit(s); });
+    await resize(document);
+    for (const s of slides) {
+      if (s.classList.contains('slide') && s.scrollHeight > height * 1.25 && split(s)) { await resize(s); }
+      zoomToFit(s, width, height);
+    }
+    return slides.length;
   };
-  window.addEventListener('beforeprint', function () { window.fitForPrint(1047, 700); });
+  // A person printing from the browser: zoom only (the print starts before a chart could be redrawn).
+  window.addEventListener('beforeprint', function () {
+    if (window.printFitted) { return; }
+    document.querySelectorAll('.slide, .cover').forEach(function (s) { s.style.zoom = ''; zoomToFit(s, 1047, 700); });
+  });
   window.addEventListener('afterprint', function () {
+    if (window.printFitted) { return; }
     document.querySelectorAll('.slide, .cover').forEach(function (s) { s.style.zoom = ''; });
   });
 })();
