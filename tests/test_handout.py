@@ -32,8 +32,9 @@ SERVER = "http://teach.example:8501"
 
 
 def lesson() -> Lesson:
-    return Lesson(title="Tiny <tour>", slides=(
-        Slide("attention", ATTENTION, "One head", NOTES),
+    """`${m}` in the attention slide: filled by the command's --set (the lesson's own value names no model here)."""
+    return Lesson(title="Tiny <tour>", variables={"m": "not-this-one"}, slides=(
+        Slide("attention", {**ATTENTION, "model": "${m}"}, "One head", NOTES),
         Slide("curves", CURVES, "The loss", "Falls."),
         Slide("probe", {"model": "nobody-here"}, "A model that is not here"),
         Slide("nowhere", {}, "A page that is not here"),
@@ -48,6 +49,7 @@ def made(tmp_path_factory) -> dict:
     path = save_lesson(lesson(), folder / "tiny.lesson.yaml")
     lines = []
     written = runner.make_handout(path, folder / "out" / "tiny.html", server=SERVER + "/", checkpoints=checkpoints,
+                                  overrides=runner._overrides(["m=tiny-lm"]),
                                   progress=lambda n, total, s: lines.append((n, total, s.title)))
     text = written["html"].read_text(encoding="utf-8")
     return {"html": text, "checkpoints": checkpoints, "lesson": path, "lines": lines, "folder": folder}
@@ -234,3 +236,9 @@ def test_tables_are_escaped_and_their_csv_guards_formulas():
     assert '<td class="num">0.1235</td>' in text and '<td class="num">1,840</td>' in text
     assert ho.table_files(ho.Handout("t", (slide,))) == {"slide-01-table-01.csv": "name,p\n<b>x</b>,0.123456\n"
                                                                                   "'=1+1,1840.0\n"}
+
+
+@pytest.mark.parametrize("pair", ["model", "=x"])
+def test_set_must_be_name_equals_value(pair):
+    with pytest.raises(ho.HandoutError, match="NAME=VALUE"):
+        runner._overrides([pair])
