@@ -242,3 +242,24 @@ def test_tables_are_escaped_and_their_csv_guards_formulas():
 def test_set_must_be_name_equals_value(pair):
     with pytest.raises(ho.HandoutError, match="NAME=VALUE"):
         runner._overrides([pair])
+
+
+def test_provenance_is_the_checkpoints_the_state_names_else_the_sidebars(tmp_path):
+    folder = runner.Folder(tiny_checkpoint_folder(tmp_path / "ckpts"))
+    picked = folder.infos["tiny-birthplace"]
+    models, _ = runner.provenance(Slide("curves", {"runs": "tiny-lm,tiny-classifier,gone", "metric": "loss"}),
+                                  picked, folder)
+    assert [(m.name, m.sha256) for m in models] == [
+        (n, ho.sha256_file(folder.path / f"{n}.safetensors")) for n in ("tiny-lm", "tiny-classifier")]
+    models, _ = runner.provenance(Slide("playground", {}), picked, folder)
+    assert [(m.name, m.note) for m in models] == [("tiny-birthplace", "the sidebar's model")]
+
+
+def test_data_files_are_checked_against_the_files_here():
+    path = "data/world/" + sorted(p.name for p in (ROOT / "data" / "world").iterdir() if p.is_file())[0]
+    sha = ho.sha256_file(ROOT / path)
+    found = runner._data_files({"data": [{"path": path, "sha256": sha}, {"path": path, "sha256": "0" * 64},
+                                         {"path": "data/none.txt", "sha256": "1" * 64}, "junk"]})
+    assert [(f.name, f.sha256, f.note) for f in found] == [
+        (path, sha, "the file here matches"), (path, "0" * 64, "the file here differs"),
+        ("data/none.txt", "1" * 64, "recorded at training; not found here")]

@@ -241,6 +241,33 @@ def _data_files(metadata: Mapping) -> tuple[FileHash, ...]:
     return tuple(out)
 
 
+def named_checkpoints(state: Mapping[str, str], folder: Folder) -> list[str]:
+    """The checkpoints of the folder a slide's state names (`model`, a compare view's `vs`, the curves' `runs`, ...):
+    every value, and each name of a comma-separated list, that is a checkpoint's name."""
+    names: list[str] = []
+    for value in state.values():
+        for name in dict.fromkeys([value, *(unquote(n) for n in value.split(",") if n)]):
+            if name in folder.infos and not folder.infos[name].error and name not in names:
+                names.append(name)
+    return names
+
+
+def provenance(slide: Slide, picked, folder: Folder) -> tuple[tuple[FileHash, ...], tuple[FileHash, ...]]:
+    """(models, data files) a slide used: the checkpoints its state names, else the sidebar's model (said so, as a
+    page may not read it); each with sha256, and the data files their metadata records."""
+    names = named_checkpoints(slide.state, folder)
+    infos = [folder.infos[n] for n in names]
+    note = {}
+    if not names and picked is not None:
+        infos, note = [picked], {picked.name: "the sidebar's model"}
+    models = tuple(FileHash(i.name, folder.sha256(i.path), note.get(i.name, "")) for i in infos)
+    data: dict[str, FileHash] = {}
+    for info in infos:
+        for item in _data_files(info.metadata or {}):
+            data.setdefault(item.name, item)
+    return models, tuple(data.values())
+
+
 def capture_slide(number: int, slide: Slide, folder: Folder, server: str | None,
                   timeout_s: float = PAGE_TIMEOUT_S) -> CapturedSlide:
     """Run the slide's page at its state and read what it drew; a problem becomes the slide's one sentence."""
@@ -257,7 +284,7 @@ def capture_slide(number: int, slide: Slide, folder: Folder, server: str | None,
     wanted = slide.state.get("model")
     if wanted is not None and (wanted not in folder.infos or folder.infos[wanted].error):
         why = "which is not in" if wanted not in folder.infos else "which cannot be read from"
-        return CapturedSlide(**base, model=FileHash(wanted, None, "not here"), seconds=time.monotonic() - started,
+        return CapturedSlide(**base, models=(FileHash(wanted, None, "not here"),), seconds=time.monotonic() - started,
                              problem=f"This slide names the model {wanted!r}, {why} the checkpoints folder "
                                      f"{folder.path}.")
     from streamlit.testing.v1 import AppTest
@@ -271,27 +298,23 @@ def capture_slide(number: int, slide: Slide, folder: Folder, server: str | None,
         return CapturedSlide(**base, seconds=time.monotonic() - started,
                              problem=f"The {page.title} page could not be run for this slide "
                                      f"({type(exc).__name__}: {_first_line(str(exc))}).")
-    model = None
     try:
         info = at.session_state["checkpoint"] if "checkpoint" in at.session_state else None
     except Exception:
         info = None
-    data: tuple[FileHash, ...] = ()
-    if info is not None:
-        model = FileHash(info.name, folder.sha256(info.path), "")
-        data = _data_files(info.metadata or {})
+    models, data = provenance(slide, info, folder)
     if at.exception:
         kind = getattr(at.exception[0].proto, "type", "") or "an exception"
-        return CapturedSlide(**base, model=model, data=data, seconds=time.monotonic() - started,
+        return CapturedSlide(**base, models=models, data=data, seconds=time.monotonic() - started,
                              problem=f"The {page.title} page stopped with an error for this slide ({kind}; the "
                                      "terminal that made the handout shows the traceback).")
     try:
         blocks = read_blocks(_children(at.main))
     except Exception as exc:  # an element this reader does not know how to read: the slide says so
-        return CapturedSlide(**base, model=model, data=data, seconds=time.monotonic() - started,
+        return CapturedSlide(**base, models=models, data=data, seconds=time.monotonic() - started,
                              problem=f"What the {page.title} page drew could not be read for this slide "
                                      f"({type(exc).__name__}: {_first_line(str(exc))}).")
-    return CapturedSlide(**base, model=model, data=data, blocks=blocks, seconds=time.monotonic() - started)
+    return CapturedSlide(**base, models=models, data=data, blocks=blocks, seconds=time.monotonic() - started)
 
 
 def _first_line(text: str, limit: int = 200) -> str:

@@ -116,7 +116,7 @@ class CapturedSlide:
     page: str = ""  # the page's name in the lesson
     page_title: str = ""  # as the app's navigation names it
     link: str | None = None  # the live view on the author's server
-    model: FileHash | None = None
+    models: tuple[FileHash, ...] = ()  # the checkpoints the slide names, or the sidebar's model (note says so)
     data: tuple[FileHash, ...] = ()
     blocks: tuple = ()
     problem: str | None = None  # one sentence: why this slide could not be drawn
@@ -475,8 +475,9 @@ def table_html(table: Table) -> str:
             f'<td class="num">{_escape(cell_text(v))}</td>' if _is_number(v) else f"<td>{_escape(cell_text(v))}</td>"
             for v in row]
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    note = f"{total:,} rows" + (f"; the first {MAX_TABLE_ROWS:,} here, every row in the zip's CSV"
-                                if total > MAX_TABLE_ROWS else "")
+    note = f"{total:,} row" + ("" if total == 1 else "s")
+    if total > MAX_TABLE_ROWS:
+        note += f"; the first {MAX_TABLE_ROWS:,} here, every row in the zip's CSV"
     return (f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
             f'</div><p class="table-note">{_escape(note)}</p>')
 
@@ -570,8 +571,8 @@ def slide_html(slide: CapturedSlide, total: int, renderer: _Renderer) -> str:
     else:
         parts.append(f'<div class="content">{renderer.blocks(slide, slide.blocks, [0])}</div>')
     prov = []
-    if slide.model is not None:
-        prov.append(_file_line("Model", slide.model))
+    for item in slide.models:
+        prov.append(_file_line("Model", item))
     for item in slide.data:
         prov.append(_file_line("Data", item))
     if slide.link:
