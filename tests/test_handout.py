@@ -38,6 +38,7 @@ def lesson() -> Lesson:
         Slide("curves", CURVES, "The loss", "Falls."),
         Slide("probe", {"model": "nobody-here"}, "A model that is not here"),
         Slide("nowhere", {}, "A page that is not here"),
+        Slide("attention", {**ATTENTION, "view": "model"}, "Every head"),
     ))
 
 
@@ -123,7 +124,7 @@ def test_a_missing_model_or_page_is_one_sentence_and_the_other_slides_render(mad
     page = section(made["html"], 4)
     assert "names the page &#x27;nowhere&#x27;, which this app does not have." in page
     assert specs(made["html"], 1) and specs(made["html"], 2)
-    assert [(n, t) for n, t, _ in made["lines"]] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert [(n, t) for n, t, _ in made["lines"]] == [(n, 5) for n in range(1, 6)]
 
 
 def test_attention_heatmap_equals_the_exported_weights(made, tmp_path):
@@ -140,6 +141,19 @@ def test_attention_heatmap_equals_the_exported_weights(made, tmp_path):
     np.testing.assert_allclose(z[allowed], weights[allowed], rtol=0, atol=1e-6)
     assert np.isnan(z[~allowed]).all()
     assert np.abs(z[allowed] - weights[allowed]).max() == 0
+
+
+def test_the_model_views_maps_equal_the_exported_weights_of_every_head(made, tmp_path):
+    export(made["checkpoints"] / "tiny-lm.safetensors", TEXT, tmp_path / "a.npz")
+    saved = np.load(tmp_path / "a.npz")
+    (fig,) = specs(made["html"], 5)
+    maps = [t for t in fig["data"] if t.get("type") == "heatmap"]
+    layers, heads = saved["attention"].shape[:2]
+    assert len(maps) == layers * heads
+    allowed = saved["allowed"]
+    for k, trace in enumerate(maps):  # layer by layer, head by head (the grid's reading order)
+        z = array(trace["z"])
+        np.testing.assert_allclose(z[allowed], saved["attention"][divmod(k, heads)][allowed], rtol=0, atol=1e-6)
 
 
 def test_curves_points_equal_the_history_csv(made):
