@@ -277,3 +277,63 @@ def test_data_files_are_checked_against_the_files_here():
     assert [(f.name, f.sha256, f.note) for f in found] == [
         (path, sha, "the file here matches"), (path, "0" * 64, "the file here differs"),
         ("data/none.txt", "1" * 64, "recorded at training; not found here")]
+
+
+SINK = '''
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+st.title("Sink <page>")
+st.sidebar.markdown("SIDEBAR-ONLY")
+st.text_area("Sentence", "The <cat> sat.")
+st.button("Press me")
+st.toggle("Off toggle")
+st.toggle("On toggle", value=True)
+a, b = st.columns([2, 1])
+a.markdown("**left** <i>raw</i>")
+b.metric("Loss", "0.25", "-0.1")
+c, d = st.columns(2)
+c.selectbox("Layer", [0, 1], index=1, format_func=lambda v: f"layer {v}")
+d.radio("View", ["one", "two"], index=0)
+one, two = st.tabs(["First", "Second"])
+one.caption("in the first tab")
+two.caption("in the second tab")
+with st.expander("Closed box"):
+    st.dataframe(pd.DataFrame({"x": [1.5, 2.0]}), hide_index=True)
+with st.expander("Open box", expanded=True):
+    st.code("print('<hi>')")
+st.divider()
+st.image(np.zeros((4, 4, 3), dtype=np.uint8))
+st.warning("Careful & <b>bold</b>")
+'''
+
+
+def test_what_a_page_draws_becomes_escaped_blocks_in_order(tmp_path, monkeypatch):
+    script = tmp_path / "sink.py"
+    script.write_text(SINK)
+    import ui
+
+    monkeypatch.setattr(ui, "page_by_name", lambda name: ui.AppPage(str(script), "Sink", ""))
+    folder = runner.Folder(tiny_checkpoint_folder(tmp_path / "ckpts"))
+    slide = runner.capture_slide(1, Slide("sink", {}), folder, None)
+    assert slide.problem is None
+    kinds = [type(b).__name__ for b in slide.blocks]
+    assert kinds == ["Text", "Setting", "Setting", "Columns", "Setting", "Setting", "Section", "Section", "Section",
+                     "Text", "Text", "Text"]
+    text = ho.render_html(ho.Handout("t", (slide,)), plotly_js="")
+    body = section(text, 1)
+    assert "SIDEBAR-ONLY" not in body and "Press me" not in body and "Off toggle" not in body
+    assert "<b>On toggle:</b> <span class=\"value\">on</span>" in body
+    assert "<b>Sentence:</b> <span class=\"value\">The &lt;cat&gt; sat.</span>" in body
+    assert "<b>Layer:</b> <span class=\"value\">layer 1</span>" in body and "<b>View:</b>" in body
+    assert ('<div class="col" style="flex: 0.6667 1 0"><div class="markdown"><p><strong>left</strong> '
+            '&lt;i&gt;raw') in body
+    assert '<div class="label">Loss</div><div class="value">0.25</div><div class="delta">-0.1</div>' in body
+    assert "in the first tab" in body and "in the second tab" not in body  # the tab the page shows, only
+    assert "First <span class=\"others\">(tab; the others: Second)</span>" in body
+    assert '<details class="section"><summary>Closed box</summary>' in body and '<td class="num">1.5</td>' in body
+    assert '<details class="section" open><summary>Open box</summary><pre class="code">print(&#x27;&lt;hi&gt;' in body
+    assert "<hr />" in body and "(The page shows an image here; it is not in the handout.)" in body
+    assert '<div class="callout warning"><p>Careful &amp; &lt;b&gt;bold&lt;/b&gt;</p>\n</div>' in body
+    assert "Sink &lt;page&gt;" in body

@@ -66,6 +66,10 @@ TEXT_ELEMENTS = {"title", "header", "subheader", "markdown", "caption", "text", 
 SHOWN_WIDGETS = {"text_area", "text_input", "selectbox", "radio", "select_slider", "slider", "number_input",
                  "multiselect", "toggle", "checkbox", "button_group", "date_input", "time_input", "color_picker"}
 MAX_SETTING_CHARS = 600
+# what a handout leaves out without a word: actions (buttons, links to other pages, uploads) and passing notices
+SKIPPED = {"button", "download_button", "form_submit_button", "file_uploader", "page_link", "link_button",
+           "progress", "toast", "balloons", "snow", "spinner", "empty", "chat_input", "camera_input", "audio_input",
+           "popover", "dialog", "exception"}
 
 
 # --- reading what a page drew ----------------------------------------------------------------------------
@@ -175,10 +179,18 @@ def read_blocks(nodes: Sequence) -> tuple:
         elif kind == "expander":
             out.append(Section("expander", str(node.proto.label or ""), read_blocks(_children(node)),
                                expanded=bool(node.proto.expanded)))
-        elif kind in ("popover", "dialog"):
-            continue  # drawn only when someone opens it
+        elif kind == "divider":
+            out.append(Text("markdown", "---"))
+        elif kind in SKIPPED:
+            continue  # popovers and dialogs are drawn only when someone opens them
         else:
             children = _children(node)
+            if not children and not isinstance(getattr(node, "children", None), dict):
+                # an element this reader does not turn into HTML (an image, a map...): said, not silently dropped
+                what = kind.replace("_", " ") or "element"
+                out.append(Text("caption", f"(The page shows {'an' if what[0] in 'aeiou' else 'a'} {what} here; it "
+                                           "is not in the handout.)"))
+                continue
             if children and all(getattr(c, "type", "") == "column" for c in children):
                 columns = tuple((float(getattr(c.proto, "weight", 0) or 1.0), read_blocks(_children(c)))
                                 for c in children)
