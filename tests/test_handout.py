@@ -337,3 +337,22 @@ def test_what_a_page_draws_becomes_escaped_blocks_in_order(tmp_path, monkeypatch
     assert "<hr />" in body and "(The page shows an image here; it is not in the handout.)" in body
     assert '<div class="callout warning"><p>Careful &amp; &lt;b&gt;bold&lt;/b&gt;</p>\n</div>' in body
     assert "Sink &lt;page&gt;" in body
+
+
+def test_without_chromium_one_sentence_and_the_html_and_tables_are_still_written(tmp_path, monkeypatch, capsys):
+    import zipfile
+
+    monkeypatch.setenv("CHROMIUM", str(tmp_path / "no-chromium"))
+    lesson_file = save_lesson(Lesson("By hand", (Slide("playground", {}, "Attention by hand"),)),
+                              tmp_path / "p.lesson.yaml")
+    written = runner.make_handout(lesson_file, tmp_path / "p.html", pdf=True, want_zip=True,
+                                  checkpoints=tiny_checkpoint_folder(tmp_path / "ckpts"))
+    assert set(written) == {"html", "zip"} and not (tmp_path / "p.pdf").exists()
+    assert capsys.readouterr().err.strip() == (f"note: No Chromium at {tmp_path / 'no-chromium'} (apt-get install "
+                                               "chromium, or set CHROMIUM), so no PDF or images were made.")
+    with zipfile.ZipFile(written["zip"]) as archive:
+        names = archive.namelist()
+    tables = written["html"].read_text(encoding="utf-8").count('<div class="table-wrap">')
+    assert tables and sorted(n for n in names if n.endswith(".csv")) == [
+        f"slide-01-table-{n:02d}.csv" for n in range(1, tables + 1)]
+    assert not [n for n in names if n.endswith((".png", ".svg"))]

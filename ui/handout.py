@@ -334,11 +334,26 @@ def _first_line(text: str, limit: int = 200) -> str:
     return line[:limit] + ("…" if len(line) > limit else "")
 
 
+def _no_context_warning(record) -> bool:
+    return "missing ScriptRunContext" not in record.getMessage()
+
+
+def _quiet_app_test() -> None:
+    """AppTest's "missing ScriptRunContext" warning, one per page run, left out of the progress lines (a filter:
+    Streamlit resets its loggers' levels from its config on every run)."""
+    import logging
+
+    logger = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
+    if _no_context_warning not in logger.filters:
+        logger.addFilter(_no_context_warning)
+
+
 def capture(lesson: Lesson, checkpoints: Path, server: str | None = None,
             progress: Callable[[int, int, CapturedSlide], None] | None = None) -> Handout:
     """Every slide of a (resolved) lesson, its page run with the checkpoints folder `checkpoints`."""
     from streamlit import config as st_config
 
+    _quiet_app_test()
     before = os.environ.get(CHECKPOINTS_ENV)
     os.environ[CHECKPOINTS_ENV] = str(checkpoints)  # what every page's model picker reads
     # The app shows no error details (.streamlit/config.toml); a slide that fails names its exception's type, and
@@ -501,9 +516,13 @@ def make_handout(lesson_path: Path, output: Path, *, server: str | None = None, 
             say(f"note: {missing}")
         else:
             started = time.monotonic()
-            pdf_bytes, shots = print_handout(output, pdf=pdf, images=want_zip)
-            say(f"chromium: {'PDF' if pdf else ''}{' and ' if pdf and want_zip else ''}"
-                f"{'images' if want_zip else ''} in {time.monotonic() - started:.1f} s")
+            try:
+                pdf_bytes, shots = print_handout(output, pdf=pdf, images=want_zip)
+                say(f"chromium: {'PDF' if pdf else ''}{' and ' if pdf and want_zip else ''}"
+                    f"{'images' if want_zip else ''} in {time.monotonic() - started:.1f} s")
+            except Exception as exc:  # Playwright's errors (a crash, a timeout): the HTML is written already
+                say(f"note: Chromium could not print the handout ({type(exc).__name__}: "
+                    f"{_first_line(str(exc), 160)}), so no PDF or images were made; the HTML is written.")
         if pdf and pdf_bytes is not None:
             written["pdf"] = write_atomically(outputs["pdf"], pdf_bytes, never_over=[lesson_path])
         if want_zip:
@@ -519,17 +538,15 @@ def _progress(number: int, total: int, slide: CapturedSlide) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import logging
-
-    # AppTest's "missing ScriptRunContext" warning, one per page run (a filter: Streamlit resets its loggers' levels
-    # from its config on every run)
-    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
-        lambda record: "missing ScriptRunContext" not in record.getMessage())
     try:
         written = make_handout(args.lesson, args.output, server=args.server, pdf=args.pdf, want_zip=args.zip,
                                checkpoints=args.checkpoints, overrides=_overrides(args.set), progress=_progress)
     except (HandoutError, LessonError) as exc:
         say(f"error: {exc}")
+        return 2
+    except OSError as exc:  # a folder that cannot be written, a full disk
+        say(f"error: {Path(exc.filename).name if exc.filename else 'A file'} could not be written "
+            f"({exc.strerror or exc}).")
         return 2
     for kind, path in written.items():
         say(f"wrote {kind}: {path} ({path.stat().st_size / 1e6:.2f} MB)")
