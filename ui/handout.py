@@ -339,13 +339,17 @@ def _no_context_warning(record) -> bool:
 
 
 def _quiet_app_test() -> None:
-    """AppTest's "missing ScriptRunContext" warning, one per page run, left out of the progress lines (a filter:
-    Streamlit resets its loggers' levels from its config on every run)."""
+    """AppTest's "missing ScriptRunContext" warning, one per page run, left out of the progress lines: a filter on
+    every Streamlit logger (their levels are reset from Streamlit's config on every run; which module logs it is
+    not public)."""
     import logging
 
-    logger = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
-    if _no_context_warning not in logger.filters:
-        logger.addFilter(_no_context_warning)
+    import streamlit.testing.v1  # noqa: F401 - its loggers exist once it is imported
+
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("streamlit") and isinstance(logger, logging.Logger) \
+                and _no_context_warning not in logger.filters:
+            logger.addFilter(_no_context_warning)
 
 
 def capture(lesson: Lesson, checkpoints: Path, server: str | None = None,

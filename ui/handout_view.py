@@ -52,6 +52,7 @@ def make_in_process(lesson: Lesson, server: str | None, on_line=None, timeout_s:
     """Run `python -m ui.handout` on `lesson` in its own process; `on_line(text)` for each line it writes."""
     folder = Path(tempfile.mkdtemp(prefix="attention-lab-handout-"))
     made = Made()
+    process = None
     try:
         path = save_lesson(lesson, folder / "lesson.lesson.yaml")
         out = folder / "handout.html"
@@ -80,7 +81,13 @@ def make_in_process(lesson: Lesson, server: str | None, on_line=None, timeout_s:
             produced = out.with_suffix(f".{kind}")
             if made.error is None and produced.is_file():
                 made.files[kind] = produced.read_bytes()
-    finally:
+    finally:  # also when the page's run is stopped midway (a click reruns it): the process goes with it
+        if process is not None and process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait(timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
     return made
 
