@@ -4,6 +4,8 @@ sentence and runs nothing."""
 
 from __future__ import annotations
 
+import sys
+
 from streamlit.testing.v1 import AppTest
 
 from bench.tiny_checkpoints import tiny_checkpoint_folder
@@ -72,3 +74,39 @@ def test_a_bad_server_is_one_sentence_and_starts_nothing(tmp_path, monkeypatch):
     assert [e.value for e in at.error] == ["The server 'javascript:alert(1)' must be an http:// or https:// address "
                                            "like http://host:8501."]
     assert started == [] and not at.get("download_button")
+
+
+
+def test_a_handout_process_reads_folders_only_where_the_browser_may(tmp_path, monkeypatch):
+    """The handout's own process sees no browser, so its pages would take any folder a slide names as local. For a
+    browser that may not open any folder (a remote one, or behind `make serve`) it runs with ATTENTION_LAB_ANY_FOLDER=0;
+    and a folder the operator did not allow is refused there in one sentence, nothing of it read."""
+    import subprocess as sp
+
+    import ui.handout_view as view
+    from core.io.folders import ALLOWED_DIRS_ENV, ANY_FOLDER_ENV, NOT_ALLOWED
+    from core.io.lessons import Lesson, Slide
+
+    secret = tmp_path / "private"
+    secret.mkdir()
+    (secret / "notes.txt").write_text("Kilroy Zanzibar was here . " * 40)
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.delenv(ALLOWED_DIRS_ENV, raising=False)
+    monkeypatch.delenv(ANY_FOLDER_ENV, raising=False)
+    lesson = Lesson("Folders", (Slide("errors", {"model": "lm-learned", "err_source": "folder",
+                                                 "err_folder": str(secret), "err_paths": "notes.txt",
+                                                 "err_view": "documents", "err_unit": "file"}, "A folder"),))
+    envs, real = [], sp.Popen
+
+    def popen(*args, **kwargs):
+        envs.append(kwargs.get("env"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(view.subprocess, "Popen", popen)
+    refused = view.make_in_process(lesson, None, anywhere=False)
+    assert envs[-1][ANY_FOLDER_ENV] == "0"
+    text = refused.files["html"].decode("utf-8").replace("&#x27;", "'")
+    assert NOT_ALLOWED in text and "Kilroy" not in text
+    monkeypatch.setattr(view, "_command", lambda *a: [sys.executable, "-c", "pass"])  # the env alone, quickly
+    view.make_in_process(lesson, None, anywhere=True)
+    assert ANY_FOLDER_ENV not in envs[-1]

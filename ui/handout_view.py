@@ -22,6 +22,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from core.io import folders
 from core.io.handout import HandoutError, server_url
 from core.io.lessons import Lesson, file_name, save_lesson
 
@@ -48,15 +49,20 @@ def _command(lesson_path: Path, out: Path, server: str | None) -> list[str]:
     return command + (["--server", server] if server else [])
 
 
-def make_in_process(lesson: Lesson, server: str | None, on_line=None, timeout_s: float = TIMEOUT_S) -> Made:
-    """Run `python -m ui.handout` on `lesson` in its own process; `on_line(text)` for each line it writes."""
+def make_in_process(lesson: Lesson, server: str | None, on_line=None, timeout_s: float = TIMEOUT_S,
+                    anywhere: bool = False) -> Made:
+    """Run `python -m ui.handout` on `lesson` in its own process; `on_line(text)` for each line it writes.
+    `anywhere`: the browser that asked may have the pages read any folder of this machine (it is on this machine,
+    folders.any_folder_allowed); else the process may read only the operator's allowed folders, whatever folder a
+    slide of an uploaded lesson names (the pages run there see no browser, so they would take it as local)."""
     folder = Path(tempfile.mkdtemp(prefix="attention-lab-handout-"))
     made = Made()
     process = None
     try:
         path = save_lesson(lesson, folder / "lesson.lesson.yaml")
         out = folder / "handout.html"
-        process = subprocess.Popen(_command(path, out, server), cwd=ROOT, stdout=subprocess.DEVNULL,
+        env = {**os.environ, **({} if anywhere else {folders.ANY_FOLDER_ENV: "0"})}
+        process = subprocess.Popen(_command(path, out, server), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
                                    start_new_session=True)
         deadline = time.monotonic() + timeout_s
@@ -121,7 +127,8 @@ def handout_section(lesson: Lesson, key: str = "handout") -> None:
                         bar.progress(1.0, text="Printing the PDF and the figures…" if "chromium" in line
                                      else "Written.")
 
-                made = make_in_process(lesson, server, on_line)
+                made = make_in_process(lesson, server, on_line,
+                                       anywhere=folders.any_folder_allowed(client_ip=st.context.ip_address))
                 if made.error:
                     status.update(label="The handout could not be made.", state="error")
                 else:
