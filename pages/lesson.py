@@ -154,20 +154,20 @@ if not lesson.slides:
 for index, slide in enumerate(lesson.slides):
     page = page_by_name(slide.page)
     with st.container(border=True, key=widget("slide", index)):
-        head = st.columns([6, 1, 1, 1, 1, 1], vertical_alignment="center", gap="small")
-        head[0].markdown(f"**{index + 1}.** " + plain(slide.heading(index + 1)) + " · "
-                         + plain(page.title if page else slide.page))
-        if head[1].button("Open", key=widget("open", index), disabled=page is None, width="stretch",
-                          help="This page in the slide's state."):
-            session.open_slide(slide)
-        head[2].button("Up", key=widget("up", index), disabled=index == 0, width="stretch",
-                       on_click=change, args=(ls.moved, index, index - 1))
-        head[3].button("Down", key=widget("down", index), disabled=index == len(lesson) - 1, width="stretch",
-                       on_click=change, args=(ls.moved, index, index + 1))
-        head[4].button("Copy", key=widget("duplicate", index), width="stretch", help="Duplicate this slide.",
-                       on_click=change, args=(ls.duplicated, index))
-        head[5].button("Delete", key=widget("delete", index), width="stretch",
-                       on_click=change, args=(ls.removed, index))
+        st.markdown(f"**{index + 1}.** " + plain(slide.heading(index + 1)) + " · "
+                    + plain(page.title if page else slide.page))
+        with st.container(horizontal=True, gap="small"):
+            if st.button("Open", key=widget("open", index), disabled=page is None, icon=":material/open_in_new:",
+                         help="This page in the slide's state."):
+                session.open_slide(slide)
+            st.button("Up", key=widget("up", index), disabled=index == 0, icon=":material/arrow_upward:",
+                      on_click=change, args=(ls.moved, index, index - 1))
+            st.button("Down", key=widget("down", index), disabled=index == len(lesson) - 1,
+                      icon=":material/arrow_downward:", on_click=change, args=(ls.moved, index, index + 1))
+            st.button("Duplicate", key=widget("duplicate", index), icon=":material/content_copy:",
+                      on_click=change, args=(ls.duplicated, index))
+            st.button("Delete", key=widget("delete", index), icon=":material/delete:",
+                      on_click=change, args=(ls.removed, index))
         st.caption(plain(state_summary(slide.state)))
         if page is None:
             st.info(plain(f"This slide shows the page {slide.page!r}, which is not in this app: it cannot be "

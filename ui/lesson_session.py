@@ -229,20 +229,21 @@ def end_presenting() -> None:
     st.session_state.pop(PRESENTING, None)
 
 
-# Constant CSS (no user text): the bar's buttons in one tight row, the second key of Next and Previous (Page Down,
-# Page Up: what presentation clickers send) on buttons nobody sees, and the page's top padding cut while presenting so
-# the main figure stays above the fold at 1024x768.
+# Constant CSS (no user text): the second key of Next and Previous (Page Down, Page Up: what presentation clickers send)
+# on buttons nobody sees, and while presenting the page's top padding just clear of Streamlit's header and its title
+# smaller, so the bar costs the main figure little height at 1024x768.
 BAR_CSS = """<style>
 .st-key-present_next_page, .st-key-present_prev_page { display: none; }
-.st-key-present_bar { padding: 0.15rem 0.5rem; gap: 0.25rem; }
+.st-key-present_bar { padding: 0.2rem 0.6rem; }
 .st-key-present_bar p { margin: 0; }
-[data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
+[data-testid="stMainBlockContainer"] { padding-top: 3.9rem; }
+[data-testid="stMain"] h1 { font-size: 2rem; padding: 0.2rem 0 0.4rem 0; }
 </style>"""
 
 
 def present_bar(page_name: str) -> None:
     """While presenting: "3 / 7", the slide's title, Previous / Next (Left, Page Up / Right, Page Down), Back to the
-    slide (its saved state again), the presenter's notes link and End. Drawn at the top of every page."""
+    slide (its saved state again), the presenter's notes link and End. Drawn at the top of every page, one row."""
     now = presenting()
     if now is None:
         return
@@ -252,24 +253,22 @@ def present_bar(page_name: str) -> None:
         return
     st.set_page_config(initial_sidebar_state="collapsed")  # the projected page: the figure, not the controls
     index = max(0, min(now.index, len(lesson) - 1))
-    slide = lesson.slides[index]
+    slide, first, last = lesson.slides[index], index == 0, index == len(lesson) - 1
     st.html(BAR_CSS)
-    with st.container(key="present_bar", border=True):
-        row = st.columns([0.7, 5, 1.2, 1.1, 1.8, 1.0, 0.9], vertical_alignment="center", gap="small")
-        row[0].markdown(f"**{index + 1} / {len(lesson)}**")
-        row[1].markdown(plain(shortened(slide.heading(index + 1), 90)))
-        previous = row[2].button("Previous", key="present_prev", shortcut="Left", disabled=index == 0,
-                                 width="stretch")
-        following = row[3].button("Next", key="present_next", shortcut="Right", disabled=index == len(lesson) - 1,
-                                  width="stretch")
-        back = row[4].button("Back to the slide", key="present_back", width="stretch",
-                             help="This slide as saved again (undoes what was typed or picked since).")
-        row[5].link_button("Notes", f"lesson?presenter={now.presenter}", type="tertiary",
-                           help="The presenter view (this slide's notes and the next slide's title) in a new tab.")
-        end = row[6].button("End", key="present_end", width="stretch")
-        previous |= st.button("Previous slide", key="present_prev_page", shortcut="PageUp", disabled=index == 0)
-        following |= st.button("Next slide", key="present_next_page", shortcut="PageDown",
-                               disabled=index == len(lesson) - 1)
+    with st.container(key="present_bar", border=True, horizontal=True, vertical_alignment="center", gap="small"):
+        st.markdown(f"**{index + 1} / {len(lesson)}**", width="content")
+        st.markdown(plain(shortened(slide.heading(index + 1), 90)), width="stretch")
+        previous = st.button("Previous", key="present_prev", shortcut="Left", disabled=first,
+                             icon=":material/chevron_left:")
+        following = st.button("Next", key="present_next", shortcut="Right", disabled=last,
+                              icon=":material/chevron_right:", icon_position="right")
+        back = st.button("Back to the slide", key="present_back", icon=":material/undo:",
+                         help="This slide as saved again (undoes what was typed or picked since).")
+        st.link_button("Notes", f"lesson?presenter={now.presenter}", type="tertiary", icon=":material/notes:",
+                       help="The presenter view (this slide's notes and the next slide's title), in a new tab.")
+        end = st.button("End", key="present_end", type="tertiary", icon=":material/close:")
+        previous |= st.button("Previous slide", key="present_prev_page", shortcut="PageUp", disabled=first)
+        following |= st.button("Next slide", key="present_next_page", shortcut="PageDown", disabled=last)
     if page_by_name(slide.page) is None:
         st.info(plain(f"Slide {index + 1} shows the page {slide.page!r}, which is not in this app."))
     if end:
