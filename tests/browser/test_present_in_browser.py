@@ -74,7 +74,7 @@ def test_present_a_lesson_with_the_keys_and_back_to_the_slide(server, browser, f
     with browser_page(browser, {"width": 1024, "height": 768}) as page:
         open_lesson(page, server, tmp_path)
         shoot(page, "lesson-1024")
-        page.get_by_role("button", name="Present").click()
+        page.get_by_role("button", name="Present", exact=True).click()
         shown(page, 1, "Heads look somewhere", "/attention")
         figure = page.evaluate(FIGURE_TOP_JS)
         assert figure and figure["traces"] and figure["top"] < 768 - 250, figure  # most of the map above the fold
@@ -125,7 +125,7 @@ def test_present_a_lesson_with_the_keys_and_back_to_the_slide(server, browser, f
 def test_the_presenter_tab_follows_the_presenting_one(server, browser, first_visit, tmp_path):
     with browser_page(browser, {"width": 1024, "height": 768}) as page:
         open_lesson(page, server, tmp_path)
-        page.get_by_role("button", name="Present").click()
+        page.get_by_role("button", name="Present", exact=True).click()
         shown(page, 1, "Heads look somewhere", "/attention")
         href = page.locator(BAR).get_by_role("link", name="Notes").get_attribute("href")
         notes = page.context.new_page()
