@@ -35,6 +35,7 @@ LESSON = "lesson"  # session_state: this session's Lesson
 LESSON_SOURCE = "lesson_source"  # session_state: the name of the lesson file it was opened from (None: built here)
 LESSON_VERSION = "lesson_version"  # session_state: bumped when slides move, so per-slide widgets start afresh
 PRESENTING = "lesson_presenting"  # session_state: a Presenting while presenting
+SIDEBAR_BACK = "lesson_sidebar_back"  # session_state: a presentation ended, the sidebar it collapsed comes back
 FLASH = "lesson_flash"  # session_state: (kind, sentence) shown once on the next run
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS_DIR = ROOT / "lessons"  # the repository's lessons
@@ -226,7 +227,8 @@ def open_slide(slide: ls.Slide) -> None:
 def end_presenting() -> None:
     if (now := presenting()) is not None:
         presentations().end(now.presenter)
-    st.session_state.pop(PRESENTING, None)
+    if st.session_state.pop(PRESENTING, None) is not None:
+        st.session_state[SIDEBAR_BACK] = True
 
 
 # Constant CSS (no user text): the second key of Next and Previous (Page Down, Page Up: what presentation clickers send)
@@ -236,6 +238,8 @@ BAR_CSS = """<style>
 .st-key-present_next_page, .st-key-present_prev_page { display: none; }
 .st-key-present_bar { padding: 0.2rem 0.6rem; }
 .st-key-present_bar p { margin: 0; }
+.st-key-present_bar [data-testid="stMarkdownContainer"], .st-key-present_bar [data-testid="stMarkdown"] > div {
+    margin-bottom: 0; }
 [data-testid="stMainBlockContainer"] { padding-top: 3.9rem; }
 [data-testid="stMain"] h1 { font-size: 2rem; padding: 0.2rem 0 0.4rem 0; }
 </style>"""
@@ -284,6 +288,8 @@ def lesson_controls(page_name: str) -> None:
     """What checkpoint_picker draws for lessons on every page: the presenting bar (top of the page) and the
     sidebar's add button. Before the picker's own early returns (no checkpoints), so every page has them."""
     present_bar(page_name)
+    if st.session_state.pop(SIDEBAR_BACK, False) and presenting() is None:
+        st.set_page_config(initial_sidebar_state="expanded")  # once: afterwards the person's own choice holds
     with st.sidebar:
         add_view_button(page_name)
 

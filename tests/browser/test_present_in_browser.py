@@ -137,3 +137,17 @@ def test_the_presenter_tab_follows_the_presenting_one(server, browser, first_vis
         notes.get_by_text("2 / 3").wait_for(timeout=10_000)  # polled every second
         assert "Next: How training went" in notes.locator('[data-testid="stMain"]').inner_text()
         notes.close()
+
+
+def test_the_sidebar_keeps_a_view_in_the_browser(server, browser, first_visit):
+    with browser_page(browser, {"width": 1024, "height": 768}) as page:
+        open_page(page, server.url + "/attention?" + "text=Ada+was+born+in+Leeds+.&view=model")
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        sidebar.get_by_role("button", name="Add this view to the lesson").click()
+        sidebar.get_by_text("Added as slide 1 of 'Untitled lesson'.").wait_for()
+        wait_idle(page)
+        shoot(page, "attention-add-1024")
+        page.locator('[data-testid="stSidebarNav"] a', has_text="Lesson").first.click()
+        wait_idle(page)
+        main = page.locator('[data-testid="stMain"]').inner_text()
+        assert "1. Attention: Ada was born in Leeds ." in main and "view=model" in main, main[:800]
