@@ -145,8 +145,8 @@ if top[1].button("Present", key="lesson_present", type="primary", icon=":materia
     session.start_presenting(lesson, 0)
 source = st.session_state.get(session.LESSON_SOURCE)
 if source:
-    st.caption(plain(f"Opened from the lesson file {source!r} (never written over). A link that opens it and "
-                     f"presents it from slide 1:"))
+    st.caption(plain(f"Opened from the lesson file {source!r} (never written over). This page's address followed by "
+                     f"this opens it and presents it from slide 1 (another number: another slide):"))
     st.code("?" + link_text("lesson", {"lesson": source, "slide": "1"}).split("?", 1)[1], language=None)
 
 if not lesson.slides:
@@ -159,7 +159,7 @@ for index, slide in enumerate(lesson.slides):
         with st.container(horizontal=True, gap="small"):
             if st.button("Open", key=widget("open", index), disabled=page is None, icon=":material/open_in_new:",
                          help="This page in the slide's state."):
-                session.open_slide(slide)
+                session.open_slide(lesson.resolved().slides[index])  # its ${name} variables filled in
             st.button("Up", key=widget("up", index), disabled=index == 0, icon=":material/arrow_upward:",
                       on_click=change, args=(ls.moved, index, index - 1))
             st.button("Down", key=widget("down", index), disabled=index == len(lesson) - 1,

@@ -327,3 +327,12 @@ def test_the_presenter_view_follows_with_notes_as_text(monkeypatch, tiny_checkpo
     assert any("ended" in i.value for i in at.info)
     bad = run_page(monkeypatch, tiny_checkpoints, "pages/lesson.py", presenter="../../etc")
     assert any("not valid" in w.value for w in bad.warning)
+
+
+def test_a_lessons_variables_are_filled_in_when_a_slide_opens(monkeypatch, tiny_checkpoints):
+    lesson = ls.Lesson(title="Variables", variables={"model": "tiny-classifier"}, slides=(
+        ls.Slide("attention", {"model": "${model}", "text": "Ada was born in Paris."}, "On ${model}"),))
+    at = click(app(monkeypatch, tiny_checkpoints, lesson), "lesson_present")
+    assert bar(at) == ("**1 / 1**", "On tiny\\-classifier")
+    assert at.sidebar.selectbox(key="picker_model").value == "tiny-classifier"
+    assert at.session_state[lesson_session.LESSON] == lesson  # kept as written: a download keeps ${model}

@@ -62,7 +62,7 @@ def set_lesson(lesson: ls.Lesson, source: str | None = None, keep_source: bool =
         st.session_state[LESSON_SOURCE] = source
     st.session_state[LESSON_VERSION] = st.session_state.get(LESSON_VERSION, 0) + 1
     if (now := presenting()) is not None:
-        publish(now.presenter, lesson, now.index)
+        publish(now.presenter, lesson.resolved(), now.index)
 
 
 def flash(kind: str, sentence: str) -> None:
@@ -211,9 +211,11 @@ def start_presenting(lesson: ls.Lesson, index: int = 0) -> None:
 
 
 def go_to(lesson: ls.Lesson, index: int, presenter: str) -> None:
+    """Slide `index` of the lesson, its `${name}` variables filled in (core.io.lessons: Lesson.resolved)."""
     st.session_state[PRESENTING] = Presenting(index, presenter)
-    publish(presenter, lesson, index)
-    open_slide(lesson.slides[index])
+    shown = lesson.resolved()
+    publish(presenter, shown, index)
+    open_slide(shown.slides[index])
 
 
 def open_slide(slide: ls.Slide) -> None:
@@ -257,7 +259,7 @@ def present_bar(page_name: str) -> None:
         return
     st.set_page_config(initial_sidebar_state="collapsed")  # the projected page: the figure, not the controls
     index = max(0, min(now.index, len(lesson) - 1))
-    slide, first, last = lesson.slides[index], index == 0, index == len(lesson) - 1
+    slide, first, last = lesson.resolved().slides[index], index == 0, index == len(lesson) - 1
     st.html(BAR_CSS)
     with st.container(key="present_bar", border=True, horizontal=True, vertical_alignment="center", gap="small"):
         st.markdown(f"**{index + 1} / {len(lesson)}**", width="content")
