@@ -160,6 +160,8 @@ for index, slide in enumerate(lesson.slides):
             if st.button("Open", key=widget("open", index), disabled=page is None, icon=":material/open_in_new:",
                          help="This page in the slide's state."):
                 session.open_slide(lesson.resolved().slides[index])  # its ${name} variables filled in
+            if st.button("Present from here", key=widget("present", index), icon=":material/slideshow:"):
+                session.start_presenting(lesson, index)
             st.button("Up", key=widget("up", index), disabled=index == 0, icon=":material/arrow_upward:",
                       on_click=change, args=(ls.moved, index, index - 1))
             st.button("Down", key=widget("down", index), disabled=index == len(lesson) - 1,

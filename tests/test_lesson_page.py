@@ -336,3 +336,22 @@ def test_a_lessons_variables_are_filled_in_when_a_slide_opens(monkeypatch, tiny_
     assert bar(at) == ("**1 / 1**", "On tiny\\-classifier")
     assert at.sidebar.selectbox(key="picker_model").value == "tiny-classifier"
     assert at.session_state[lesson_session.LESSON] == lesson  # kept as written: a download keeps ${model}
+
+
+def test_the_lessons_offered_are_the_repositorys_the_checkpoints_and_the_operators(monkeypatch, tiny_checkpoints,
+                                                                                    tmp_path):
+    write_lesson(tmp_path / "repo-lessons", "tour", THREE)
+    write_lesson(tiny_checkpoints, "beside-the-models", THREE)
+    write_lesson(tmp_path / "operator", "class", THREE)
+    (tmp_path / "operator" / "notes.yaml").write_text("not offered: not a .lesson.yaml file")
+    monkeypatch.setattr(lesson_session, "LESSONS_DIR", tmp_path / "repo-lessons")
+    monkeypatch.setenv(lesson_session.FOLDER_ENV, str(tmp_path / "operator"))
+    at = run_page(monkeypatch, tiny_checkpoints, "pages/lesson.py")
+    assert at.selectbox(key="lesson_pick").options == ["beside-the-models", "class", "tour"]
+    assert [t.label for t in at.text_input] == ["Title"]  # no box to type a server path into
+
+
+def test_present_from_a_slide(monkeypatch, tiny_checkpoints):
+    at = app(monkeypatch, tiny_checkpoints, THREE)
+    click(at, key(at, "present", 1))
+    assert at.title[0].value == "Positional encodings" and bar(at) == ("**2 / 3**", "Two")
