@@ -156,20 +156,19 @@ for index, slide in enumerate(lesson.slides):
     with st.container(border=True, key=widget("slide", index)):
         st.markdown(f"**{index + 1}.** " + plain(slide.heading(index + 1)) + " · "
                     + plain(page.title if page else slide.page))
-        with st.container(horizontal=True, gap="small"):
-            if st.button("Open", key=widget("open", index), disabled=page is None, icon=":material/open_in_new:",
+        with st.container(horizontal=True, gap="small"):  # one row at 1024 px beside the sidebar: no icons
+            if st.button("Open", key=widget("open", index), disabled=page is None,
                          help="This page in the slide's state."):
                 session.open_slide(lesson.resolved().slides[index])  # its ${name} variables filled in
-            if st.button("Present from here", key=widget("present", index), icon=":material/slideshow:"):
+            if st.button("From here", key=widget("present", index), disabled=page is None,
+                         help="Present the lesson from this slide."):
                 session.start_presenting(lesson, index)
-            st.button("Up", key=widget("up", index), disabled=index == 0, icon=":material/arrow_upward:",
+            st.button("Up", key=widget("up", index), disabled=index == 0,
                       on_click=change, args=(ls.moved, index, index - 1))
             st.button("Down", key=widget("down", index), disabled=index == len(lesson) - 1,
-                      icon=":material/arrow_downward:", on_click=change, args=(ls.moved, index, index + 1))
-            st.button("Duplicate", key=widget("duplicate", index), icon=":material/content_copy:",
-                      on_click=change, args=(ls.duplicated, index))
-            st.button("Delete", key=widget("delete", index), icon=":material/delete:",
-                      on_click=change, args=(ls.removed, index))
+                      on_click=change, args=(ls.moved, index, index + 1))
+            st.button("Duplicate", key=widget("duplicate", index), on_click=change, args=(ls.duplicated, index))
+            st.button("Delete", key=widget("delete", index), on_click=change, args=(ls.removed, index))
         st.caption(plain(state_summary(slide.state)))
         if page is None:
             st.info(plain(f"This slide shows the page {slide.page!r}, which is not in this app: it cannot be "
@@ -198,8 +197,9 @@ with files[0]:
 with files[1]:
     upload_key = "lesson_upload"
     st.file_uploader("Open a lesson file", type=["yaml", "yml"], key=upload_key, on_change=opened_upload,
-                     args=(upload_key,), help=f"A .lesson.yaml file (at most {ls.MAX_LESSON_BYTES // 1000} KB); "
-                                              "it replaces the lesson above only if it reads.")
+                     args=(upload_key,), max_upload_size=1,  # MB, the limit the widget states (a lesson: 256 KB)
+                     help=f"A .lesson.yaml file (at most {ls.MAX_LESSON_BYTES // 1000} KB); it replaces the lesson "
+                          "above only if it reads.")
     offered = sorted(session.offered_lessons())
     if offered:
         pick = st.columns([3, 1], vertical_alignment="bottom")

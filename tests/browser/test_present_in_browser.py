@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.io import lessons as ls
-from tests.browser.conftest import browser_page, open_page, wait_idle
+from tests.browser.conftest import browser_page, open_page, screenshot, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -120,6 +120,8 @@ def test_present_a_lesson_with_the_keys_and_back_to_the_slide(server, browser, f
         wait_idle(page)
         assert page.locator(BAR).count() == 0
         shoot(page, "lesson-1400")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        screenshot(page, "present-lesson-page-whole").replace(SHOTS / "lesson-whole.png")  # the page's full length
 
 
 def test_the_presenter_tab_follows_the_presenting_one(server, browser, first_visit, tmp_path):
