@@ -355,3 +355,15 @@ def test_present_from_a_slide(monkeypatch, tiny_checkpoints):
     at = app(monkeypatch, tiny_checkpoints, THREE)
     click(at, key(at, "present", 1))
     assert at.title[0].value == "Positional encodings" and bar(at) == ("**2 / 3**", "Two")
+
+
+def test_presenting_a_slide_of_a_page_this_app_lacks_says_so_on_the_lesson_page(monkeypatch, tiny_checkpoints):
+    lesson = ls.Lesson(title="Mixed", slides=(ls.Slide("curves", {}, "Here"),
+                                              ls.Slide("handouts_only", {}, "Elsewhere")))
+    at = click(app(monkeypatch, tiny_checkpoints, lesson), "lesson_present")
+    assert at.title[0].value == "Training curves"
+    click(at, "present_next")
+    assert at.title[0].value == "Lesson" and bar(at) == ("**2 / 2**", "Elsewhere")
+    assert ls_plain("Slide 2 shows the page 'handouts_only', which is not in this app.") in [i.value for i in at.info]
+    click(at, "present_prev")
+    assert at.title[0].value == "Training curves" and bar(at) == ("**1 / 2**", "Here")

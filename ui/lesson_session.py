@@ -247,7 +247,7 @@ BAR_CSS = """<style>
 </style>"""
 
 
-def present_bar(page_name: str) -> None:
+def present_bar() -> None:
     """While presenting: "3 / 7", the slide's title, Previous / Next (Left, Page Up / Right, Page Down), Back to the
     slide (its saved state again), the presenter's notes link and End. Drawn at the top of every page, one row."""
     now = presenting()
@@ -289,7 +289,7 @@ def present_bar(page_name: str) -> None:
 def lesson_controls(page_name: str) -> None:
     """What checkpoint_picker draws for lessons on every page: the presenting bar (top of the page) and the
     sidebar's add button. Before the picker's own early returns (no checkpoints), so every page has them."""
-    present_bar(page_name)
+    present_bar()
     if st.session_state.pop(SIDEBAR_BACK, False) and presenting() is None:
         st.set_page_config(initial_sidebar_state="expanded")  # once: afterwards the person's own choice holds
     with st.sidebar:
