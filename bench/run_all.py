@@ -102,6 +102,7 @@ BENCHMARKS = [
     Benchmark("head_roles", "bench.head_roles", [], ["--skip-135m", "--repeats", "1"], from_result_line),
     Benchmark("checkpoint_load", "bench.checkpoint_load", [], ["--repeats", "3"], from_result_line),
     Benchmark("handout", "bench.handout", [], [], from_result_line),
+    Benchmark("present", "bench.present", ["--repeats", "3"], ["--repeats", "1"], from_result_line),
 ]
 # Through `make serve`'s proxy, one replica per core, as a class would be served (issue 29).
 LOAD = Benchmark("load", "bench.load",

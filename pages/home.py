@@ -37,6 +37,9 @@ PAGE_GUIDE = {
     "Open your model": "bring a CS224N minGPT .params file (with its wiki.txt), a nanoGPT ckpt.pt (with its "
                        "meta.pkl) or a checkpoint of ours, and it joins the model picker; or attention maps "
                        "your own code computed, for the Attention page.",
+    "Lesson": "the views kept with each page's \"Add this view to the lesson\": reorder, retitle, add notes, "
+              "save or open a lesson file, and present it slide by slide (each slide the live page, notes in a "
+              "second tab).",
 }
 st.markdown("\n".join(f"- **{page.title}**: {PAGE_GUIDE[page.title]}" if page.title in PAGE_GUIDE
                        else f"- **{page.title}**" for page in APP_PAGES))

@@ -10,6 +10,8 @@ from pathlib import Path
 import plotly.io as pio
 import pytest
 
+from ui import APP_PAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -96,4 +98,4 @@ def test_after_the_warm_up_no_pages_first_visit_imports_a_core_module(tmp_path):
                          env={**os.environ, "ATTENTION_LAB_CHECKPOINTS": str(ROOT / "checkpoints")})
     assert out.returncode == 0, out.stderr[-2000:]
     imported = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.strip()}
-    assert len(imported) == 8 and not any(imported.values()), imported
+    assert len(imported) == len(APP_PAGES) - 1 and not any(imported.values()), imported  # every page after Home

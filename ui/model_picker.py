@@ -15,6 +15,7 @@ import streamlit as st
 from core.io.checkpoint import CheckpointInfo, LoadedCheckpoint, checkpoint_dir
 from core.text import markdown_escape as plain
 from ui import leave_legacy_multipage_mode
+from ui.lesson_session import lesson_controls
 from ui.page_state import model_from_url, model_to_url, set_params
 from ui.shared_caches import (
     NO_CHECKPOINTS,
@@ -80,6 +81,7 @@ def _picked() -> None:
 
 def checkpoint_picker(models: PageModels) -> CheckpointInfo | None:
     leave_legacy_multipage_mode()
+    lesson_controls(models.page)  # the presenting bar on top, the sidebar's "Add this view to the lesson"
     listed = all_checkpoints()
     infos = [i for i in listed if not i.error]
     with st.sidebar:
