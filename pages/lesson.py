@@ -17,6 +17,7 @@ from core.text import markdown_escape as plain
 from core.text import shortened
 from ui import lesson_session as session
 from ui import page_by_name
+from ui.handout_view import handout_section
 from ui.model_picker import PageModels, checkpoint_picker
 from ui.page_state import DIGITS, link_text
 
@@ -150,7 +151,10 @@ if source:
     st.code("?" + link_text("lesson", {"lesson": source, "slide": "1"}).split("?", 1)[1], language=None)
 
 if not lesson.slides:
-    st.info("No slides yet: open a page, set it up, and click \"Add this view to the lesson\" in its sidebar.")
+    offered = sorted(session.offered_lessons())
+    st.info("No slides yet: open a page, set it up, and click \"Add this view to the lesson\" in its sidebar"
+            + (plain(f"; or open a lesson of this server under \"Save and open\" ({', '.join(offered[:6])}).")
+               if offered else "."))
 for index, slide in enumerate(lesson.slides):
     page = page_by_name(slide.page)
     with st.container(border=True, key=widget("slide", index)):
@@ -183,8 +187,6 @@ for index, slide in enumerate(lesson.slides):
                          key=widget("notes", index), max_chars=ls.MAX_NOTES_CHARS, on_change=edit_slide,
                          args=(index, "notes", widget("notes", index)))
 
-# handout: ui.handout_view.handout_section(lesson)
-
 st.subheader("Save and open")
 files = st.columns(2)
 with files[0]:
@@ -206,3 +208,6 @@ with files[1]:
         pick[0].selectbox("Or a lesson on this server", offered, key="lesson_pick")
         pick[1].button("Open", key="lesson_open_file", on_click=open_picked, args=("lesson_pick",),
                        width="stretch")
+
+if lesson.slides:
+    handout_section(lesson)  # Hand it out: HTML, PDF and a zip of figures and tables, made in their own process

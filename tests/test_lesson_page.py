@@ -367,3 +367,23 @@ def test_presenting_a_slide_of_a_page_this_app_lacks_says_so_on_the_lesson_page(
     assert ls_plain("Slide 2 shows the page 'handouts_only', which is not in this app.") in [i.value for i in at.info]
     click(at, "present_prev")
     assert at.title[0].value == "Training curves" and bar(at) == ("**1 / 2**", "Here")
+
+
+def test_a_slide_opens_as_its_link_in_a_new_session_whatever_this_session_did_before(monkeypatch, tiny_checkpoints):
+    """A slide names only what it saved: every other field is at its default, not at this session's last value. A
+    positional view added at its defaults names no field at all (its URL had none); the person had typed another
+    sentence there before presenting."""
+    from ui.page_state import POSITIONAL_DEFAULT_SENTENCE
+
+    lesson = ls.Lesson(title="Defaults", slides=(ls.Slide("positional", {}, "The encodings as they open"),))
+    at = app(monkeypatch, tiny_checkpoints, lesson)
+    at.query_params["pos_section"] = "sentence"
+    at.switch_page("pages/positional.py").run()
+    at.text_input(key="pos_text").set_value("Another sentence entirely .")
+    at.run()
+    assert at.text_input(key="pos_text").value == "Another sentence entirely ."
+    at.query_params.clear()
+    at.switch_page("pages/lesson.py").run()
+    click(at, "lesson_present")
+    assert at.title[0].value == "Positional encodings"
+    assert at.session_state["pos_text"] == POSITIONAL_DEFAULT_SENTENCE  # the slide's (default) sentence

@@ -91,6 +91,7 @@ WARM_MODULES = (
     "core.lens.records", "core.data.loader", "core.lens.history.bands", "core.lens.history.presets",
     "core.lens.phase_change", "core.train.job", "core.lens.anatomy.table", "core.lens.anatomy.masks",
     "core.lens.anatomy.references",
+    "core.io.handout",  # the Lesson page's "Hand it out" (session 20)
     "tokenizers",  # the subword tokenizers' library (~20 ms), imported by the first BPE model a process loads
 )
 

@@ -1,5 +1,5 @@
 """`python -m ui.handout LESSON.lesson.yaml -o handout.html [--server URL] [--pdf] [--zip] [--checkpoints DIR]
-[--set NAME=VALUE ...]`: a lesson's handout, one self-contained HTML file (core.io.handout writes it).
+[--allow DIR ...] [--set NAME=VALUE ...]`: a lesson's handout, one self-contained HTML file (core.io.handout writes it).
 
 Every slide is drawn by THE SAME CODE THE PAGE RUNS: its page script runs headlessly under Streamlit's AppTest at
 the slide's state (its URL query parameters; ATTENTION_LAB_CHECKPOINTS = --checkpoints), and what the page drew in
@@ -353,13 +353,21 @@ def _quiet_app_test() -> None:
 
 
 def capture(lesson: Lesson, checkpoints: Path, server: str | None = None,
-            progress: Callable[[int, int, CapturedSlide], None] | None = None) -> Handout:
-    """Every slide of a (resolved) lesson, its page run with the checkpoints folder `checkpoints`."""
+            progress: Callable[[int, int, CapturedSlide], None] | None = None,
+            allow: Sequence[Path] = ()) -> Handout:
+    """Every slide of a (resolved) lesson, its page run with the checkpoints folder `checkpoints`; `allow`: folders
+    the pages may read files from besides the operator's (ATTENTION_LAB_ALLOWED_DIRS; the Errors page's test files)."""
     from streamlit import config as st_config
+
+    from core.io.folders import ALLOWED_DIRS_ENV
 
     _quiet_app_test()
     before = os.environ.get(CHECKPOINTS_ENV)
+    before_allowed = os.environ.get(ALLOWED_DIRS_ENV)
     os.environ[CHECKPOINTS_ENV] = str(checkpoints)  # what every page's model picker reads
+    if allow:
+        os.environ[ALLOWED_DIRS_ENV] = os.pathsep.join([*(str(Path(a)) for a in allow),
+                                                        *([before_allowed] if before_allowed else [])])
     # The app shows no error details (.streamlit/config.toml); a slide that fails names its exception's type, and
     # the traceback goes to this command's terminal, not into the handout.
     details = st_config.get_option("client.showErrorDetails")
@@ -378,6 +386,10 @@ def capture(lesson: Lesson, checkpoints: Path, server: str | None = None,
             os.environ.pop(CHECKPOINTS_ENV, None)
         else:
             os.environ[CHECKPOINTS_ENV] = before
+        if before_allowed is None:
+            os.environ.pop(ALLOWED_DIRS_ENV, None)
+        else:
+            os.environ[ALLOWED_DIRS_ENV] = before_allowed
     return Handout(title=lesson.title, slides=tuple(slides), server=server, checkpoints=str(checkpoints))
 
 
@@ -472,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--zip", action="store_true", help="also a zip of every figure (PNG, SVG) and table (CSV)")
     parser.add_argument("--checkpoints", type=Path, help="the checkpoints folder the pages read "
                                                          f"(default ${CHECKPOINTS_ENV} or checkpoints/)")
+    parser.add_argument("--allow", action="append", default=[], type=Path, metavar="FOLDER",
+                        help="a folder the pages may read files from, e.g. your test files (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a value for the lesson's ${NAME} (repeatable)")
     return parser
@@ -493,8 +507,10 @@ def say(text: str) -> None:
 
 def make_handout(lesson_path: Path, output: Path, *, server: str | None = None, pdf: bool = False,
                  want_zip: bool = False, checkpoints: Path | None = None, overrides: Mapping[str, str] = (),
-                 progress: Callable[[int, int, CapturedSlide], None] | None = None) -> dict[str, Path]:
-    """The command's work: the files written, by kind ("html", "pdf", "zip")."""
+                 progress: Callable[[int, int, CapturedSlide], None] | None = None,
+                 allow: Sequence[Path] = ()) -> dict[str, Path]:
+    """The command's work: the files written, by kind ("html", "pdf", "zip"). `allow`: folders the pages may read
+    files from (the command's --allow)."""
     from core.io.checkpoint import checkpoint_dir
 
     lesson_path, output = Path(lesson_path), Path(output)
@@ -510,7 +526,10 @@ def make_handout(lesson_path: Path, output: Path, *, server: str | None = None, 
     if not lesson.slides:
         raise HandoutError(f"The lesson {lesson_path.name} has no slides.")
     folder = Path(checkpoints) if checkpoints else checkpoint_dir()
-    handout = capture(lesson, folder, server, progress)
+    for path in allow:
+        if not Path(path).is_dir():
+            raise HandoutError(f"--allow {str(path)!r} is not a folder.")
+    handout = capture(lesson, folder, server, progress, allow=allow)
     text = render_html(handout)
     written = {"html": write_atomically(output, text.encode("utf-8"), never_over=[lesson_path])}
     if pdf or want_zip:
@@ -544,7 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         written = make_handout(args.lesson, args.output, server=args.server, pdf=args.pdf, want_zip=args.zip,
-                               checkpoints=args.checkpoints, overrides=_overrides(args.set), progress=_progress)
+                               checkpoints=args.checkpoints, overrides=_overrides(args.set), progress=_progress,
+                               allow=args.allow)
     except (HandoutError, LessonError) as exc:
         say(f"error: {exc}")
         return 2

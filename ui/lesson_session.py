@@ -29,7 +29,7 @@ from core.io import lessons as ls
 from core.io.checkpoint import checkpoint_dir
 from core.text import markdown_escape as plain
 from core.text import shortened
-from ui import APP_PAGES, AppPage, page_by_name
+from ui import APP_PAGES, AppPage, page_by_name, page_state
 
 LESSON = "lesson"  # session_state: this session's Lesson
 LESSON_SOURCE = "lesson_source"  # session_state: the name of the lesson file it was opened from (None: built here)
@@ -223,6 +223,7 @@ def open_slide(slide: ls.Slide) -> None:
     page = page_by_name(slide.page)
     if page is None:
         st.switch_page(LESSON_PAGE)
+    page_state.forget_all()  # the slide's state alone, as its link opens in a new session
     st.switch_page(page.file, query_params=dict(slide.state))
 
 
@@ -263,7 +264,8 @@ def present_bar() -> None:
     st.html(BAR_CSS)
     with st.container(key="present_bar", border=True, horizontal=True, vertical_alignment="center", gap="small"):
         st.markdown(f"**{index + 1} / {len(lesson)}**", width="content")
-        st.markdown(plain(shortened(slide.heading(index + 1), 90)), width="stretch")
+        # short enough that the bar stays one row at 1024 px (the presenter view has it whole)
+        st.markdown(plain(shortened(slide.heading(index + 1), 34)), width="stretch")
         previous = st.button("Previous", key="present_prev", shortcut="Left", disabled=first,
                              icon=":material/chevron_left:")
         following = st.button("Next", key="present_next", shortcut="Right", disabled=last,

@@ -278,6 +278,25 @@ def restore(cls, prefix: str = "", params: Mapping[str, Any] | None = None, link
     return state, notes
 
 
+def forget_all() -> None:
+    """Every page's last state and the widgets it seeded forgotten: the next page opens from its URL alone, as a link
+    opened in a new session would (a lesson's slide: fields the slide does not name are at their defaults, not this
+    session's last values). A saved key is `<class name>_saved_state`, or `<prefix>_saved_state` for a view drawn
+    under a prefix (its widget keys hold '{prefix}')."""
+    classes = [v for v in globals().values() if isinstance(v, type) and dataclasses.is_dataclass(v) and _fields(v)]
+    for key in [k for k in st.session_state if isinstance(k, str) and k.endswith("_saved_state")]:
+        name = key.removesuffix("_saved_state")
+        for cls in classes:
+            prefixed = any("{prefix}" in (f.metadata["widget"] or "") for f in _fields(cls))
+            if cls.__name__ == name or (prefixed and isinstance(st.session_state.get(key), cls)):
+                for f in _fields(cls):
+                    if f.metadata["widget"]:
+                        st.session_state.pop(f.metadata["widget"].format(prefix="" if cls.__name__ == name else name),
+                                             None)
+        st.session_state.pop(key, None)
+        st.session_state.pop(key + "_url", None)
+
+
 def current(cls, last=None, prefix: str = "", **values):
     """The state the widgets hold now (fields without a drawn widget keep `last`'s value; `values` win)."""
     base = last if last is not None else _defaults(cls)
