@@ -24,6 +24,7 @@ import json
 import math
 import os
 import re
+import struct
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -136,15 +137,18 @@ class _Builder:
 # --- TensorBoard -----------------------------------------------------------------------------------------
 
 def read_event_files(run: str, files: Sequence[Path], out: RunsRead, tag_filter: re.Pattern | None = None,
-                     followers: dict | None = None) -> None:
-    """One TensorBoard run: every event file of one folder, merged (a restarted job writes a second file)."""
+                     followers: dict | None = None, table: pd.DataFrame | None = None) -> None:
+    """One TensorBoard run: every event file of one folder, merged (a restarted job writes a second file).
+    `table` (tag, step, wall, value): the run's scalars as the data server read them; without it, the Python
+    reader reads the files."""
     if not tensorboard_available():
         if NO_TENSORBOARD not in out.notes:
             out.notes.append(NO_TENSORBOARD)
         return
     builder = _Builder(run, "TensorBoard", out)
-    table, notes = read_scalars(run, files, followers)
-    out.notes += notes
+    if table is None:
+        table, notes = read_scalars(run, files, followers)
+        out.notes += notes
     if table.empty:
         out.notes.append(f"{run}: the event files hold no scalars.")
         return
@@ -168,6 +172,88 @@ def read_event_files(run: str, files: Sequence[Path], out: RunsRead, tag_filter:
     if hidden:
         out.notes.append(f"{run}: {hidden} tag(s) hidden by the tag filter.")
     builder.finish()
+
+
+def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict[Path, pd.DataFrame]:
+    """The scalars of a folder's TensorBoard runs as TensorBoard's data server reads them (data_server.py), by run
+    folder: (tag, step, wall, value), tags in the order first written, each tag's points in step order (the file's
+    order: a run's steps rise). A run is left to the Python reader (absent here) where the two could differ or the
+    server did not read it whole: more than one event file (a restarted job: the server keeps only the last value
+    written at a step, TensorBoard's preemption, and the Python reader keeps both), another `*tfevents*` file or a
+    link beside them (the server would read it), a file whose last record is cut off (the server stops there
+    silently; the Python reader says at which byte), a file the server logged it could not open or read whole, a
+    tag the server kept no value of, a run it did not find. Where the server cannot run, one sentence says so."""
+    if not runs or not tensorboard_available():
+        return {}
+    from concurrent.futures import ThreadPoolExecutor
+
+    from core.lens.history import data_server
+
+    root = Path(os.path.abspath(root))
+    candidates: dict[str, _Found] = {}
+    for item in runs:
+        folder = Path(os.path.abspath(item.path))
+        try:
+            beside = [e for e in os.scandir(folder) if "tfevents" in e.name]
+        except OSError:
+            continue
+        names = {Path(f).name for f in item.files}
+        if len(item.files) != 1 or any(e.is_symlink() or e.name not in names for e in beside):
+            continue
+        candidates[Path(os.path.relpath(folder, root)).as_posix()] = item
+    if not candidates:
+        return {}
+    files = {key: Path(os.path.abspath(item.files[0])) for key, item in candidates.items()}
+    signature = []
+    for path in files.values():
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        signature.append((str(path), stat.st_size, stat.st_mtime_ns))
+    with ThreadPoolExecutor(1) as pool:
+        whole = pool.map(_frames_whole, files.values())  # in Python while the server reads in Rust
+        try:
+            with data_server.reading(root, tuple(signature)) as server:
+                listed = server.runs()
+                got = server.read([k for k in candidates if k in listed])
+                warnings = list(server.warnings)
+        except data_server.Unavailable as exc:
+            if str(exc) not in out.notes:
+                out.notes.append(str(exc))
+            return {}
+        whole = dict(zip(files, whole))
+    tables = {}
+    for key, item in candidates.items():
+        file = str(files[key])
+        named = [w for w in warnings if file in w]
+        unplaced = [w for w in warnings if str(root) not in w]  # a warning naming no file here: it may be any run
+        scalars = got.get(key)
+        if (not whole[key] or named or unplaced or key not in listed
+                or (scalars is not None and any(len(v[0]) == 0 for v in scalars.tags.values()))):
+            continue
+        parts = sorted((scalars.tags if scalars else {}).items(),
+                       key=lambda kv: (kv[1][1][0] if len(kv[1][1]) else math.inf, kv[0]))
+        tables[item.path] = pd.DataFrame({
+            "tag": np.repeat(np.asarray([t for t, _ in parts], dtype=object), [len(v[0]) for _, v in parts]),
+            "step": np.concatenate([v[0] for _, v in parts]).astype(float) if parts else np.empty(0),
+            "wall": np.concatenate([v[1] for _, v in parts]) if parts else np.empty(0),
+            "value": np.concatenate([v[2] for _, v in parts]) if parts else np.empty(0)})
+    return tables
+
+
+def _frames_whole(path: Path) -> bool:
+    """Whether an event file is whole records to its last byte: each record's length (8 bytes), its CRC (4), the
+    data and the data's CRC (4), walked without parsing. The server skips a cut-off last record without a word."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    size, offset = len(data), 0
+    length_at = struct.Struct("<Q").unpack_from
+    while offset + 12 <= size:
+        offset += length_at(data, offset)[0] + 16
+    return offset == size
 
 
 # --- Hugging Face Trainer ---------------------------------------------------------------------------------
@@ -553,10 +639,10 @@ def run_name(root: Path, path: Path, label: str) -> str:
 
 
 def read_found(found: _Found, run: str, out: RunsRead, tag_filter: re.Pattern | None = None,
-               followers: dict | None = None) -> None:
+               followers: dict | None = None, table: pd.DataFrame | None = None) -> None:
     kind, path = found.kind, found.path
     if kind == "tensorboard":
-        read_event_files(run, found.files, out, tag_filter, followers)
+        read_event_files(run, found.files, out, tag_filter, followers, table)
     elif kind == "trainer":
         state = trainer_state_file(path)
         if state is not None and state.is_symlink():
@@ -613,11 +699,13 @@ def _file_kind(path: Path) -> _Found | None:
 
 
 def read_paths(paths: Sequence[str | Path], tag_filter: str | None = None, labels: Sequence[str] | None = None,
-               followers: dict | None = None, max_runs: int = MAX_RUNS, own: bool = True) -> RunsRead:
+               followers: dict | None = None, max_runs: int = MAX_RUNS, own: bool = True,
+               fast: bool = True) -> RunsRead:
     """Every run in the given files and folders, as one table. `labels`: a name per path (default: its name);
     `tag_filter`: a regular expression names must match (TensorBoard's tag filter); `followers`: a dict kept
-    between calls, so growing event files are read on from where they stopped; `own=False`: folders' own
-    checkpoints and .log.jsonl files are left to the page's catalogue (core.lens.history.logs), which lists them."""
+    between calls, so growing event files are read on from where they stopped (by the Python reader); `own=False`:
+    folders' own checkpoints and .log.jsonl files are left to the page's catalogue (core.lens.history.logs), which
+    lists them; `fast=False`: TensorBoard folders through the Python reader only, never the data server."""
     out = RunsRead(empty_frame())
     pattern = None
     if tag_filter:
@@ -645,8 +733,9 @@ def read_paths(paths: Sequence[str | Path], tag_filter: str | None = None, label
                 out.notes.append(f"{label} holds {len(found):,} runs; the first {max_runs:,} are read "
                                  f"({found[0].path.name} to {found[max_runs - 1].path.name}).")
                 found = found[:max_runs]
+            tables = fast_event_tables(path, [f for f in found if f.kind == "tensorboard"], out) if fast else {}
             for item in found:
-                read_found(item, run_name(path, item.path, label), out, pattern, followers)
+                read_found(item, run_name(path, item.path, label), out, pattern, followers, tables.get(item.path))
             continue
         item = _file_kind(path)
         if item.kind == "zip":
