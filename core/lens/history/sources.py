@@ -1,10 +1,12 @@
 """Runs other tools wrote, read into the curves page's tidy table (`records.COLUMNS`).
 
 One reader per source, each with the ecosystem's own conventions:
-- TensorBoard event files (`events.out.tfevents.*`: torch's SummaryWriter, Lightning's default logger, the
-  Hugging Face Trainer's `runs/`), through the `tensorboard` package's own record reader; every folder holding
-  event files is one run, as in TensorBoard; tags filtered by a regular expression, as its tag filter does;
-- a Hugging Face Trainer folder: `trainer_state.json`'s `log_history`, and its `checkpoint-N/` folders as saved steps;
+- TensorBoard event files (`events.out.tfevents.*`: torch's SummaryWriter, Lightning's default logger), through
+  TensorBoard's data server where it runs (data_server.py, `fast_event_tables`), else the `tensorboard` package's
+  own record reader (event_files.py); every folder holding event files is one run, as in TensorBoard; tags
+  filtered by a regular expression, as its tag filter does;
+- a Hugging Face Trainer folder: `trainer_state.json`'s `log_history`, its `checkpoint-N/` folders as saved steps,
+  and the TensorBoard log under its `runs/` as the same run (wall times, and the points after the state was saved);
 - Lightning's `CSVLogger` (`metrics.csv`, sparse rows), Keras's `CSVLogger`, a W&B panel's CSV export, a plain
   CSV/TSV with a step or epoch column;
 - nanoGPT's `train.py` printout saved to a file;
@@ -271,19 +273,38 @@ def _trainer_state(data: bytes, where: str) -> tuple[list[dict], str | None]:
     return [e for e in state["log_history"] if isinstance(e, dict)], None
 
 
-def read_trainer_state(run: str, data: bytes, out: RunsRead, where: str) -> None:
+def trainer_key(tag: str) -> str:
+    """The log_history key a Trainer's TensorBoard tag was written from (transformers' `rewrite_logs`, undone):
+    `eval/X` <- `eval_X`, `test/X` <- `test_X`, `train/X` <- `X`."""
+    for prefix in ("eval", "test"):
+        if tag.startswith(prefix + "/"):
+            return f"{prefix}_{tag[len(prefix) + 1:]}"
+    return tag.removeprefix("train/")
+
+
+def read_trainer_state(run: str, data: bytes, out: RunsRead, where: str, events: pd.DataFrame | None = None) -> None:
+    """A Trainer's log_history as one run. `events` (tag, step, wall, value): the TensorBoard log the same run wrote
+    under its `runs/` (its TensorBoardCallback logs the same entries): the same points, so not a run of their own;
+    they give each point its wall time, and the points logged after the state was saved (a checkpoint's state is
+    written at the save; the TensorBoard log goes on to the last step) are added from them."""
     entries, problem = _trainer_state(data, where)
     if problem:
         out.notes.append(problem)
         return
     builder = _Builder(run, "Hugging Face Trainer", out)
-    columns: dict[str, list[tuple[float, float, float]]] = {}
+    columns: dict[str, list[tuple[float, float, float, float]]] = {}
+    clock: dict[tuple[str, float], float] = {}
+    if events is not None and not events.empty:
+        keys = [trainer_key(t) for t in events["tag"]]
+        clock = dict(zip(zip(keys, events["step"].to_numpy(float)), events["wall"].to_numpy(float)))
     skipped = 0
+    last_step = -math.inf
     for entry in entries:
         step, epoch = entry.get("step"), entry.get("epoch")
         if not isinstance(step, (int, float)) or isinstance(step, bool):
             skipped += 1
             continue
+        last_step = max(last_step, float(step))
         summary = any(k in entry for k in TRAINER_SUMMARY_KEYS)
         for key, value in entry.items():
             if key in ("step", "epoch") or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -291,16 +312,43 @@ def read_trainer_state(run: str, data: bytes, out: RunsRead, where: str) -> None
             # the last entry's train_loss is the run's average, not a point of the curve: its own name
             name = f"{key} (whole run)" if summary and key == "train_loss" else key
             columns.setdefault(name, []).append(
-                (float(step), float(epoch) if isinstance(epoch, (int, float)) else math.nan, float(value)))
+                (float(step), float(epoch) if isinstance(epoch, (int, float)) else math.nan, float(value),
+                 clock.get((key, float(step)), math.nan)))
+    added = _trainer_events_after(events, last_step, columns) if events is not None else 0
     for name, points in columns.items():
         array = np.asarray(points, dtype=float)
-        builder.add(name, array[:, 0], array[:, 2], epoch=array[:, 1])
+        wall = None if np.isnan(array[:, 3]).all() else array[:, 3]
+        builder.add(name, array[:, 0], array[:, 2], epoch=array[:, 1], wall_time=wall)
     if skipped:
         out.notes.append(f"{where}: {skipped} log_history entr{'ies' if skipped != 1 else 'y'} without a step "
                          "skipped.")
+    if added:
+        out.notes.append(f"{run}: {added:,} point(s) logged after {where} was saved, from the run's TensorBoard log.")
     if not columns:
         out.notes.append(f"{where} has an empty log_history: nothing logged yet.")
     builder.finish()
+
+
+def _trainer_events_after(events: pd.DataFrame, last_step: float, columns: dict) -> int:
+    """The Trainer's TensorBoard points after the state's last step, into `columns` under log_history's names."""
+    later = events[events["step"].to_numpy(float) > last_step]
+    if later.empty:
+        return 0
+    keys = [trainer_key(t) for t in later["tag"]]
+    steps, values, walls = later["step"].to_numpy(float), later["value"].to_numpy(float), later["wall"].to_numpy(float)
+    epochs: dict[float, float] = {}
+    for key, step, value in zip(keys, steps, values):
+        if key == "epoch":  # the first at a step (the Trainer logs the same epoch with every entry of a step)
+            epochs.setdefault(step, value)
+    summary_steps = {s for k, s in zip(keys, steps) if k in TRAINER_SUMMARY_KEYS}
+    added = 0
+    for key, step, value, wall in zip(keys, steps, values, walls):
+        if key == "epoch":
+            continue
+        name = f"{key} (whole run)" if key == "train_loss" and step in summary_steps else key
+        columns.setdefault(name, []).append((step, epochs.get(step, math.nan), value, wall))
+        added += 1
+    return added
 
 
 def trainer_saved_steps(run: str, folder: Path) -> list[SavedStep]:
@@ -571,8 +619,9 @@ class _Found:
 
 def find_runs(root: Path) -> tuple[list[_Found], int]:
     """Every run under `root` (a folder) in path order, and how many files were left unlooked-at (0 unless the
-    folder holds over MAX_FILES_WALKED files). Trainer checkpoint folders belong to their output folder; an MLflow
-    run's files to the run; a folder with event files is one TensorBoard run."""
+    folder holds over MAX_FILES_WALKED files). Trainer checkpoint folders belong to their output folder, and so do
+    the event files under its `runs/` (the same run's TensorBoard log); an MLflow run's files to the run; any other
+    folder with event files is one TensorBoard run."""
     found: list[_Found] = []
     events: dict[Path, list[Path]] = {}
     walked = skipped = 0
@@ -616,7 +665,12 @@ def find_runs(root: Path) -> tuple[list[_Found], int]:
                 found.append(_Found("checkpoint", path))
             elif lower.endswith(TEXT_SUFFIXES):
                 found.append(_Found("nanogpt", path))
+    trainers = [f for f in found if f.kind == "trainer"]
     for folder, files in events.items():
+        owner = next((t for t in trainers if t.path / "runs" == folder or t.path / "runs" in folder.parents), None)
+        if owner is not None:  # the Trainer's own TensorBoard log (TensorBoardCallback's `runs/`): the same run
+            owner.files += files
+            continue
         found.append(_Found("tensorboard", folder, files))
     found.sort(key=lambda f: str(f.path))
     return found, skipped
@@ -647,10 +701,17 @@ def read_found(found: _Found, run: str, out: RunsRead, tag_filter: re.Pattern | 
         state = trainer_state_file(path)
         if state is not None and state.is_symlink():
             state = None  # a link could lead out of the folder someone allowed
-        if state is None:
+        if state is None and found.files:  # no state to read: its TensorBoard log is the run
+            read_event_files(run, found.files, out, tag_filter, followers)
+        elif state is None:
             out.notes.append(f"{run}: a Trainer folder without a trainer_state.json yet.")
         else:
-            read_trainer_state(run, _read_bytes(state, out), out, f"{run}/{state.relative_to(path).as_posix()}")
+            events = None
+            if found.files and tensorboard_available():
+                events, notes = read_scalars(run, found.files)
+                out.notes += notes
+            read_trainer_state(run, _read_bytes(state, out), out, f"{run}/{state.relative_to(path).as_posix()}",
+                               events)
         out.saved += trainer_saved_steps(run, path)
     elif kind == "mlflow":
         read_mlflow_run(run, path, out)
