@@ -121,8 +121,9 @@ class DataServer:
         error = ""
         with contextlib.suppress(OSError):
             error = Path(self._tmp, "error").read_text(errors="replace").strip()
-        detail = error or next((w for w in reversed(self.warnings)), "") or (
-            f"exit status {self.process.poll()}" if self.process.poll() is not None else "")
+        status = self.process.poll()
+        ended = "" if status is None else f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+        detail = error or next((w for w in reversed(self.warnings)), "") or ended
         self.close()
         return Unavailable(_sentence(f"{what}{f' ({detail[:200]})' if detail else ''}"))
 
