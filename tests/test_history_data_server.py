@@ -279,13 +279,27 @@ def test_the_server_stops_when_the_app_is_killed(tmp_path):
         pytest.fail("the data server outlived the app")
 
 
-def test_event_file_framing_walk_finds_a_cut_off_record(tmp_path):
-    write_run(tmp_path, 30, tags=("loss",))
-    path = next(tmp_path.glob("events.out.tfevents.*"))
-    assert sources._frames_whole(path)
-    data = path.read_bytes()
-    path.write_bytes(data[:-1])
-    assert not sources._frames_whole(path)
-    path.write_bytes(data + data[:5])
-    assert not sources._frames_whole(path)
+def test_an_event_files_last_record_whole_or_cut_is_told_from_its_tail(tmp_path):
+    """sources._frames_whole (the server skips a cut-off last record silently): from the file's last bytes, and by a
+    walk over every record where the last record is longer than the bytes looked at; both agree at every cut."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    write_run(tmp_path / "small", 300, tags=("loss",))
+    writer = SummaryWriter(str(tmp_path / "large"))
+    writer.add_scalar("loss", 1.0, 0)
+    writer.add_text("notes", "x" * (sources.TAIL_WINDOW + 5_000), 1)  # a last record longer than the tail looked at
+    writer.close()
+    for folder in ("small", "large"):
+        path = next((tmp_path / folder).glob("events.out.tfevents.*"))
+        data = path.read_bytes()
+        assert sources._frames_whole(path)
+        whole = 0
+        for cut in [*range(1, 200), len(data) // 2]:
+            path.write_bytes(data[:-cut])
+            assert sources._frames_whole(path) == sources._walk_records(path), cut
+            whole += sources._frames_whole(path)
+        assert whole <= 200 // 40  # only where a cut falls between records (a scalar's record is ~40-50 bytes)
+        path.write_bytes(data + data[:5])  # bytes after the last record
+        assert not sources._frames_whole(path)
+        path.write_bytes(data)
     assert event_files.tensorboard_available()

@@ -123,7 +123,7 @@ class DataServer:
             error = Path(self._tmp, "error").read_text(errors="replace").strip()
         status = self.process.poll()
         ended = "" if status is None else f"killed by signal {-status}" if status < 0 else f"exit status {status}"
-        detail = error or next((w for w in reversed(self.warnings)), "") or ended
+        detail = error.splitlines()[0] if error else ended  # its startup error (--error-file), else how it ended
         self.close()
         return Unavailable(_sentence(f"{what}{f' ({detail[:200]})' if detail else ''}"))
 

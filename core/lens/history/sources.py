@@ -187,8 +187,6 @@ def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict
     tag the server kept no value of, a run it did not find. Where the server cannot run, one sentence says so."""
     if not runs or not tensorboard_available():
         return {}
-    from concurrent.futures import ThreadPoolExecutor
-
     from core.lens.history import data_server
 
     root = Path(os.path.abspath(root))
@@ -213,18 +211,16 @@ def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict
         except OSError:
             continue
         signature.append((str(path), stat.st_size, stat.st_mtime_ns))
-    with ThreadPoolExecutor(1) as pool:
-        whole = pool.map(_frames_whole, files.values())  # in Python while the server reads in Rust
-        try:
-            with data_server.reading(root, tuple(signature)) as server:
-                listed = server.runs()
-                got = server.read([k for k in candidates if k in listed])
-                warnings = list(server.warnings)
-        except data_server.Unavailable as exc:
-            if str(exc) not in out.notes:
-                out.notes.append(str(exc))
-            return {}
-        whole = dict(zip(files, whole))
+    whole = {key: _frames_whole(path) for key, path in files.items()}
+    try:
+        with data_server.reading(root, tuple(signature)) as server:
+            listed = server.runs()
+            got = server.read([k for k in candidates if k in listed])
+            warnings = list(server.warnings)
+    except data_server.Unavailable as exc:
+        if str(exc) not in out.notes:
+            out.notes.append(str(exc))
+        return {}
     tables = {}
     for key, item in candidates.items():
         file = str(files[key])
@@ -244,9 +240,54 @@ def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict
     return tables
 
 
+TAIL_WINDOW = 1 << 16  # bytes searched from a file's end for its last record (a scalar's record is ~50 bytes)
+
+
 def _frames_whole(path: Path) -> bool:
-    """Whether an event file is whole records to its last byte: each record's length (8 bytes), its CRC (4), the
-    data and the data's CRC (4), walked without parsing. The server skips a cut-off last record without a word."""
+    """Whether an event file ends with a whole record, which the server's silence does not tell (it skips a cut-off
+    last record without a word; a damaged one it logs). A record is its length (8 bytes, little-endian), that
+    length's masked CRC-32C (4), the data and the data's CRC (4): the file is whole where, within its last
+    TAIL_WINDOW bytes, a length ends a record exactly at the last byte and its CRC checks; a file whose last record
+    is longer than that is walked record by record from its start."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            start = max(0, size - TAIL_WINDOW)
+            handle.seek(start)
+            tail = handle.read()
+    except OSError:
+        return False
+    if size == 0:
+        return True
+    if len(tail) != size - start:  # written to meanwhile: the next read (a new signature) looks again
+        return False
+    if _ends_on_a_record(tail, size - start):
+        return True
+    return start > 0 and _walk_records(path)
+
+
+def _ends_on_a_record(tail: bytes, size: int) -> bool:
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from core.lens.history.event_files import checksums_in_c
+
+    checksums_in_c()
+    for align in range(8):  # each offset's 8 bytes as one number, vectorised over offsets with the same alignment
+        count = (len(tail) - align) // 8
+        if count <= 0:
+            continue
+        offsets = align + 8 * np.arange(count, dtype=np.int64)
+        fits = offsets + 16 <= size
+        lengths = np.frombuffer(tail, dtype="<u8", count=count, offset=align)[fits]
+        offsets = offsets[fits]
+        for offset in offsets[lengths == (size - 16 - offsets).astype(np.uint64)]:
+            o = int(offset)
+            if masked_crc32c(tail[o:o + 8]) == struct.unpack_from("<I", tail, o + 8)[0]:
+                return True
+    return False
+
+
+def _walk_records(path: Path) -> bool:
     try:
         data = path.read_bytes()
     except OSError:
