@@ -184,7 +184,13 @@ def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict
     written at a step, TensorBoard's preemption, and the Python reader keeps both), another `*tfevents*` file or a
     link beside them (the server would read it), a file whose last record is cut off (the server stops there
     silently; the Python reader says at which byte), a file the server logged it could not open or read whole, a
-    tag the server kept no value of, a run it did not find. Where the server cannot run, one sentence says so."""
+    tag the server kept no value of (64-bit tensors: it keeps 32-bit ones only), a run it did not find. Where the
+    server cannot run, one sentence says so.
+
+    Not told apart (known to differ): within one file, a step written again or going back (`add_scalar(tag, v)`
+    with no step, a step that counts epochs). The server keeps TensorBoard's meaning, the last value written from
+    that step on (its reservoir's preemption: what TensorBoard draws); the Python reader keeps every record. The
+    server says nothing of it, and telling would mean parsing every record in Python, which is what it replaces."""
     if not runs or not tensorboard_available():
         return {}
     from core.lens.history import data_server
