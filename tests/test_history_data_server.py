@@ -317,3 +317,16 @@ def test_an_event_files_last_record_whole_or_cut_is_told_from_its_tail(tmp_path)
         assert not sources._frames_whole(path)
         path.write_bytes(data)
     assert event_files.tensorboard_available()
+
+
+@needs_server
+def test_event_files_the_server_would_add_leave_that_run_to_the_python_reader(tmp_path, python_reads):
+    """The server reads every `*tfevents*` file and follows links; the Python reader's walk reads
+    `events.out.tfevents.*` files that are not links. A run with such a file beside its own is the Python reader's."""
+    for name in ("a", "b", "c", "other"):
+        write_run(tmp_path / name, 40, tags=("loss",))
+    other = next((tmp_path / "other").glob("events.out.tfevents.*"))
+    (tmp_path / "a" / "backup.tfevents.1").write_bytes(other.read_bytes())  # not an event file to the walk
+    (tmp_path / "b" / "events.out.tfevents.9.link").symlink_to(other)  # a link: not followed by the walk
+    fast, _ = equal_reads(tmp_path)
+    assert python_reads[:2] == ["logs/a", "logs/b"] and len(python_reads) == 2 + 4  # c and other: the server's

@@ -200,7 +200,7 @@ def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict
     for item in runs:
         folder = Path(os.path.abspath(item.path))
         try:
-            beside = [e for e in os.scandir(folder) if "tfevents" in e.name]
+            beside = [e for e in os.scandir(folder) if "tfevents" in e.name and not e.is_dir(follow_symlinks=False)]
         except OSError:
             continue
         names = {Path(f).name for f in item.files}
