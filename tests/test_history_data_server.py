@@ -330,3 +330,28 @@ def test_event_files_the_server_would_add_leave_that_run_to_the_python_reader(tm
     (tmp_path / "b" / "events.out.tfevents.9.link").symlink_to(other)  # a link: not followed by the walk
     fast, _ = equal_reads(tmp_path)
     assert python_reads[:2] == ["logs/a", "logs/b"] and len(python_reads) == 2 + 4  # c and other: the server's
+
+
+def test_a_server_that_never_finishes_loading_is_one_sentence_after_the_safety_net(tmp_path, monkeypatch):
+    """Loading ends when the server logs it; a server that starts and never logs it is stopped after LOAD_TIMEOUT_S
+    (a safety net, not a guess at when loading ends) and the Python reader reads."""
+    write_run(tmp_path / "logs" / "a", 50)
+    fake = tmp_path / "server"
+    fake.write_text("#!/bin/sh\necho '[2026-12-07T00:00:00Z INFO  rustboard_core::cli] Wrote port \"9\" to x' >&2\n"
+                    "exec sleep 600\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("TENSORBOARD_DATA_SERVER_BINARY", str(fake))
+    monkeypatch.setattr(data_server, "LOAD_TIMEOUT_S", 1.0)
+    started = []
+    real_init = data_server.DataServer.__init__
+
+    def remembered(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(data_server.DataServer, "__init__", remembered)
+    fast, _ = equal_reads(tmp_path / "logs")
+    assert [n for n in fast.notes if FAST in n] == [
+        "TensorBoard's fast loader (tensorboard-data-server) did not finish loading in 1 s, so TensorBoard "
+        "runs are read with the slower Python reader."]
+    assert started and all(s.process.poll() is not None for s in started) and not data_server.running()

@@ -34,7 +34,7 @@ import numpy as np
 
 SCALARS = "scalars"
 START_TIMEOUT_S = 30.0  # for the port: the server writes it within milliseconds
-LOAD_TIMEOUT_S = 600.0  # a safety net for a server that hangs, not a guess at when loading ends
+LOAD_TIMEOUT_S = 120.0  # a safety net for a server that hangs, not a guess at when loading ends
 MAX_SERVERS = 16  # folders kept loaded; the least recently read is shut down first
 ALL_POINTS = 2**62  # ReadScalars downsamples to this many points a series: every one
 _FINISHED = "Finished load cycle"
@@ -239,7 +239,7 @@ def reading(folder: Path, signature: object) -> Iterator[DataServer]:
             server = DataServer(folder, signature)
             entry.server = server
         try:
-            server.wait_loaded()
+            server.wait_loaded(LOAD_TIMEOUT_S)
         except Unavailable:
             entry.server = None
             raise
