@@ -101,18 +101,33 @@ def test_the_data_server_gives_the_python_readers_points_every_one(tmp_path, pyt
     assert server.loaded.is_set()
 
 
+def rewritten(folder: Path, points: int, scratch: Path) -> None:
+    """`folder`'s event file replaced by a longer run's under the same name (a job writing on, as far as the file's
+    size and time tell)."""
+    (path,) = folder.glob("events.out.tfevents.*")
+    write_run(scratch, points, tags=("train/loss",))
+    (longer,) = scratch.glob("events.out.tfevents.*")
+    longer.replace(path)
+
+
 @needs_server
-def test_one_server_per_folder_kept_while_its_files_stay_and_replaced_when_they_change(tmp_path):
-    write_run(tmp_path / "a", 20)
-    read_paths([tmp_path])
+def test_one_server_per_folder_kept_while_a_run_is_unchanged_and_replaced_when_none_is(tmp_path, python_reads):
+    for name in ("a", "b"):
+        write_run(tmp_path / "logs" / name, 20, tags=("train/loss",))
+    read_paths([tmp_path / "logs"], labels=["logs"])
     (first,) = data_server.running().values()
-    read_paths([tmp_path], tag_filter="loss")
-    assert list(data_server.running().values()) == [first]  # the same process, asked again
-    write_run(tmp_path / "a", 30)  # a second file: the run is now the Python reader's (a restarted job)
-    write_run(tmp_path / "b", 30)
-    fast, _ = equal_reads(tmp_path)
+    read_paths([tmp_path / "logs"], labels=["logs"], tag_filter="loss")
+    assert list(data_server.running().values()) == [first] and python_reads == []  # the same process, asked again
+    rewritten(tmp_path / "logs" / "b", 30, tmp_path / "scratch1")  # b changed: Python reader; a: the server
+    fast, _ = equal_reads(tmp_path / "logs")
+    assert list(data_server.running().values()) == [first] and python_reads == ["logs/b"] + ["logs/a", "logs/b"]
+    assert len(fast.frame[fast.frame["run"] == "logs/b"]) == 30
+    python_reads.clear()
+    rewritten(tmp_path / "logs" / "a", 40, tmp_path / "scratch2")  # now neither is as loaded: a new server
+    fast = read_paths([tmp_path / "logs"], labels=["logs"])
     (second,) = data_server.running().values()
     assert second is not first and first.process.poll() is not None  # the stale one has stopped
+    assert python_reads == [] and len(fast.frame) == 40 + 30
     data_server.shutdown_all()
     assert second.process.wait(5) is not None and not data_server.running()
 

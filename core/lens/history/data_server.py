@@ -5,7 +5,9 @@ and asks over gRPC (tensorboard/data/grpc_provider.py).
 One server per log folder per process, kept in a lock-guarded registry keyed by the folder (`reading`), started as
 TensorBoard starts it but bound to 127.0.0.1 only, with every scalar kept (`--samples-per-plugin=scalars=all`, where
 TensorBoard's default keeps 1,000 a tag), every record's CRC checked (`--checksum`, as event_files.py's reader does),
-and one load (`--reload=once`): a folder whose event files changed since is loaded by a new server. Loading is known
+and one load (`--reload=once`): the caller says whether what it loaded is still of use (sources.py reads the
+runs whose files changed since with the Python reader, which follows them as they grow, and starts a new server
+when none is unchanged). Loading is known
 to be finished from the server itself: its reloader logs "Finished load cycle" after the cycle has committed every
 run (tensorboard/data/server/cli.rs), and nothing is asked before that line. Its warnings ("Read error in FILE",
 "Failed to open event file FILE") say which files it could not read whole; sources.py reads those runs with the
@@ -26,7 +28,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,10 +216,11 @@ _registry_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def reading(folder: Path, signature: object) -> Iterator[DataServer]:
-    """The folder's loaded server, started (and waited for) when there is none, it has stopped, or the folder's
-    event files changed since it loaded (`signature` differs); held for the caller alone until the block ends.
-    Unavailable (one sentence) when the fast loader cannot serve it."""
+def reading(folder: Path, signature: object, keep: Callable[[object], bool] | None = None) -> Iterator[DataServer]:
+    """The folder's loaded server, started (and waited for) when there is none, it has stopped, or what it loaded
+    is of no use now: `keep(the signature it was started with)` is false (default: that signature differs from
+    `signature`); held for the caller alone until the block ends. Unavailable (one sentence) when the fast loader
+    cannot serve it."""
     folder = Path(os.path.abspath(folder))
     key = str(folder)
     with _registry_lock:
@@ -232,7 +235,8 @@ def reading(folder: Path, signature: object) -> Iterator[DataServer]:
                 old.server = None
     with entry.lock:
         server = entry.server
-        if server is None or not server.alive or server.signature != signature:
+        useful = server is not None and (keep(server.signature) if keep else server.signature == signature)
+        if server is None or not server.alive or not useful:
             if server is not None:
                 server.close()
             entry.server = None

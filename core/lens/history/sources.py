@@ -20,6 +20,7 @@ Wall times are seconds since 1970 where the source wrote a clock (TensorBoard, M
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -184,7 +185,8 @@ def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict
     written at a step, TensorBoard's preemption, and the Python reader keeps both), another `*tfevents*` file or a
     link beside them (the server would read it), a file whose last record is cut off (the server stops there
     silently; the Python reader says at which byte), a file the server logged it could not open or read whole, a
-    tag the server kept no value of (64-bit tensors: it keeps 32-bit ones only), a run it did not find. Where the
+    tag the server kept no value of (64-bit tensors: it keeps 32-bit ones only), a run it did not find, a run whose
+    file changed since the folder's server loaded it (a job still writing: the Python reader follows it). Where the
     server cannot run, one sentence says so.
 
     Not told apart (known to differ): within one file, a step written again or going back (`add_scalar(tag, v)`
@@ -210,18 +212,23 @@ def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict
     if not candidates:
         return {}
     files = {key: Path(os.path.abspath(item.files[0])) for key, item in candidates.items()}
-    signature = []
-    for path in files.values():
-        try:
+    signature: dict[str, tuple[int, int]] = {}  # run -> its file's (size, modification ns) before the server loads
+    for key, path in files.items():
+        with contextlib.suppress(OSError):
             stat = path.stat()
-        except OSError:
-            continue
-        signature.append((str(path), stat.st_size, stat.st_mtime_ns))
+            signature[key] = (stat.st_size, stat.st_mtime_ns)
+
+    def unchanged(loaded: dict) -> set[str]:
+        return {k for k, v in signature.items() if loaded.get(k) == v}
+
     whole = {key: _frames_whole(path) for key, path in files.items()}
     try:
-        with data_server.reading(root, tuple(signature)) as server:
+        # the folder's server is kept while any run's file is as it loaded it: runs changed since (a job still
+        # writing) and new ones are the Python reader's, which reads a growing file on from where it stopped
+        with data_server.reading(root, signature, keep=lambda loaded: bool(unchanged(loaded))) as server:
+            current = unchanged(server.signature)
             listed = server.runs()
-            got = server.read([k for k in candidates if k in listed])
+            got = server.read([k for k in candidates if k in listed and k in current])
             warnings = list(server.warnings)
     except data_server.Unavailable as exc:
         if str(exc) not in out.notes:
@@ -233,7 +240,7 @@ def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict
         named = [w for w in warnings if file in w]
         unplaced = [w for w in warnings if str(root) not in w]  # a warning naming no file here: it may be any run
         scalars = got.get(key)
-        if (not whole[key] or named or unplaced or key not in listed
+        if (not whole[key] or named or unplaced or key not in listed or key not in current
                 or (scalars is not None and any(len(v[0]) == 0 for v in scalars.tags.values()))):
             continue
         parts = sorted((scalars.tags if scalars else {}).items(),
