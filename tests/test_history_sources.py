@@ -9,6 +9,7 @@ import json
 import math
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -201,6 +202,52 @@ def test_trainer_folder_values_and_saved_steps(tmp_path):
     assert {"grad_norm", "eval_runtime", "train_runtime", "total_flos"} <= set(found.unmapped)
     assert [(s.run, s.step, s.path.name) for s in found.saved] == [("out", 20, "checkpoint-20"),
                                                                    ("out", 40, "checkpoint-40")]
+
+
+def write_trainer_tensorboard(folder: Path, log: list[dict]) -> None:
+    """What the Trainer's TensorBoardCallback writes for these log entries under `folder/runs/<date_host>/`: each
+    entry as the Trainer hands it to on_log (without its step, which is the state's global_step)."""
+    summary_writer()
+    import transformers
+    from transformers.integrations import TensorBoardCallback
+
+    args = SimpleNamespace(output_dir=str(folder), to_json_string=lambda: "{}")  # TrainingArguments needs accelerate
+    state, control = transformers.TrainerState(), transformers.TrainerControl()
+    callback = TensorBoardCallback()
+    callback.on_train_begin(args, state, control)
+    for entry in log:
+        state.global_step = entry["step"]
+        callback.on_log(args, state, control, logs={k: v for k, v in entry.items() if k != "step"})
+    callback.on_train_end(args, state, control)
+
+
+def test_a_trainer_folder_and_the_tensorboard_log_it_wrote_are_one_run(tmp_path, capsys):
+    log = write_trainer_folder(tmp_path / "out")
+    alone = read_paths([tmp_path / "out"], labels=["out"])
+    write_trainer_tensorboard(tmp_path / "out", log)
+    assert len(list((tmp_path / "out" / "runs").glob("*/events.out.tfevents.*"))) == 1
+    found = read_paths([tmp_path / "out"], labels=["out"])
+    assert found.runs == ["out"] and found.kinds == {"out": "Hugging Face Trainer"}  # not a second, TensorBoard run
+    assert found.frame.drop(columns="wall_time").equals(alone.frame.drop(columns="wall_time"))  # the same points
+    assert np.isfinite(found.frame["wall_time"]).all()  # each at the time its TensorBoard record says
+    assert series(found.frame, "out", "train", "loss").to_dict() == {e["step"]: e["loss"] for e in log if "loss" in e}
+    assert "train/grad_norm" not in found.unmapped and "grad_norm" in found.unmapped  # the state's names
+    assert history_cli([str(tmp_path / "out")]) == 0
+    assert "1 run(s)" in capsys.readouterr().out
+
+
+def test_a_running_trainer_adds_what_its_tensorboard_log_has_after_the_last_saved_state(tmp_path):
+    log = write_trainer_folder(tmp_path / "out", steps=(10, 20, 30, 40, 50))
+    (tmp_path / "out" / "trainer_state.json").unlink()  # still running: the newest state is checkpoint-40's
+    write_trainer_tensorboard(tmp_path / "out", log)
+    found = read_paths([tmp_path / "out"], labels=["out"])
+    assert found.runs == ["out"]
+    train = series(found.frame, "out", "train", "loss")
+    assert train.to_dict() == {e["step"]: e["loss"] for e in log if "loss" in e}  # 50 from the TensorBoard log
+    assert series(found.frame, "out", "train", "loss", x="epoch").index.tolist() == [0.5, 1.0, 1.5, 2.0, 2.5]
+    # from the TensorBoard log: as it holds them, 32-bit floats
+    assert series(found.frame, "out", "train", "train_loss (whole run)").to_dict() == {50: float(np.float32(2.1))}
+    assert any("logged after out/checkpoint-40/trainer_state.json was saved" in n for n in found.notes)
 
 
 def test_trainer_folder_mid_run_reads_the_newest_checkpoints_state(tmp_path):

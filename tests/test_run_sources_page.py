@@ -209,3 +209,35 @@ def test_a_nanogpt_series_marks_its_checkpoints_and_a_click_converts_one(monkeyp
     assert not at.exception, [e.message for e in at.exception]
     assert at.query_params["model"] == "class/shakespeare/train @ step 250"
     assert at.session_state["checkpoint"].metadata["format"].startswith("attention-lab")
+
+
+def test_a_data_server_killed_while_loading_is_one_sentence_and_the_page_draws_the_run(monkeypatch, tiny_checkpoints,
+                                                                                      tmp_path):
+    """TensorBoard's data server (core.lens.history.data_server) killed mid-load: the Python reader reads the folder,
+    the run is drawn, and one sentence says the fast loader stopped."""
+    summary_writer()
+    data_server = pytest.importorskip("core.lens.history.data_server")
+    try:
+        data_server.binary()
+    except data_server.Unavailable:
+        pytest.skip("tensorboard-data-server has no binary here")
+    allowed = tmp_path / "class"
+    ys = [2.0 - s / 100 for s in range(200)]
+    write_tensorboard(allowed / "tb" / "job", {"train/loss": list(enumerate(ys))})
+    real = data_server.DataServer.wait_loaded
+
+    def killed_first(self, *args, **kwargs):
+        self.process.kill()
+        self.process.wait(5)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(data_server.DataServer, "wait_loaded", killed_first)
+    try:
+        at = open_on_folder(monkeypatch, tiny_checkpoints, allowed)
+        at.multiselect(key="curves_runs").set_value(["class/tb/job"]).run()
+        assert not at.exception, [e.message for e in at.exception]
+        np.testing.assert_allclose(array(traces(chart(at))[("class/tb/job", "train")]["y"]),
+                                   np.asarray(ys, dtype=np.float32), rtol=1e-6)
+        assert warnings(at).count("fast loader") == 1 and "killed by signal 9" in warnings(at)
+    finally:
+        data_server.shutdown_all()

@@ -22,6 +22,7 @@ import streamlit as st
 
 from core.lens.history.bands import BAND_KINDS, seed_groups
 from core.lens.history.curves import METRIC_ORDER
+from core.lens.history.data_server import release as release_data_server
 from core.lens.history.logs import LIVE_WINDOW_S, RunSource
 from core.lens.history.records import LoadedHistory, empty_frame
 from core.lens.history.sources import (
@@ -149,6 +150,7 @@ def read_upload(upload, max_bytes: int) -> list[tuple[str, LoadedHistory]]:
             except ZipRefused as exc:
                 return [("", LoadedHistory(empty_frame(), [str(exc)]))]
             found = read_paths([path], labels=[stem])
+            release_data_server(path)  # the folder goes with the upload: its TensorBoard data server too
             if found.saved:
                 found.notes.append(f"{name}: saved steps in an upload are not opened (their weights are not kept); "
                                    "open the folder on the server to click them.")

@@ -13,6 +13,8 @@ different metrics are counted and described in notes (sentences for the user), n
   CSV, nanoGPT printouts, MLflow) read into the same table, with their saved steps; `python -m core.lens.history`
   prints them
 - event_files: TensorBoard event files through the tensorboard package's own record reader, followed as they grow
+- data_server: TensorBoard folders through TensorBoard's own fast loader (tensorboard-data-server, Rust, over
+  gRPC on 127.0.0.1): one server per folder per process; sources falls back to event_files where it cannot
 - metric_names: other tools' metric names mapped onto (split, metric), the rest kept under their own names
 - bands: runs that differ only by seed, as one mean curve with a band
 

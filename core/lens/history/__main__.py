@@ -1,6 +1,8 @@
 """`python -m core.lens.history FOLDER_OR_FILE... [-o OUT.csv] [--tags REGEX]`: what the readers find in runs
 other tools wrote (runs, metrics mapped and not, points, saved steps, problems), and the tidy table as a CSV with
-the curves page's columns (run, step, epoch, tokens, wall_time, split, metric, value), one row per point."""
+the curves page's columns (run, step, epoch, tokens, wall_time, split, metric, value), one row per point.
+TensorBoard folders are read as the page reads them: through TensorBoard's data server where it runs (stopped when
+the command ends), else TensorBoard's Python record reader, with one sentence saying so."""
 
 from __future__ import annotations
 

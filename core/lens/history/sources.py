@@ -1,10 +1,12 @@
 """Runs other tools wrote, read into the curves page's tidy table (`records.COLUMNS`).
 
 One reader per source, each with the ecosystem's own conventions:
-- TensorBoard event files (`events.out.tfevents.*`: torch's SummaryWriter, Lightning's default logger, the
-  Hugging Face Trainer's `runs/`), through the `tensorboard` package's own record reader; every folder holding
-  event files is one run, as in TensorBoard; tags filtered by a regular expression, as its tag filter does;
-- a Hugging Face Trainer folder: `trainer_state.json`'s `log_history`, and its `checkpoint-N/` folders as saved steps;
+- TensorBoard event files (`events.out.tfevents.*`: torch's SummaryWriter, Lightning's default logger), through
+  TensorBoard's data server where it runs (data_server.py, `fast_event_tables`), else the `tensorboard` package's
+  own record reader (event_files.py); every folder holding event files is one run, as in TensorBoard; tags
+  filtered by a regular expression, as its tag filter does;
+- a Hugging Face Trainer folder: `trainer_state.json`'s `log_history`, its `checkpoint-N/` folders as saved steps,
+  and the TensorBoard log under its `runs/` as the same run (wall times, and the points after the state was saved);
 - Lightning's `CSVLogger` (`metrics.csv`, sparse rows), Keras's `CSVLogger`, a W&B panel's CSV export, a plain
   CSV/TSV with a step or epoch column;
 - nanoGPT's `train.py` printout saved to a file;
@@ -18,12 +20,14 @@ Wall times are seconds since 1970 where the source wrote a clock (TensorBoard, M
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
 import os
 import re
+import struct
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -136,15 +140,18 @@ class _Builder:
 # --- TensorBoard -----------------------------------------------------------------------------------------
 
 def read_event_files(run: str, files: Sequence[Path], out: RunsRead, tag_filter: re.Pattern | None = None,
-                     followers: dict | None = None) -> None:
-    """One TensorBoard run: every event file of one folder, merged (a restarted job writes a second file)."""
+                     followers: dict | None = None, table: pd.DataFrame | None = None) -> None:
+    """One TensorBoard run: every event file of one folder, merged (a restarted job writes a second file).
+    `table` (tag, step, wall, value): the run's scalars as the data server read them; without it, the Python
+    reader reads the files."""
     if not tensorboard_available():
         if NO_TENSORBOARD not in out.notes:
             out.notes.append(NO_TENSORBOARD)
         return
     builder = _Builder(run, "TensorBoard", out)
-    table, notes = read_scalars(run, files, followers)
-    out.notes += notes
+    if table is None:
+        table, notes = read_scalars(run, files, followers)
+        out.notes += notes
     if table.empty:
         out.notes.append(f"{run}: the event files hold no scalars.")
         return
@@ -170,6 +177,141 @@ def read_event_files(run: str, files: Sequence[Path], out: RunsRead, tag_filter:
     builder.finish()
 
 
+def fast_event_tables(root: Path, runs: Sequence[_Found], out: RunsRead) -> dict[Path, pd.DataFrame]:
+    """The scalars of a folder's TensorBoard runs as TensorBoard's data server reads them (data_server.py), by run
+    folder: (tag, step, wall, value), tags in the order first written, each tag's points in step order (the file's
+    order: a run's steps rise). A run is left to the Python reader (absent here) where the two could differ or the
+    server did not read it whole: more than one event file (a restarted job: the server keeps only the last value
+    written at a step, TensorBoard's preemption, and the Python reader keeps both), another `*tfevents*` file or a
+    link beside them (the server would read it), a file whose last record is cut off (the server stops there
+    silently; the Python reader says at which byte), a file the server logged it could not open or read whole, a
+    tag the server kept no value of (64-bit tensors: it keeps 32-bit ones only), a run it did not find, a run whose
+    file changed since the folder's server loaded it (a job still writing: the Python reader follows it). Where the
+    server cannot run, one sentence says so.
+
+    Not told apart (known to differ): within one file, a step written again or going back (`add_scalar(tag, v)`
+    with no step, a step that counts epochs). The server keeps TensorBoard's meaning, the last value written from
+    that step on (its reservoir's preemption: what TensorBoard draws); the Python reader keeps every record. The
+    server says nothing of it, and telling would mean parsing every record in Python, which is what it replaces."""
+    if not runs or not tensorboard_available():
+        return {}
+    from core.lens.history import data_server
+
+    root = Path(os.path.abspath(root))
+    candidates: dict[str, _Found] = {}
+    for item in runs:
+        folder = Path(os.path.abspath(item.path))
+        try:
+            beside = [e for e in os.scandir(folder) if "tfevents" in e.name and not e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        names = {Path(f).name for f in item.files}
+        if len(item.files) != 1 or any(e.is_symlink() or e.name not in names for e in beside):
+            continue
+        candidates[Path(os.path.relpath(folder, root)).as_posix()] = item
+    if not candidates:
+        return {}
+    files = {key: Path(os.path.abspath(item.files[0])) for key, item in candidates.items()}
+    signature: dict[str, tuple[int, int]] = {}  # run -> its file's (size, modification ns) before the server loads
+    for key, path in files.items():
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            signature[key] = (stat.st_size, stat.st_mtime_ns)
+
+    def unchanged(loaded: dict) -> set[str]:
+        return {k for k, v in signature.items() if loaded.get(k) == v}
+
+    whole = {key: _frames_whole(path) for key, path in files.items()}
+    try:
+        # the folder's server is kept while any run's file is as it loaded it: runs changed since (a job still
+        # writing) and new ones are the Python reader's, which reads a growing file on from where it stopped
+        with data_server.reading(root, signature, keep=lambda loaded: bool(unchanged(loaded))) as server:
+            current = unchanged(server.signature)
+            listed = server.runs()
+            got = server.read([k for k in candidates if k in listed and k in current])
+            warnings = list(server.warnings)
+    except data_server.Unavailable as exc:
+        if str(exc) not in out.notes:
+            out.notes.append(str(exc))
+        return {}
+    tables = {}
+    for key, item in candidates.items():
+        file = str(files[key])
+        named = [w for w in warnings if file in w]
+        unplaced = [w for w in warnings if str(root) not in w]  # a warning naming no file here: it may be any run
+        scalars = got.get(key)
+        if (not whole[key] or named or unplaced or key not in listed or key not in current
+                or (scalars is not None and any(len(v[0]) == 0 for v in scalars.tags.values()))):
+            continue
+        parts = sorted((scalars.tags if scalars else {}).items(),
+                       key=lambda kv: (kv[1][1][0] if len(kv[1][1]) else math.inf, kv[0]))
+        tables[item.path] = pd.DataFrame({
+            "tag": np.repeat(np.asarray([t for t, _ in parts], dtype=object), [len(v[0]) for _, v in parts]),
+            "step": np.concatenate([v[0] for _, v in parts]).astype(float) if parts else np.empty(0),
+            "wall": np.concatenate([v[1] for _, v in parts]) if parts else np.empty(0),
+            "value": np.concatenate([v[2] for _, v in parts]) if parts else np.empty(0)})
+    return tables
+
+
+TAIL_WINDOW = 1 << 16  # bytes searched from a file's end for its last record (a scalar's record is ~50 bytes)
+
+
+def _frames_whole(path: Path) -> bool:
+    """Whether an event file ends with a whole record, which the server's silence does not tell (it skips a cut-off
+    last record without a word; a damaged one it logs). A record is its length (8 bytes, little-endian), that
+    length's masked CRC-32C (4), the data and the data's CRC (4): the file is whole where, within its last
+    TAIL_WINDOW bytes, a length ends a record exactly at the last byte and its CRC checks; a file whose last record
+    is longer than that is walked record by record from its start."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            start = max(0, size - TAIL_WINDOW)
+            handle.seek(start)
+            tail = handle.read()
+    except OSError:
+        return False
+    if size == 0:
+        return True
+    if len(tail) != size - start:  # written to meanwhile: the next read (a new signature) looks again
+        return False
+    if _ends_on_a_record(tail, size - start):
+        return True
+    return start > 0 and _walk_records(path)
+
+
+def _ends_on_a_record(tail: bytes, size: int) -> bool:
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from core.lens.history.event_files import checksums_in_c
+
+    checksums_in_c()
+    for align in range(8):  # each offset's 8 bytes as one number, vectorised over offsets with the same alignment
+        count = (len(tail) - align) // 8
+        if count <= 0:
+            continue
+        offsets = align + 8 * np.arange(count, dtype=np.int64)
+        fits = offsets + 16 <= size
+        lengths = np.frombuffer(tail, dtype="<u8", count=count, offset=align)[fits]
+        offsets = offsets[fits]
+        for offset in offsets[lengths == (size - 16 - offsets).astype(np.uint64)]:
+            o = int(offset)
+            if masked_crc32c(tail[o:o + 8]) == struct.unpack_from("<I", tail, o + 8)[0]:
+                return True
+    return False
+
+
+def _walk_records(path: Path) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    size, offset = len(data), 0
+    length_at = struct.Struct("<Q").unpack_from
+    while offset + 12 <= size:
+        offset += length_at(data, offset)[0] + 16
+    return offset == size
+
+
 # --- Hugging Face Trainer ---------------------------------------------------------------------------------
 
 def _trainer_state(data: bytes, where: str) -> tuple[list[dict], str | None]:
@@ -185,19 +327,38 @@ def _trainer_state(data: bytes, where: str) -> tuple[list[dict], str | None]:
     return [e for e in state["log_history"] if isinstance(e, dict)], None
 
 
-def read_trainer_state(run: str, data: bytes, out: RunsRead, where: str) -> None:
+def trainer_key(tag: str) -> str:
+    """The log_history key a Trainer's TensorBoard tag was written from (transformers' `rewrite_logs`, undone):
+    `eval/X` <- `eval_X`, `test/X` <- `test_X`, `train/X` <- `X`."""
+    for prefix in ("eval", "test"):
+        if tag.startswith(prefix + "/"):
+            return f"{prefix}_{tag[len(prefix) + 1:]}"
+    return tag.removeprefix("train/")
+
+
+def read_trainer_state(run: str, data: bytes, out: RunsRead, where: str, events: pd.DataFrame | None = None) -> None:
+    """A Trainer's log_history as one run. `events` (tag, step, wall, value): the TensorBoard log the same run wrote
+    under its `runs/` (its TensorBoardCallback logs the same entries): the same points, so not a run of their own;
+    they give each point its wall time, and the points logged after the state was saved (a checkpoint's state is
+    written at the save; the TensorBoard log goes on to the last step) are added from them."""
     entries, problem = _trainer_state(data, where)
     if problem:
         out.notes.append(problem)
         return
     builder = _Builder(run, "Hugging Face Trainer", out)
-    columns: dict[str, list[tuple[float, float, float]]] = {}
+    columns: dict[str, list[tuple[float, float, float, float]]] = {}
+    clock: dict[tuple[str, float], float] = {}
+    if events is not None and not events.empty:
+        keys = [trainer_key(t) for t in events["tag"]]
+        clock = dict(zip(zip(keys, events["step"].to_numpy(float)), events["wall"].to_numpy(float)))
     skipped = 0
+    last_step = -math.inf
     for entry in entries:
         step, epoch = entry.get("step"), entry.get("epoch")
         if not isinstance(step, (int, float)) or isinstance(step, bool):
             skipped += 1
             continue
+        last_step = max(last_step, float(step))
         summary = any(k in entry for k in TRAINER_SUMMARY_KEYS)
         for key, value in entry.items():
             if key in ("step", "epoch") or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -205,16 +366,43 @@ def read_trainer_state(run: str, data: bytes, out: RunsRead, where: str) -> None
             # the last entry's train_loss is the run's average, not a point of the curve: its own name
             name = f"{key} (whole run)" if summary and key == "train_loss" else key
             columns.setdefault(name, []).append(
-                (float(step), float(epoch) if isinstance(epoch, (int, float)) else math.nan, float(value)))
+                (float(step), float(epoch) if isinstance(epoch, (int, float)) else math.nan, float(value),
+                 clock.get((key, float(step)), math.nan)))
+    added = _trainer_events_after(events, last_step, columns) if events is not None else 0
     for name, points in columns.items():
         array = np.asarray(points, dtype=float)
-        builder.add(name, array[:, 0], array[:, 2], epoch=array[:, 1])
+        wall = None if np.isnan(array[:, 3]).all() else array[:, 3]
+        builder.add(name, array[:, 0], array[:, 2], epoch=array[:, 1], wall_time=wall)
     if skipped:
         out.notes.append(f"{where}: {skipped} log_history entr{'ies' if skipped != 1 else 'y'} without a step "
                          "skipped.")
+    if added:
+        out.notes.append(f"{run}: {added:,} point(s) logged after {where} was saved, from the run's TensorBoard log.")
     if not columns:
         out.notes.append(f"{where} has an empty log_history: nothing logged yet.")
     builder.finish()
+
+
+def _trainer_events_after(events: pd.DataFrame, last_step: float, columns: dict) -> int:
+    """The Trainer's TensorBoard points after the state's last step, into `columns` under log_history's names."""
+    later = events[events["step"].to_numpy(float) > last_step]
+    if later.empty:
+        return 0
+    keys = [trainer_key(t) for t in later["tag"]]
+    steps, values, walls = later["step"].to_numpy(float), later["value"].to_numpy(float), later["wall"].to_numpy(float)
+    epochs: dict[float, float] = {}
+    for key, step, value in zip(keys, steps, values):
+        if key == "epoch":  # the first at a step (the Trainer logs the same epoch with every entry of a step)
+            epochs.setdefault(step, value)
+    summary_steps = {s for k, s in zip(keys, steps) if k in TRAINER_SUMMARY_KEYS}
+    added = 0
+    for key, step, value, wall in zip(keys, steps, values, walls):
+        if key == "epoch":
+            continue
+        name = f"{key} (whole run)" if key == "train_loss" and step in summary_steps else key
+        columns.setdefault(name, []).append((step, epochs.get(step, math.nan), value, wall))
+        added += 1
+    return added
 
 
 def trainer_saved_steps(run: str, folder: Path) -> list[SavedStep]:
@@ -485,8 +673,9 @@ class _Found:
 
 def find_runs(root: Path) -> tuple[list[_Found], int]:
     """Every run under `root` (a folder) in path order, and how many files were left unlooked-at (0 unless the
-    folder holds over MAX_FILES_WALKED files). Trainer checkpoint folders belong to their output folder; an MLflow
-    run's files to the run; a folder with event files is one TensorBoard run."""
+    folder holds over MAX_FILES_WALKED files). Trainer checkpoint folders belong to their output folder, and so do
+    the event files under its `runs/` (the same run's TensorBoard log); an MLflow run's files to the run; any other
+    folder with event files is one TensorBoard run."""
     found: list[_Found] = []
     events: dict[Path, list[Path]] = {}
     walked = skipped = 0
@@ -530,7 +719,12 @@ def find_runs(root: Path) -> tuple[list[_Found], int]:
                 found.append(_Found("checkpoint", path))
             elif lower.endswith(TEXT_SUFFIXES):
                 found.append(_Found("nanogpt", path))
+    trainers = [f for f in found if f.kind == "trainer"]
     for folder, files in events.items():
+        owner = next((t for t in trainers if t.path / "runs" == folder or t.path / "runs" in folder.parents), None)
+        if owner is not None:  # the Trainer's own TensorBoard log (TensorBoardCallback's `runs/`): the same run
+            owner.files += files
+            continue
         found.append(_Found("tensorboard", folder, files))
     found.sort(key=lambda f: str(f.path))
     return found, skipped
@@ -553,18 +747,25 @@ def run_name(root: Path, path: Path, label: str) -> str:
 
 
 def read_found(found: _Found, run: str, out: RunsRead, tag_filter: re.Pattern | None = None,
-               followers: dict | None = None) -> None:
+               followers: dict | None = None, table: pd.DataFrame | None = None) -> None:
     kind, path = found.kind, found.path
     if kind == "tensorboard":
-        read_event_files(run, found.files, out, tag_filter, followers)
+        read_event_files(run, found.files, out, tag_filter, followers, table)
     elif kind == "trainer":
         state = trainer_state_file(path)
         if state is not None and state.is_symlink():
             state = None  # a link could lead out of the folder someone allowed
-        if state is None:
+        if state is None and found.files:  # no state to read: its TensorBoard log is the run
+            read_event_files(run, found.files, out, tag_filter, followers)
+        elif state is None:
             out.notes.append(f"{run}: a Trainer folder without a trainer_state.json yet.")
         else:
-            read_trainer_state(run, _read_bytes(state, out), out, f"{run}/{state.relative_to(path).as_posix()}")
+            events = None
+            if found.files and tensorboard_available():
+                events, notes = read_scalars(run, found.files)
+                out.notes += notes
+            read_trainer_state(run, _read_bytes(state, out), out, f"{run}/{state.relative_to(path).as_posix()}",
+                               events)
         out.saved += trainer_saved_steps(run, path)
     elif kind == "mlflow":
         read_mlflow_run(run, path, out)
@@ -613,11 +814,13 @@ def _file_kind(path: Path) -> _Found | None:
 
 
 def read_paths(paths: Sequence[str | Path], tag_filter: str | None = None, labels: Sequence[str] | None = None,
-               followers: dict | None = None, max_runs: int = MAX_RUNS, own: bool = True) -> RunsRead:
+               followers: dict | None = None, max_runs: int = MAX_RUNS, own: bool = True,
+               fast: bool = True) -> RunsRead:
     """Every run in the given files and folders, as one table. `labels`: a name per path (default: its name);
     `tag_filter`: a regular expression names must match (TensorBoard's tag filter); `followers`: a dict kept
-    between calls, so growing event files are read on from where they stopped; `own=False`: folders' own
-    checkpoints and .log.jsonl files are left to the page's catalogue (core.lens.history.logs), which lists them."""
+    between calls, so growing event files are read on from where they stopped (by the Python reader); `own=False`:
+    folders' own checkpoints and .log.jsonl files are left to the page's catalogue (core.lens.history.logs), which
+    lists them; `fast=False`: TensorBoard folders through the Python reader only, never the data server."""
     out = RunsRead(empty_frame())
     pattern = None
     if tag_filter:
@@ -645,8 +848,9 @@ def read_paths(paths: Sequence[str | Path], tag_filter: str | None = None, label
                 out.notes.append(f"{label} holds {len(found):,} runs; the first {max_runs:,} are read "
                                  f"({found[0].path.name} to {found[max_runs - 1].path.name}).")
                 found = found[:max_runs]
+            tables = fast_event_tables(path, [f for f in found if f.kind == "tensorboard"], out) if fast else {}
             for item in found:
-                read_found(item, run_name(path, item.path, label), out, pattern, followers)
+                read_found(item, run_name(path, item.path, label), out, pattern, followers, tables.get(item.path))
             continue
         item = _file_kind(path)
         if item.kind == "zip":
