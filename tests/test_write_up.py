@@ -129,3 +129,55 @@ def test_slides_for_what_the_student_lacks_say_so_and_the_rest_render(report):
     for number in (1, 2, 3):
         assert _specs(report["html"], number), number
     assert "shakespeare" in slides[1] and re.search(r"sha256", slides[1])
+
+
+def test_the_write_up_of_a_hugging_face_model_and_its_trainer_run(tmp_path, monkeypatch):
+    """The same command on a Hugging Face GPT-2 folder and its Trainer output folder (transformers' own writers):
+    the attention maps equal transformers' eager attention, the loss and accuracy by epoch the Trainer's log."""
+    from tests.conftest import require_hf_extra
+
+    require_hf_extra()
+    from streamlit.testing.v1 import AppTest
+
+    from tests.hf_models import gpt2_folder, reference_attention
+    from tests.test_history_sources import write_trainer_folder
+    from ui import handout
+
+    models = tmp_path / "models"
+    models.mkdir()
+    folder = gpt2_folder(models / "gpt2-tiny")
+    log = write_trainer_folder(models / "trainer-out")
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(models))
+    at = AppTest.from_file(str(ROOT / "pages" / "curves.py"), default_timeout=60)
+    at.run()
+    run = next(n for n in at.multiselect(key="curves_runs").options if "trainer-out" in n)
+    model = next(n for n in at.selectbox(key="picker_model").options if "gpt2-tiny" in n)
+    out = tmp_path / "report.html"
+    sentence = "the cat sat on the mat."
+    assert handout.main([str(WRITE_UP), "-o", str(out), "--checkpoints", str(models), "--set", f"model={model}",
+                         "--set", f"run={run}", "--set", f"classifier={run}", "--set", f"sentence={sentence}"]) == 0
+    text = out.read_text(encoding="utf-8")
+
+    loaded = load(folder)
+    ids = loaded.tokenizer.encode(sentence)
+    reference, _ = reference_attention(folder, ids)  # (layers, heads, T, T)
+    (fig,) = _specs(text, 1)
+    maps = [t for t in fig["data"] if t.get("type") == "heatmap"]
+    layers, heads, T, _ = reference.shape
+    assert len(maps) == layers * heads
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    for k, trace in enumerate(maps):
+        n = len(trace["x"])
+        z, expected = _z(trace["z"]), reference[k // heads, k % heads].numpy()[:n, :n]
+        np.testing.assert_allclose(z[causal[:n, :n]], expected[causal[:n, :n]], rtol=0, atol=1e-5)
+
+    train = [(e["step"], e["loss"]) for e in log if "loss" in e]
+    raw = [t for t in _specs(text, 3)[0]["data"] if (t.get("meta") or [{}])[0].get("kind") == "raw"
+           and (t.get("meta") or [{}])[0].get("split") == "train"]
+    assert [(x, round(y, 6)) for x, y in zip(raw[0]["x"], raw[0]["y"], strict=True)] == \
+        [(s, round(v, 6)) for s, v in train]
+    accuracy = {int(e["epoch"]): e["eval_accuracy"] for e in log if "eval_accuracy" in e}  # epochs 1 and 2
+    body = _slides(text)[4]
+    for epoch, value in accuracy.items():
+        assert re.search(rf"<td[^>]*>{epoch}</td>\s*<td[^>]*>[^<]*</td>\s*<td[^>]*>{value:g}</td>", body) or \
+            re.search(rf"<td[^>]*>{epoch}</td>(\s*<td[^>]*>[^<]*</td>)*?\s*<td[^>]*>{value:g}</td>", body), epoch
