@@ -44,6 +44,7 @@ if loaded.task == "birthplace":  # an edit kept on the probe's Edit tab is this 
 last = page_state.last_state(ErrorsState)
 saved, notes = page_state.restore(ErrorsState)
 views.seed_clicks(saved, last)
+views.forget_other_task(loaded.task)
 for note in notes:
     st.info(note)
 source = views.choose_file(loaded)

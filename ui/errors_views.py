@@ -68,6 +68,24 @@ def seed_clicks(saved: ErrorsState, last: ErrorsState | None) -> None:
             st.session_state.setdefault(key, value)
 
 
+TASK_KEY = "errors_task"  # the task of the model the clicks above were made on
+
+
+def forget_other_task(task: str) -> None:
+    """A model of another task (a classifier, then a language model) reads another file: the example, pins and
+    edited text of a classifier, the document and piece of a language model, name lines and pieces it does not
+    have. They are dropped from the session and from the page's last state, so the URL no longer carries them
+    (issue 63: the classifier's example stayed in the URL of a language model)."""
+    before, st.session_state[TASK_KEY] = st.session_state.get(TASK_KEY), task
+    if before is None or before == task:
+        return
+    st.session_state.update({EXAMPLE: None, PINS: (), DOCUMENT: None, TOKEN: None})
+    st.session_state.pop("err_edit", None)
+    last = page_state.last_state(ErrorsState)
+    if last is not None:
+        page_state.write(last.replace(example=None, pins=(), edit=None, document=None, token=None))
+
+
 def save_state(saved: ErrorsState) -> None:
     """The widgets' values and the clicked example, pins, document and piece, into the URL."""
     for key, value in ((EXAMPLE, saved.example), (PINS, saved.pins), (DOCUMENT, saved.document),
