@@ -249,6 +249,29 @@ if verdicts:
 metrics = ordered_metrics(loaded.frame["metric"].unique()) or ["loss"]
 if st.session_state.get("curves_metric") not in metrics:
     st.session_state["curves_metric"] = "loss" if "loss" in metrics else metrics[0]
+
+
+def metric_for_added_runs(frame, runs: list[str], before: list[str] | None, metric: str) -> tuple[str, str]:
+    """(the metric to show, why it changed or ''): a run just added that has no records of the chosen metric (the
+    induction run beside the classifiers' accuracy, issue 63) moves the chart to a metric every selected run has,
+    loss first."""
+    added = [r for r in runs if before is not None and r not in before]
+    has = {run: set(frame.loc[frame["run"] == run, "metric"]) for run in runs}
+    lacking = [r for r in added if has[r] and metric not in has[r]]
+    common = [m for m in ordered_metrics(set.union(*has.values()) if has else set())
+              if all(m in has[r] for r in runs if has[r])]
+    if not lacking or not common or metric in common:
+        return metric, ""
+    shown = "loss" if "loss" in common else common[0]
+    return shown, (f"Showing {shown}: {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no '{metric}' "
+                   f"records, and {shown} is recorded by every selected run.")
+
+
+st.session_state["curves_metric"], metric_note = metric_for_added_runs(
+    loaded.frame, selected, st.session_state.get("curves_shown_runs"), st.session_state["curves_metric"])
+st.session_state["curves_shown_runs"] = list(selected)
+if metric_note:
+    st.caption(plain(metric_note))
 left, middle, right, far = st.columns([2, 2, 3, 2])
 metric = left.selectbox("Metric", metrics, key="curves_metric")
 if st.session_state.get("curves_smoothing") is None:  # by the longest curve of this metric: short ones unsmoothed

@@ -33,6 +33,7 @@ def run_sources(known: dict) -> dict:
     follow = st.session_state.get("train_follow")
     if follow in found and follow not in st.session_state.get("curves_runs", []):  # before the Runs box is drawn
         st.session_state["curves_runs"] = [*st.session_state.get("curves_runs", []), follow]
+        st.session_state["curves_metric"] = "loss"  # every recipe's log has it (the page opened on accuracy, issue 63)
         st.session_state.pop("train_follow")
     return found
 
