@@ -35,6 +35,7 @@ from core.lens.history.records import (
     seed_history_runs,
     to_csv,
 )
+from core.lens.perplexities import curves_sentence, trainer_dev
 from core.text import markdown_escape as plain
 from ui import page_state, phase_change_panel, run_sources, training_job
 from ui.browser_tables import arrow_table
@@ -311,6 +312,23 @@ def chart(current: LoadedHistory, settings: CurvesState, colors: dict[str, str])
     return plot, fig, summary
 
 
+def held_out_lines(settings: CurvesState, frame) -> list[str]:
+    """For each selected language-model checkpoint, what its held-out value is and why Errors and the positional
+    page give another (core.lens.perplexities; issue 63: 2.678 here, 2.637 and 2.7876 there)."""
+    if settings.metric not in ("loss", "perplexity"):
+        return []
+    infos = {i.name: i for i in all_checkpoints() if not i.error}
+    lines = []
+    for run in settings.runs:
+        info, source = infos.get(run), sources.get(run)
+        if info is None or source is None or source.kind != "checkpoint" or Path(source.path) != Path(info.path):
+            continue
+        dev = trainer_dev(run, info.metadata, frame[frame["run"] == run].to_dict("records"))
+        if dev is not None:
+            lines.append(curves_sentence(dev))
+    return lines
+
+
 def chart_part(settings: CurvesState, following: list[str]) -> None:
     """Everything that changes when a log grows; a fragment, so a refresh redraws only this."""
     if following and not any(is_running(sources[n].path) for n in following):
@@ -337,6 +355,8 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
     st.subheader("Final and best values")
     st.dataframe(arrow_table(summary), hide_index=True, width="stretch",  # Arrow once per summary; columns fitted
                  column_config=fitted_columns(summary))  # to the page (fixed widths ran off it at 1024 px)
+    for line in held_out_lines(settings, current.frame):
+        st.caption(plain(line))
     if settings.x == "epoch" and not (epochs := by_epoch(current.frame, settings.runs, settings.metric)).empty:
         st.subheader(f"{settings.metric} at the end of each epoch")  # the table a course report asks for
         st.dataframe(shown_table(epochs), hide_index=True, width="stretch", column_config=fitted_columns(epochs))

@@ -58,6 +58,8 @@ except DataError as exc:
     views.save_state(saved)
     st.stop()
 st.markdown("**" + plain(views.caption(loaded, info.name, source, result)) + "**")
+if (held_out := views.held_out_line(loaded, info.name, source, result)) is not None:
+    st.caption(plain(held_out))  # why Training curves gives another perplexity for the same part
 choices = TASK_VIEWS[loaded.task]
 if st.session_state.get("err_view") not in choices:
     st.session_state["err_view"] = choices[0]

@@ -12,7 +12,7 @@ piece by piece and by position in the block.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from core.lens import where_from as wf
 from core.lens.attention import AttentionInputError
 from core.lens.errors import birthplace, classify, inputs, lm, slices
 from core.lens.history.logs import file_signature
+from core.lens.perplexities import errors_sentence, trainer_dev, trainer_split
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
 from core.text import quoted_token
@@ -256,6 +257,23 @@ def per_view(loaded, name: str, source: inputs.EvalText, filters: tuple, what: s
 def caption(loaded, name: str, source: inputs.EvalText, result) -> str:
     """The result's one-line summary (core's caption), once per result."""
     return derived(loaded, name, source, ("caption",), result.caption)
+
+
+def held_out_line(loaded, name: str, source: inputs.EvalText, result) -> str | None:
+    """On the held-out part of a language model's own corpus: what this perplexity scores and why the trainer's
+    (Training curves) differs (core.lens.perplexities; issue 63: 2.637 here, 2.678 there). None elsewhere."""
+    if loaded.task != "lm" or st.session_state.get("err_source") != "bundled" or loaded.step is not None:
+        return None
+    files = inputs.bundled_files(DATA, loaded.task, loaded.metadata)
+    choice = next((f for f in files if f.label == st.session_state.get("err_file")), None)
+    dev = trainer_dev(name, loaded.metadata, loaded.history)
+    if choice is None or not choice.held_out or dev is None or PurePath(choice.path).name != dev.file:
+        return None
+    whole = bundled_text(inputs.BundledFile(choice.label, choice.path))
+    split, skipped = trainer_split(whole.text, dev.fraction)
+    n_ids = derived(loaded, name, source, ("trainer split pieces",), lambda: len(loaded.tokenizer.encode(split)))
+    pieces = int(result.tokens["loss"].notna().sum())
+    return errors_sentence(dev, result.perplexity, pieces, n_ids, skipped)
 
 
 @by_name

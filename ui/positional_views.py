@@ -8,6 +8,7 @@ plotly Figure is read-only and pickling it back costs as much as building it.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -32,6 +33,7 @@ from core.lens.extrapolation.scoring import (
     score_length,
     token_stream,
 )
+from core.lens.perplexities import positional_sentence, trainer_dev
 from core.model.positional import scheme_label
 from core.text import markdown_escape
 from ui.display import show_figure, within_limit
@@ -352,6 +354,8 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
     st.caption(f"{SPREAD_COLUMN}: how far the perplexity moves with which predictions are scored (the "
                f"'Predictions scored' setting): the scored predictions cut into {SPREAD_PARTS} consecutive parts, "
                f"the standard error of their mean loss from the parts' spread, perplexity at loss ± 2 s.e.")
+    for line in held_out_lines(loaded, variants, run.checks) if recorded_split else []:
+        st.caption(markdown_escape(line))
     st.download_button("Download CSV", table.to_csv(index=False).encode(), "extrapolation.csv", "text/csv")
     if "windows" in protocols:
         lengths = sorted({s.length for v in variants for s in v.scores if s.protocol == "windows"})
@@ -364,6 +368,21 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
                    if not any(s.applicable and s.length == chosen for s in v.scores)]
         if missing:
             st.caption(markdown_escape(f"Not drawn (cannot read {chosen} tokens): {', '.join(missing)}."))
+
+
+def held_out_lines(loaded, variants, checks: dict[str, float]) -> list[str]:
+    """For each model's 1x windows row on the recorded dev split: what it scores and why Training curves and Errors
+    give other numbers (core.lens.perplexities; issue 63)."""
+    lines = []
+    for (info, lc), variant in zip(loaded, variants):
+        score = variant.score("windows", 1.0)
+        dev = trainer_dev(info.name, info.metadata, lc.history)
+        if dev is None or score is None or not score.applicable or variant.name != info.name:
+            continue
+        whole = checks.get(info.name)
+        lines.append(positional_sentence(dev, score.perplexity, score.tokens, score.windows,
+                                         math.exp(min(whole, 50.0)) if whole is not None else None))
+    return lines
 
 
 def extrapolation(loaded) -> None:
