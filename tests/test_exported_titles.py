@@ -49,3 +49,15 @@ def test_the_attention_pages_charts_carry_the_model_and_the_sentence(monkeypatch
     assert shown.startswith("lm-learned · Every layer × head (layer 0, head 0 framed) ·") and "Karl Long was" in shown
     at.radio(key="attn_view").set_value("single").run()
     assert title().startswith("lm-learned · Layer 0, head 0 · “Karl Long was a British")
+
+
+def test_the_positional_pages_maps_carry_their_model_and_the_sentence(monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+    at = AppTest.from_file(str(ROOT / "pages" / "positional.py"), default_timeout=180)
+    at.session_state["pos_tab"] = "One sentence"
+    at.run()
+    assert not at.exception, at.exception
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"].replace("<br>", " ") for c in at.get("plotly_chart")]
+    maps = [t for t in titles if "layer 0, head 0" in t]
+    assert len(maps) == 4 and all(t.startswith("lm-") and "“Karl Long was" in t for t in maps), titles
+    assert any(t.startswith("Attention by distance, layer 0 · “Karl Long") for t in titles), titles

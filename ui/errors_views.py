@@ -23,6 +23,7 @@ from core.data.datasets import DataError
 from core.figures import attention as attention_viz
 from core.figures import errors as viz
 from core.figures import where_from as where_viz
+from core.figures.common import figure_title
 from core.figures.probe import reliability_figure
 from core.io import folders
 from core.lens import where_from as wf
@@ -423,7 +424,7 @@ def _attention(loaded, name: str, text: str, key: str) -> None:
         st.warning(plain(exc))
         return
     fig = attention_viz.attention_heatmap(run.attention[layer, head], run.tokens, allowed=run.allowed,
-                                          title=f"Attention, layer {layer} head {head}")
+                                          title=figure_title(f"Attention, layer {layer} head {head}", name, text))
     show_figure(fig, f"{name}-example-attention", key=f"{key}_attention")
 
 

@@ -16,6 +16,7 @@ import streamlit as st
 
 from core.figures import positional as figs
 from core.figures.attention import attention_heatmap
+from core.figures.common import figure_title
 from core.lens import positional as pv
 from core.lens.extrapolation.plan import ExtrapolationUnit, planned_work, run_extrapolation, unit_work
 from core.lens.extrapolation.recorded import covers, recorded_scores
@@ -81,13 +82,15 @@ def sentence_figures(key: tuple, layer: int, head: int, _runs):
     maps, series = [], []
     top = max(float(run.attention[layer, head].max()) for _, run in _runs)
     for m, run in _runs:
-        label = f"{scheme_label(m.config.get('positional', ''))} ({m.name})"
+        label = figure_title(f"{scheme_label(m.config.get('positional', ''))}, layer {layer}, head {head}", m.name,
+                             key[1])  # the model and the sentence, also in an exported PNG (issue 63)
         maps.append((m.name, attention_heatmap(run.attention[layer, head], run.tokens, run.allowed, title=label,
                                                height=460, zmax=top)))
         distances, means = pv.attention_by_distance(run.attention, run.allowed)
         series.append((scheme_label(m.config.get("positional", "")), m.config.get("positional", ""), distances,
                        means[layer]))  # short panel titles: the maps above name the checkpoints
-    return maps, figs.attention_distance_figure(series, f"Attention by distance, layer {layer}")
+    return maps, figs.attention_distance_figure(series, figure_title(f"Attention by distance, layer {layer}",
+                                                                     text=key[1]))
 
 
 @by_name
