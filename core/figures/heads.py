@@ -9,10 +9,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures.common import base_layout, finished, run_color
+from core.figures.common import base_layout, finished
 
 ROLE_COLORS = {"previous-token": "#636EFA", "induction": "#EF553B", "duplicate-token": "#00CC96",
                "first-token": "#AB63FA", "current-token": "#FFA15A"}
+# The loss above the roles: the first run colour was the previous-token blue (issue 63), so a reader took the loss for
+# a role. Near-black is no role's and no run's colour; the panel's axis says it is the loss.
+LOSS_COLOR = "#262730"
 
 
 @finished
@@ -47,7 +50,7 @@ def phase_change_figure(loss_steps, losses, history: list[tuple[int, dict[str, n
     Attention page at that step, layer and head)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.45, 0.55])
     fig.add_trace(go.Scatter(x=list(loss_steps), y=[float(v) for v in losses], mode="lines", name="loss",
-                             line=dict(color=run_color(0), width=2), meta={"kind": "loss"},
+                             line=dict(color=LOSS_COLOR, width=2), meta={"kind": "loss"},
                              hovertemplate="step %{x}: loss %{y:.3f}<extra></extra>"), row=1, col=1)
     steps = [s for s, _ in history]
     dashes = ("solid", "dash", "dot", "dashdot", "longdash")
