@@ -199,3 +199,14 @@ def test_a_language_model_after_a_classifier_drops_the_classifiers_example_from_
     at.sidebar.selectbox(key="picker_model").set_value("lm-learned").run()
     assert not at.exception, [e.message for e in at.exception]
     assert "err_example" not in at.query_params and "err_pins" not in at.query_params
+
+
+def test_two_models_name_the_models_a_and_b_in_the_table_and_say_which_is_which(monkeypatch):
+    """Issue 63: at 1024 px the disagreements table cut both model names ("names-pre", "p (names-pre")."""
+    at = open_errors(monkeypatch, {"model": "names-pretrained", "err_view": "compare", "err_vs": "names-scratch"})
+    table = at.dataframe[-1].value
+    assert list(table.columns) == ["text", "gold", "A", "p (A)", "B", "p (B)", "right"]
+    assert set(table["right"]) <= {"A", "B", "neither"}
+    said = unescaped(c.value for c in at.caption)
+    assert "A is names-pretrained, B is names-scratch" in said
+

@@ -439,7 +439,9 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
         pins = [p for p in st.session_state.get(PINS, ()) if p != str(number)]
         st.session_state[PINS] = tuple((pins + [str(number)])[-2:])
     version = model_version(loaded)
-    probs, attribution = st.columns(2)
+    # one above the other: side by side at 1024 px the probability bars had ~60 px (issue 63), and a wider left
+    # column folded the attribution chips' labels over their title
+    probs, attribution = st.container(), st.container()
     with attribution:
         methods = {}
         for label, role in ((row["predicted"], "predicted"), (row["gold"], "gold")):
@@ -541,7 +543,7 @@ def slices_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     show_figure(viz.slice_bars(shown, title=title), f"{name}-slices-gold", key="err_slices_gold")
     show_figure(viz.slice_bars(slices.by_length(frame), title="Accuracy by length in pieces"),
                 f"{name}-slices-length", key="err_slices_length")
-    columns = st.columns([3, 1])
+    columns = st.columns([2, 1], vertical_alignment="bottom")  # [3, 1] cut the checkbox to "Regular expressi…"
     pattern = columns[0].text_input("A slice of your own: a word, or a regular expression", key="err_pattern",
                                     placeholder="a word (Silva), or with Regular expression: - (a hyphen)",
                                     max_chars=slices.MAX_PATTERN_CHARS)
@@ -600,6 +602,19 @@ def _other_model(loaded, name: str):
     return other, load_checkpoint(others[names.index(other)])
 
 
+def lettered_models(frame: pd.DataFrame, first: str, second: str) -> pd.DataFrame:
+    """The disagreements table with the two models as A and B in its headers and in its 'who is right' column
+    (named 'right')."""
+    letters = {first: "A", second: "B"}
+    columns = {c: letters[c] if c in letters else f"p ({letters[c[3:-1]]})" if c.startswith("p (") and c[3:-1] in
+               letters else c for c in frame.columns}
+    out = frame.rename(columns=columns)
+    if "who is right" in out:  # "right" fits its column at 1024 px; the caption says what it holds
+        out["who is right"] = out["who is right"].map(lambda v: letters.get(v, v))
+        out = out.rename(columns={"who is right": "right"})
+    return out
+
+
 def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     other_name, other = _other_model(loaded, name)
     if other is None:
@@ -619,9 +634,11 @@ def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     shown = table.rename(index=lambda v: f"{name} {v}", columns=lambda v: f"{other_name} {v}")
     st.dataframe(shown, column_config=fitted_columns(shown, MAIN_WIDTH, index=True))
     differ = comparison.disagreements()
-    st.caption(f"The {len(differ)} examples they predict differently (the last column says who is right).")
-    st.dataframe(differ, column_config=fitted_columns(differ, MAIN_WIDTH, {  # every column on screen at 1024 px,
-        c: PROBABILITY for c in differ.columns if c.startswith("p (")}, index=True), height=300)  # the index too
+    lettered = lettered_models(differ, name, other_name)  # the names cut in 8 columns at 1024 px (issue 63)
+    st.caption(plain(f"The {len(differ)} examples they predict differently; A is {name}, B is {other_name}, the last "
+                     "column says which is right (the CSV names them)."))
+    st.dataframe(lettered, column_config=fitted_columns(lettered, MAIN_WIDTH, {  # every column on screen at 1024 px,
+        c: PROBABILITY for c in lettered.columns if c.startswith("p (")}, index=True), height=300)  # the index too
     _csv(differ, "The disagreements (CSV)", f"{_safe_name(name)}-vs-{_safe_name(other_name)}.csv", "err_csv_compare",
          index="example")
 
