@@ -289,7 +289,7 @@ running = [n for n in selected
            if n in sources and (sources[n].kind == "log" and is_running(sources[n].path)
                                 or sources[n].kind == run_sources.KIND and run_sources.is_live(sources[n]))]
 groups, band = run_sources.band_controls(selected)
-live = bool(running) and far.toggle(
+live = bool(running) and st.toggle(  # its own line: in the fourth column it read "Follo…" at 1024 px
     "Follow running jobs", value=True, key="curves_live",
     help=f"Re-read logs written in the last {LIVE_WINDOW_S // 60} minutes every {REFRESH_SECONDS} s; "
          "your zoom is kept.")

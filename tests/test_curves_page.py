@@ -109,6 +109,8 @@ def test_growing_log_shows_new_points_on_rerun(monkeypatch, tiny_checkpoints):
     assert array(raw[("tiny-lm (log)", "train")]["x"]).tolist() == [1, 2, 3]
     assert "still being written" in warnings(at)
     assert at.toggle(key="curves_live").value is True
+    # on a line of its own: in the settings' last column it was cut to "Follo…" at 1024 px (issue 63)
+    assert not any(t.key == "curves_live" for column in at.columns for t in column.toggle)
     with open(log, "a") as fh:
         fh.write(log_line(4, 1.8)[25:] + log_line(5, 1.7) + log_line(5, 2.1, split="val"))
     at.run()
