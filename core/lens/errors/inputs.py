@@ -225,7 +225,7 @@ def bundled_files(data_root: Path, task: str, metadata: dict | None = None) -> l
     for folder in folders:
         label = f"{folder.name}/{wanted}"
         if task == "lm" and folder.name in used and 0 < fraction < 1:
-            out.append(BundledFile(f"{label}, the last {fraction:.0%} (held out in training)", folder / wanted,
+            out.append(BundledFile(f"{label}, last {fraction:.0%} (held out)", folder / wanted,  # whole at 1024 px
                                    fraction))
         out.append(BundledFile(label, folder / wanted))
     return out
