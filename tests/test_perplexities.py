@@ -45,9 +45,10 @@ def test_the_three_numbers_come_from_what_each_page_scores(learned):
     assert f"scores 20,608 predictions of the same part in 161 whole windows: it begins with the last {skipped} " \
            "characters of a line cut in two" in sentence
     assert f"its last {len(trainer.ids) - 1 - 20_608} pieces fill no window" in sentence
-    positional = pp.positional_sentence(dev, 2.7876237, 4096, 32, dev.perplexity)
-    assert positional.startswith("lm-learned's 2.7876 at 1x (windows of 128) scores only the first 4,096 predictions")
-    assert "gives back the trainer's last-epoch 2.6780" in positional
+    positional = pp.positional_sentence([pp.AtOne(dev, 2.7876237, 4096, 32, dev.perplexity)])
+    assert positional.startswith("At 1x (windows of 128) the table's numbers (lm-learned 2.7876) score only the "
+                                 "first 4,096 predictions (32 windows) of the dev split, the last 10% of wiki.txt")
+    assert "each gives back the trainer's last-epoch value on Training curves: lm-learned 2.6780." in positional
     assert "(40; its lowest, 2.383, was after epoch 21)" in pp.curves_sentence(dev)
 
 
@@ -78,6 +79,6 @@ def test_each_page_says_what_its_number_is(monkeypatch):
     page.session_state["pos_tab"] = "Longer than trained"
     page.run()
     assert not page.exception, page.exception
-    assert "lm-learned's 2.7876 at 1x (windows of 128) scores only the first 4,096 predictions (32 windows)" \
-        in said(page)
+    assert "lm-learned 2.7876" in said(page) and "score only the first 4,096 predictions (32 windows)" in said(page)
+    assert "each gives back the trainer's last-epoch value on Training curves" in said(page)
     assert math.isfinite(float(page.table[-1].value.reset_index()["perplexity"].iloc[0]))

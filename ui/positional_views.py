@@ -34,7 +34,7 @@ from core.lens.extrapolation.scoring import (
     score_length,
     token_stream,
 )
-from core.lens.perplexities import positional_sentence, trainer_dev
+from core.lens.perplexities import AtOne, positional_sentence, trainer_dev
 from core.model.positional import scheme_label
 from core.text import markdown_escape
 from ui.display import show_figure, within_limit
@@ -374,18 +374,18 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
 
 
 def held_out_lines(loaded, variants, checks: dict[str, float]) -> list[str]:
-    """For each model's 1x windows row on the recorded dev split: what it scores and why Training curves and Errors
-    give other numbers (core.lens.perplexities; issue 63)."""
-    lines = []
+    """What the 1x windows rows on the recorded dev split score, and why Training curves and Errors give other
+    numbers (core.lens.perplexities; issue 63): one sentence for the family."""
+    rows = []
     for (info, lc), variant in zip(loaded, variants):
         score = variant.score("windows", 1.0)
         dev = trainer_dev(info.name, info.metadata, lc.history)
         if dev is None or score is None or not score.applicable or variant.name != info.name:
             continue
         whole = checks.get(info.name)
-        lines.append(positional_sentence(dev, score.perplexity, score.tokens, score.windows,
-                                         math.exp(min(whole, 50.0)) if whole is not None else None))
-    return lines
+        rows.append(AtOne(dev, score.perplexity, score.tokens, score.windows,
+                          math.exp(min(whole, 50.0)) if whole is not None else None))
+    return [positional_sentence(rows)] if rows else []
 
 
 def extrapolation(loaded) -> None:

@@ -113,22 +113,35 @@ def errors_sentence(dev: TrainerDev, perplexity: float, pieces: int, trainer_ids
             f"from little context.")
 
 
-def positional_sentence(dev: TrainerDev, perplexity: float, predictions: int, windows: int,
-                        whole: float | None) -> str:
-    """Beside the positional page's 1x windows row (`whole`: the same at 1x over the whole split, where run)."""
-    if whole is None:
-        over_all = (f"over the whole split the trainer measured {dev.perplexity:.4f} (Training curves, epoch "
-                    f"{dev.epoch})")
-    elif abs(whole - dev.perplexity) < 5e-4:
-        over_all = (f"over the whole split it gives back the trainer's last-epoch {dev.perplexity:.4f} (Training "
-                    "curves)")
+@dataclass(frozen=True)
+class AtOne:
+    """One model's 1x windows row on the positional page, and the same over the whole split (None: not run)."""
+
+    dev: TrainerDev
+    perplexity: float
+    predictions: int
+    windows: int
+    whole: float | None = None
+
+
+def positional_sentence(rows: Sequence[AtOne]) -> str:
+    """Beside the positional page's table: what its 1x windows rows score and why Training curves and Errors give
+    other numbers, once for the family (one sentence, the models' numbers in it)."""
+    if not rows:
+        return ""
+    first = rows[0]
+    same = all(r.predictions == first.predictions and r.windows == first.windows for r in rows)
+    each = ", ".join(f"{r.dev.run} {r.perplexity:.4f}" for r in rows)
+    if all(r.whole is not None and abs(r.whole - r.perplexity) < 1e-9 for r in rows):
+        scored = "all the predictions of the dev split, as the trainer does"
+    elif same:
+        scored = f"only the first {first.predictions:,} predictions ({first.windows:,} windows) of the dev split"
     else:
-        over_all = f"over the whole split it is {whole:.4f}, where the trainer recorded {dev.perplexity:.4f}"
-    if whole is not None and abs(whole - perplexity) < 1e-9:  # the reader asked for every prediction
-        return (f"{dev.run}'s {perplexity:.4f} at 1x (windows of {dev.block}) scores all {predictions:,} predictions "
-                f"of the dev split, {_what(dev)}, as the trainer does (Training curves, last epoch: "
-                f"{dev.perplexity:.4f}). Errors reads only that part's whole lines and its tail too, so it gives "
-                "another number.")
-    return (f"{dev.run}'s {perplexity:.4f} at 1x (windows of {dev.block}) scores only the first {predictions:,} "
-            f"predictions ({windows:,} windows) of the dev split, {_what(dev)}; {over_all}. Errors reads only that "
-            "part's whole lines and its tail too, so it gives a third number.")
+        scored = "only the first predictions of the dev split (the 'tokens scored' column)"
+    back = [r for r in rows if r.whole is not None and abs(r.whole - r.dev.perplexity) < 5e-4]
+    trainer = ", ".join(f"{r.dev.run} {r.dev.perplexity:.4f}" for r in rows)
+    over_all = ("over the whole split each gives back the trainer's last-epoch value on Training curves" if
+                len(back) == len(rows) else "over the whole split the trainer measured (Training curves, last epoch)")
+    return (f"At 1x (windows of {first.dev.block}) the table's numbers ({each}) score {scored}, {_what(first.dev)}; "
+            f"{over_all}: {trainer}. Errors reads only that part's whole lines and its tail too, so it gives a third "
+            "number.")
