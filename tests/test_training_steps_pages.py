@@ -115,6 +115,9 @@ def test_the_last_position_is_the_checkpoint_when_no_snapshot_has_its_step(monke
     slider = at.select_slider(key="attn_step")
     assert [int(o) for o in slider.options] == list(STEPS) and slider.value == 30
     assert "of 30 · the checkpoint" in [c.value for c in at.caption]
+    # the slider's help counts its positions as the curve's marks do (issue 63: it said 3 of the slider's 4)
+    assert "each of the 4 training steps kept (this run: 3 snapshots and the checkpoint itself at step 30)" in \
+        slider.help
     np.testing.assert_allclose(heatmap(at), in_view(at, attention_at(path, None, at.text_area(key="attn_text").value)),
                                atol=1e-6)
 

@@ -73,8 +73,9 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
         else steps[-1]
     kept = st.session_state[STEP_KEY] in found.steps
     now = f"{snap_files.step_line(found, st.session_state[STEP_KEY], last)}. " if kept else "The checkpoint itself. "
+    counted = ts.kept_steps_line([ts.StepMark("this run", s, 0.0, 0.0, snapshot=s in found.steps) for s in steps])
     step = where.select_slider("Training step", steps, key=STEP_KEY, format_func=lambda s: f"{s:,}",
-                               help=f"{now}The weights after each of the {len(found.steps)} steps this run kept "
+                               help=f"{now}The weights after each of {counted}, as the curves page marks them "
                                     f"({found.size_line()}); the same sentence, layer, head and view at every step.")
     where.caption((f"of {last:,} · " if last else "") + (f"loss {found.at(step).loss:.3f}" if kept  # one line
                                                          else "the checkpoint"))
