@@ -61,3 +61,14 @@ def test_the_positional_pages_maps_carry_their_model_and_the_sentence(monkeypatc
     maps = [t for t in titles if "layer 0, head 0" in t]
     assert len(maps) == 4 and all(t.startswith("lm-") and "“Karl Long was" in t for t in maps), titles
     assert any(t.startswith("Attention by distance, layer 0 · “Karl Long") for t in titles), titles
+
+
+def test_the_head_roles_maps_name_their_model(monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+    at = AppTest.from_file(str(ROOT / "pages" / "attention.py"), default_timeout=300)
+    at.query_params.update(model="induction")
+    at.session_state["attn_roles_on"] = True
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    assert "induction · head roles at step 1,500 on repeated random tokens" in [t.replace("<br>", " ") for t in titles]

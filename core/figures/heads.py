@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures.common import base_layout, finished
+from core.figures.common import base_layout, finished, wrap_title
 
 ROLE_COLORS = {"previous-token": "#636EFA", "induction": "#EF553B", "duplicate-token": "#00CC96",
                "first-token": "#AB63FA", "current-token": "#FFA15A"}
@@ -33,10 +33,11 @@ def head_roles_figure(scores: dict[str, np.ndarray], title: str | None = None) -
             hovertemplate=f"{role}<br>%{{y}} %{{x}}: %{{z:.3f}}<extra></extra>", meta={"role": role}),
             row=1, col=k + 1)
         fig.update_yaxes(autorange="reversed", showticklabels=k == 0, row=1, col=k + 1)
-    base_layout(fig, html.escape(title) if title else None, 150 + 28 * L)
+    base_layout(fig, wrap_title(html.escape(title), 60) if title else None, 150 + 28 * L)
+    lines = fig.layout.title.text.count("<br>") + 1 if title else 0
     fig.update_layout(coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0,
                                      colorbar=dict(thickness=12, title=dict(text="score"))),
-                      margin=dict(t=70 if title else 45))  # room for the role names over the maps
+                      margin=dict(t=45 + 25 * lines), height=150 + 28 * L + 25 * lines)  # room for the role names
     return fig
 
 
