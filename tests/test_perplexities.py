@@ -66,7 +66,7 @@ def test_each_page_says_what_its_number_is(monkeypatch):
     at.switch_page("pages/curves.py")
     at.run()
     assert not at.exception, [e.message for e in at.exception]
-    assert "lm-learned's held-out perplexity 2.678 is the trainer's after its last epoch (40" in said(at)
+    assert "lm-learned's held-out perplexity 2.678 (loss 0.9851) is the trainer's after its last epoch (40" in said(at)
     at = AppTest.from_file(APP, default_timeout=180)
     at.query_params.update(model="lm-learned")
     at.run()

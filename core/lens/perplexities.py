@@ -91,7 +91,8 @@ def curves_sentence(dev: TrainerDev) -> str:
     """Beside the curves page's held-out value."""
     best = (f"; its lowest, {dev.best:.4g}, was after epoch {dev.best_epoch}" if dev.best_epoch != dev.epoch
             else "")
-    return (f"{dev.run}'s held-out perplexity {dev.perplexity:.4g} is the trainer's after its last epoch ({dev.epoch}"
+    return (f"{dev.run}'s held-out perplexity {dev.perplexity:.4g} (loss {math.log(dev.perplexity):.4f}) is the "
+            f"trainer's after its last epoch ({dev.epoch}"
             f"{best}): {_what(dev)} from the character where that part starts, in non-overlapping windows of "
             f"{dev.block} pieces, the pieces after the last whole window not scored. Errors gives another number "
             f"because it scores only that part's whole lines, every piece after the first, tail included; the "
