@@ -106,7 +106,7 @@ reading = av.reading_sentence(loaded.metadata, loaded.tokenizer, run)
 if reading:
     st.write(markdown_escape(reading))  # file names from the checkpoint: text, never Markdown
 show_output(run.output)
-head_roles_view.show_head_roles(loaded, view)  # what each head does, on repeated random tokens (issue 54)
+head_roles_view.show_head_roles(loaded, view, info.name)  # what each head does, on repeated random tokens (issue 54)
 next_piece_fragment(loaded, info.name, text)
 show_sanity(run)
 st.download_button("Download attention (CSV)", data=lambda: av.attention_csv(run.attention, run.tokens),

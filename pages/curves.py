@@ -35,6 +35,7 @@ from core.lens.history.records import (
     seed_history_runs,
     to_csv,
 )
+from core.lens.perplexities import curves_sentence, trainer_dev
 from core.text import markdown_escape as plain
 from ui import page_state, phase_change_panel, run_sources, training_job
 from ui.browser_tables import arrow_table
@@ -249,6 +250,29 @@ if verdicts:
 metrics = ordered_metrics(loaded.frame["metric"].unique()) or ["loss"]
 if st.session_state.get("curves_metric") not in metrics:
     st.session_state["curves_metric"] = "loss" if "loss" in metrics else metrics[0]
+
+
+def metric_for_added_runs(frame, runs: list[str], before: list[str] | None, metric: str) -> tuple[str, str]:
+    """(the metric to show, why it changed or ''): a run just added that has no records of the chosen metric (the
+    induction run beside the classifiers' accuracy, issue 63) moves the chart to a metric every selected run has,
+    loss first."""
+    added = [r for r in runs if before is not None and r not in before]
+    has = {run: set(frame.loc[frame["run"] == run, "metric"]) for run in runs}
+    lacking = [r for r in added if has[r] and metric not in has[r]]
+    common = [m for m in ordered_metrics(set.union(*has.values()) if has else set())
+              if all(m in has[r] for r in runs if has[r])]
+    if not lacking or not common or metric in common:
+        return metric, ""
+    shown = "loss" if "loss" in common else common[0]
+    return shown, (f"Showing {shown}: {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no '{metric}' "
+                   f"records, and {shown} is recorded by every selected run.")
+
+
+st.session_state["curves_metric"], metric_note = metric_for_added_runs(
+    loaded.frame, selected, st.session_state.get("curves_shown_runs"), st.session_state["curves_metric"])
+st.session_state["curves_shown_runs"] = list(selected)
+if metric_note:
+    st.caption(plain(metric_note))
 left, middle, right, far = st.columns([2, 2, 3, 2])
 metric = left.selectbox("Metric", metrics, key="curves_metric")
 if st.session_state.get("curves_smoothing") is None:  # by the longest curve of this metric: short ones unsmoothed
@@ -265,7 +289,7 @@ running = [n for n in selected
            if n in sources and (sources[n].kind == "log" and is_running(sources[n].path)
                                 or sources[n].kind == run_sources.KIND and run_sources.is_live(sources[n]))]
 groups, band = run_sources.band_controls(selected)
-live = bool(running) and far.toggle(
+live = bool(running) and st.toggle(  # its own line: in the fourth column it read "Follo…" at 1024 px
     "Follow running jobs", value=True, key="curves_live",
     help=f"Re-read logs written in the last {LIVE_WINDOW_S // 60} minutes every {REFRESH_SECONDS} s; "
          "your zoom is kept.")
@@ -286,6 +310,23 @@ def chart(current: LoadedHistory, settings: CurvesState, colors: dict[str, str])
     if "best at epoch" in summary:  # the epoch says when; the step and the count of points would not fit 1024 px
         summary = summary.drop(columns=["points", "best at step"], errors="ignore")
     return plot, fig, summary
+
+
+def held_out_lines(settings: CurvesState, frame) -> list[str]:
+    """For each selected language-model checkpoint, what its held-out value is and why Errors and the positional
+    page give another (core.lens.perplexities; issue 63: 2.678 here, 2.637 and 2.7876 there)."""
+    if settings.metric not in ("loss", "perplexity"):
+        return []
+    infos = {i.name: i for i in all_checkpoints() if not i.error}
+    lines = []
+    for run in settings.runs:
+        info, source = infos.get(run), sources.get(run)
+        if info is None or source is None or source.kind != "checkpoint" or Path(source.path) != Path(info.path):
+            continue
+        dev = trainer_dev(run, info.metadata, frame[frame["run"] == run].to_dict("records"))
+        if dev is not None:
+            lines.append(curves_sentence(dev))
+    return lines
 
 
 def chart_part(settings: CurvesState, following: list[str]) -> None:
@@ -314,6 +355,8 @@ def chart_part(settings: CurvesState, following: list[str]) -> None:
     st.subheader("Final and best values")
     st.dataframe(arrow_table(summary), hide_index=True, width="stretch",  # Arrow once per summary; columns fitted
                  column_config=fitted_columns(summary))  # to the page (fixed widths ran off it at 1024 px)
+    for line in held_out_lines(settings, current.frame):
+        st.caption(plain(line))
     if settings.x == "epoch" and not (epochs := by_epoch(current.frame, settings.runs, settings.metric)).empty:
         st.subheader(f"{settings.metric} at the end of each epoch")  # the table a course report asks for
         st.dataframe(shown_table(epochs), hide_index=True, width="stretch", column_config=fitted_columns(epochs))

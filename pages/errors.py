@@ -44,6 +44,7 @@ if loaded.task == "birthplace":  # an edit kept on the probe's Edit tab is this 
 last = page_state.last_state(ErrorsState)
 saved, notes = page_state.restore(ErrorsState)
 views.seed_clicks(saved, last)
+views.forget_other_task(loaded.task)
 for note in notes:
     st.info(note)
 source = views.choose_file(loaded)
@@ -57,6 +58,8 @@ except DataError as exc:
     views.save_state(saved)
     st.stop()
 st.markdown("**" + plain(views.caption(loaded, info.name, source, result)) + "**")
+if (held_out := views.held_out_line(loaded, info.name, source, result)) is not None:
+    st.caption(plain(held_out))  # why Training curves gives another perplexity for the same part
 choices = TASK_VIEWS[loaded.task]
 if st.session_state.get("err_view") not in choices:
     st.session_state["err_view"] = choices[0]

@@ -68,7 +68,7 @@ def test_the_model_views_focus_button_leaves_the_fragment_for_the_page(monkeypat
     assert fragment, "the model view is not in a fragment"
     browser_rerun(monkeypatch, at, fragment, lambda: at.button(key="attn_focus_single").click())
     assert at.radio(key="attn_view").value == "single"
-    assert any(t == "Layer 1, head 1" for t in titles(at)), titles(at)
+    assert any(t.startswith("tiny-lm · Layer 1, head 1 · ") for t in titles(at)), titles(at)
 
 
 def test_the_next_piece_toggle_reruns_its_view_alone(monkeypatch, tiny_checkpoints, counted, sent):  # noqa: F811

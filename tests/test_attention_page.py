@@ -84,7 +84,7 @@ def test_default_view_is_the_models_attention_for_each_kind(monkeypatch, tiny_ch
         shown, cut = attention[layer, head][np.ix_(p, p)], allowed[np.ix_(p, p)]
         np.testing.assert_array_equal(z[cut], shown[cut])
         assert np.isnan(z[~cut]).all()  # masked cells are not weight 0
-        assert fig["layout"]["title"]["text"] == f"Layer {layer}, head {head}"
+        assert fig["layout"]["title"]["text"].startswith(f"{name} · Layer {layer}, head {head} · “")  # as exported
     assert at.query_params["head"] in ("3", ["3"])
 
 
@@ -262,7 +262,7 @@ def test_model_view_focus_button_opens_the_single_head(monkeypatch, tiny_checkpo
     assert len(fig["data"]) == 2 * 4 and fig["layout"]["shapes"][0]["xref"] == "x7 domain"
     at.button[0].click().run()
     assert at.radio(key="attn_view").value == "single"
-    assert charts(at)[0]["layout"]["title"]["text"] == "Layer 1, head 2"
+    assert charts(at)[0]["layout"]["title"]["text"].startswith("tiny-lm · Layer 1, head 2")
 
 
 def test_combine_hides_the_first_token_and_renormalises(monkeypatch, tiny_checkpoints):

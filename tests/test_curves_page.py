@@ -109,6 +109,8 @@ def test_growing_log_shows_new_points_on_rerun(monkeypatch, tiny_checkpoints):
     assert array(raw[("tiny-lm (log)", "train")]["x"]).tolist() == [1, 2, 3]
     assert "still being written" in warnings(at)
     assert at.toggle(key="curves_live").value is True
+    # on a line of its own: in the settings' last column it was cut to "Follo…" at 1024 px (issue 63)
+    assert not any(t.key == "curves_live" for column in at.columns for t in column.toggle)
     with open(log, "a") as fh:
         fh.write(log_line(4, 1.8)[25:] + log_line(5, 1.7) + log_line(5, 2.1, split="val"))
     at.run()
@@ -382,3 +384,29 @@ def test_accuracy_by_epoch_is_a_table_of_the_history(monkeypatch):
     assert list(table["epoch"]) == sorted(int(e) for e in val["epoch"])
     assert np.allclose(table["names-scratch val"].astype(float), val.sort_values("epoch")["value"].to_numpy())
     assert {"names-pretrained train", "names-pretrained val", "names-scratch train"} <= set(table.columns)
+
+
+def test_a_run_without_the_charts_metric_moves_the_chart_to_one_every_run_has(monkeypatch, tmp_path):
+    """Issue 63: the page opens on the classifiers' accuracy; the induction run added to it (or retrained with the
+    Train button) was drawn as "induction has no 'accuracy' records" instead of its loss."""
+    at = open_page(monkeypatch, ROOT / "checkpoints", {"runs": "names-pretrained,names-scratch", "metric": "accuracy"})
+    assert at.selectbox(key="curves_metric").value == "accuracy"
+    at.multiselect(key="curves_runs").set_value(["names-pretrained", "names-scratch", "induction"]).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="curves_metric").value == "loss"
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "Showing loss: induction has no 'accuracy' records" in said
+    drawn = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]  # the curves (the roles panel follows)
+    assert {meta(t).get("run") for t in drawn} >= {"names-pretrained", "names-scratch", "induction"}
+    at.selectbox(key="curves_metric").set_value("accuracy").run()  # chosen afterwards: the user's choice holds
+    assert at.selectbox(key="curves_metric").value == "accuracy"
+    # the Train button's run: its log, added to the runs shown, on its loss
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "induction.log.jsonl").write_text(log_line(1, 4.0) + log_line(2, 3.5))
+    monkeypatch.setenv("ATTENTION_LAB_RUNS", str(runs))
+    at = open_page(monkeypatch, ROOT / "checkpoints", {"runs": "names-pretrained,names-scratch", "metric": "accuracy"})
+    at.session_state["train_follow"] = "induction (log)"
+    at.run()
+    assert at.multiselect(key="curves_runs").value[-1] == "induction (log)"
+    assert at.selectbox(key="curves_metric").value == "loss"

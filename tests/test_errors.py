@@ -362,3 +362,18 @@ def test_the_confusion_figure_draws_the_table_and_its_clicks_name_the_cell(names
         gold, predicted, count = cells.customdata[i]
         assert (gold, predicted) == (names_result.labels[i // n], names_result.labels[i % n])
         assert count == confusion.at[gold, predicted]
+
+
+def test_the_caption_uses_a_top_k_smaller_than_the_vocabulary(tmp_path, lm_learned):
+    """Issue 63: "outside its top 100 for 0%" for a model of 64 pieces, where a top 100 holds every piece."""
+    from bench.tiny_checkpoints import save_tiny_checkpoint
+
+    tiny = ckpt.load(save_tiny_checkpoint(tmp_path / "tiny-lm.safetensors"))
+    vocab = tiny.config.vocab_size
+    assert 10 < vocab < 100
+    result = lm.score_lm(tiny.model, tiny.tokenizer, [("t.txt", "the cat sat on the mat\n" * 3)], "tiny-lm")
+    beyond_ten = float((result.tokens.dropna(subset=["loss"])["rank"] > 10).mean())
+    assert "top 100" not in result.caption()
+    assert f"outside its top 10 (of {vocab} pieces) for {beyond_ten:.0%}" in result.caption()
+    big = lm.score_lm(lm_learned.model, lm_learned.tokenizer, [("t.txt", "The cat sat on the mat.\n" * 3)], "lm")
+    assert "and outside its top 100 for " in big.caption()

@@ -187,3 +187,26 @@ def test_a_search_that_leaves_the_example_out_moves_to_one_it_kept(monkeypatch):
     assert chosen in shown.index and chosen != first
     headings = [h.value for h in [*at.header, *at.subheader]]
     assert any(h.startswith(f"Example {chosen} ") for h in headings), headings  # the example shown is in the table
+
+
+def test_a_language_model_after_a_classifier_drops_the_classifiers_example_from_the_url(monkeypatch):
+    """Issue 63: switching the model from a classifier to a language model left err_example (and the pins) in the
+    URL, for an example the language model's file does not have."""
+    at = open_errors(monkeypatch, {"model": "names-pretrained", "err_example": "7", "err_pins": "3,9"})
+    assert at.query_params["err_example"] in ("7", ["7"]) and at.session_state["errors_example"] == 7
+    at.sidebar.selectbox(key="picker_model").set_value("names-scratch").run()  # the same task and file: kept
+    assert not at.exception and at.query_params["err_example"] in ("7", ["7"])
+    at.sidebar.selectbox(key="picker_model").set_value("lm-learned").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "err_example" not in at.query_params and "err_pins" not in at.query_params
+
+
+def test_two_models_name_the_models_a_and_b_in_the_table_and_say_which_is_which(monkeypatch):
+    """Issue 63: at 1024 px the disagreements table cut both model names ("names-pre", "p (names-pre")."""
+    at = open_errors(monkeypatch, {"model": "names-pretrained", "err_view": "compare", "err_vs": "names-scratch"})
+    table = at.dataframe[-1].value
+    assert list(table.columns) == ["text", "gold", "A", "p (A)", "B", "p (B)", "right"]
+    assert set(table["right"]) <= {"A", "B", "neither"}
+    said = unescaped(c.value for c in at.caption)
+    assert "A is names-pretrained, B is names-scratch" in said
+

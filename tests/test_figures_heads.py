@@ -51,3 +51,10 @@ def test_a_click_on_a_layers_best_head_opens_that_layer_and_head(monkeypatch):
     point = {"curve_number": number, "point_index": 1, "customdata": list(fig.data[number].customdata[1])}
     panel.open_clicked_role_step({"selection": {"points": [point]}}, fig)
     assert opened == [("induction", 400, 1, 1)]
+
+
+def test_the_loss_line_wears_no_roles_colour():
+    """Issue 63: the loss and "previous-token L0" were one blue."""
+    history = [(0, _scores(0.05)), (1500, _scores(0.9))]
+    loss, *roles = phase_change_figure([0, 10, 20], [4.0, 3.0, 1.0], history, run="induction").data
+    assert loss.line.color not in {r.line.color for r in roles}

@@ -161,3 +161,28 @@ def test_byte_pieces_of_a_hugging_face_folder_show_as_their_bytes(tmp_path):
     ids = loaded.tokenizer.encode(text)
     lens = logit_lens(loaded.model, loaded.tokenizer, trace(loaded.model, ids, activations=True), ids[-1])
     assert not any("\ufffd" in str(p) for row in lens.top_pieces for p in row)
+
+
+def test_the_words_toggle_is_in_the_url_and_survives_another_view_and_another_page(monkeypatch):
+    """Issue 63: Words was not in the URL, and a view without the toggle (or another page) dropped it."""
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(ROOT / "checkpoints"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("pages/attention.py")
+    at.query_params.update(model="lm-learned", text=TEXT)
+    at.run()
+    at.toggle(key="attn_words").set_value(True).run()
+    assert not at.exception and at.query_params["words"] in ("1", ["1"])
+    at.radio(key="attn_view").set_value("token").run()  # a view without the toggle
+    assert "attn_words" not in [t.key for t in at.toggle] and at.query_params["words"] in ("1", ["1"])
+    at.radio(key="attn_view").set_value("single").run()
+    assert at.toggle(key="attn_words").value is True
+    at.switch_page("pages/curves.py")
+    at.run()
+    at.switch_page("pages/attention.py")
+    at.run()
+    assert not at.exception and at.toggle(key="attn_words").value is True
+    linked = AppTest.from_file(str(ROOT / "pages" / "attention.py"), default_timeout=120)
+    linked.query_params.update(model="lm-learned", text=TEXT, words="1")
+    linked.run()
+    assert linked.toggle(key="attn_words").value is True

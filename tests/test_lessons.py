@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 AWAY_FROM_DEFAULTS = {
     AttentionState: AttentionState(
         text="Héllo, 100% \"yes\": - [no] #x\nsecond line", layer=3, head=2, view="qk", token=5, combine="rollout",
-        compare="lm-rope", past=True, hide_first=True, hide_special=True, key=4, window=(10, 73), step=338),
+        compare="lm-rope", past=True, hide_first=True, hide_special=True, key=4, window=(10, 73), step=338,
+        words=True),
     ProbeState: ProbeState(tab="fabricate", name="Zqwx Vblorpt, Jr.", focus="birth-vanilla-scratch"),
     CurvesState: CurvesState(runs=("names-pretrained", "a,b %run", "names-scratch"), metric="accuracy", x="epoch",
                              smoothing=0.25, logy=True),

@@ -105,7 +105,7 @@ def test_the_labs_own_export_opens_identically_and_compares(monkeypatch, tmp_pat
     at.radio(key="rec_view").set_value("compare").run()
     no_exception(at)
     left, right, difference = charts(at)
-    assert difference["layout"]["title"]["text"] == "Difference (left minus right)"
+    assert "Difference, layer 0 head 0 (left minus right)" in difference["layout"]["title"]["text"].replace("<br>", " ")
     assert np.nanmax(np.abs(array(difference["data"][0]["z"]))) == 0.0
 
 

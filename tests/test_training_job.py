@@ -94,3 +94,50 @@ def test_the_snapshot_steps_written_are_read_from_the_header(tmp_path):
     assert written_steps(jobs.ROOT / "checkpoints" / "induction.safetensors")[0] == 0
     (tmp_path / "bad.snapshots.safetensors").write_bytes(b"not safetensors")
     assert written_steps(tmp_path / "bad.safetensors") == []
+
+
+class _Running:
+    """A process that runs until told otherwise (no child is started)."""
+
+    returncode = None
+
+    def poll(self):
+        return None
+
+
+def test_another_session_sees_the_job_running_and_that_it_is_not_its_own(monkeypatch, tmp_path, tiny_checkpoints):
+    """Issue 63 item 8: one job per server, seen by every session; another session must see that a job runs and that
+    it is not its own (no Stop of its own), and the slot refuses it a stop."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    path = tmp_path / "induction-20261207-120000.safetensors"
+    path.with_name(path.stem + ".log.jsonl").write_text(json.dumps({"step": 40, "split": "train", "metric": "loss",
+                                                                   "value": 3.0}) + "\n")
+    job = jobs.TrainingJob("induction", path, _Running(), 1500, owner="first-session")
+    monkeypatch.setattr(jobs.JobSlot, "current", lambda self: job)
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(tiny_checkpoints))
+    monkeypatch.setenv(jobs.RUNS_ENV, str(tmp_path))
+
+    def curves(token: str) -> AppTest:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        at.session_state["train_owner"] = token
+        at.run()
+        at.switch_page("pages/curves.py")
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+        return at
+
+    other = curves("second-session")
+    said = " ".join(c.value for c in other.caption).replace("\\", "")
+    progress = [p.proto.text for p in other.get("progress")]
+    assert any("(started in another browser session): step 40 of 1,500" in t.replace("\\", "") for t in progress)
+    assert "this one is another session's, so it has no Stop here" in said
+    assert not [b for b in other.button if b.key == "train_stop"] and other.button(key="train_start").disabled
+    owner = curves("first-session")
+    assert owner.button(key="train_stop") and not any("another" in p.proto.text for p in owner.get("progress"))
+    assert not jobs.JobSlot().stop(owner="second-session")  # refused: not the asker's job (nothing is killed)
+    slot = jobs.JobSlot()
+    slot.job = job
+    assert not slot.stop(owner="second-session") and job.running()

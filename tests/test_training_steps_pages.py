@@ -115,6 +115,9 @@ def test_the_last_position_is_the_checkpoint_when_no_snapshot_has_its_step(monke
     slider = at.select_slider(key="attn_step")
     assert [int(o) for o in slider.options] == list(STEPS) and slider.value == 30
     assert "of 30 · the checkpoint" in [c.value for c in at.caption]
+    # the slider's help counts its positions as the curve's marks do (issue 63: it said 3 of the slider's 4)
+    assert "each of the 4 training steps kept (this run: 3 snapshots and the checkpoint itself at step 30)" in \
+        slider.help
     np.testing.assert_allclose(heatmap(at), in_view(at, attention_at(path, None, at.text_area(key="attn_text").value)),
                                atol=1e-6)
 
@@ -149,7 +152,7 @@ def test_the_curves_page_marks_kept_steps_and_a_click_opens_attention_there(monk
     number = next(i for i, d in enumerate(data) if d["name"] == "snapshots")
     assert [int(c[1]) for c in data[number]["customdata"]] == list(STEPS)
     assert array(data[number]["y"]).tolist() == [3.0, 2.5, 2.0, 1.5]
-    assert any("4 training steps kept as snapshots" in c.value.replace("\\", "") for c in at.caption)
+    assert any("the 4 training steps kept (tiny-lm: 4 snapshots)" in c.value.replace("\\", "") for c in at.caption)
     at.session_state["curves_chart"] = {"selection": {"points": [
         {"curve_number": number, "point_index": 1, "customdata": ["tiny-lm", 3]}], "point_indices": [1],
         "box": [], "lasso": []}}
@@ -244,3 +247,66 @@ def test_candidate_steps_figure_follows_each_place_with_the_truth_marked():
     assert list(fig.data[0].x) == ["0", "10", "1,000"] and list(fig.data[0].y) == [0.1, 0.3, 0.8]
     assert fig.data[0].line.width > fig.data[1].line.width and fig.layout.xaxis.type == "category"
     assert fig.data[0].line.color == "#1CA71C" and fig.data[1].line.color != fig.data[0].line.color
+
+
+def test_the_checkpoints_own_step_is_a_mark_when_no_snapshot_has_it():
+    """Issue 63: the bundled induction run keeps snapshots at 0, 262 and 338 and its checkpoint is step 1,500; the
+    curve marked 3 steps where the slider and the head roles panel offer 4."""
+    snaps = [snap_files.Snapshot(s, s // 100, 1000 * s, 4.0 - s / 100, 0.1 * s) for s in (0, 262, 338)]
+    history = [{"step": s, "epoch": s // 100, "tokens": 1000 * s, "wall_time": 0.1 * s, "split": "train",
+                "metric": "loss", "value": 0.1 + 1 / (s + 1)} for s in range(0, 1501, 25)]
+    progress = {"step": 1500, "epoch": 14, "tokens": 1_536_000, "wall_time": 90.8}
+    marks = ts.step_marks("induction", snaps, "tokens", progress, history)
+    assert [m.step for m in marks] == [0, 262, 338, 1500] and [m.snapshot for m in marks] == [True] * 3 + [False]
+    assert marks[-1].x == 1_536_000 and marks[-1].y == history[-1]["value"]
+    assert ts.kept_steps_line(marks) == ("the 4 training steps kept (induction: 3 snapshots and the checkpoint "
+                                         "itself at step 1,500)")
+    snaps_all = snaps + [snap_files.Snapshot(1500, 14, 1_536_000, 0.2, 90.8)]  # the last kept: no extra mark
+    assert [m.step for m in ts.step_marks("induction", snaps_all, "step", progress | {"step": 1500}, history)] == \
+        [0, 262, 338, 1500]
+
+
+def curves_with_roles(monkeypatch, folder: Path, runs: str, runs_dir: Path | None = None) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_CHECKPOINTS", str(folder))
+    if runs_dir is not None:
+        monkeypatch.setenv("ATTENTION_LAB_RUNS", str(runs_dir))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    at.switch_page("pages/curves.py")
+    at.query_params["runs"] = runs
+    at.session_state["curves_roles_on"] = True
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_the_curve_and_the_roles_panel_count_the_same_kept_steps(monkeypatch, tiny_checkpoints):
+    add_snapshots(tiny_checkpoints / "tiny-lm.safetensors", kept_steps=STEPS[:-1])  # the checkpoint is step 30
+    at = curves_with_roles(monkeypatch, tiny_checkpoints, "tiny-lm")
+    data = charts(at)[0]["data"]
+    marks = next(d for d in data if d["name"] == "snapshots")
+    assert [int(c[1]) for c in marks["customdata"]] == list(STEPS)
+    said = " ".join(c.value.replace("\\", "") for c in at.caption)
+    line = "the 4 training steps kept (tiny-lm: 3 snapshots and the checkpoint itself at step 30)"
+    assert f"◇ marks {line}" in said and f"Each point is one of {line}" in said
+
+
+def test_a_run_retrained_from_the_page_gets_its_marks_from_the_checkpoint_beside_its_log(monkeypatch,
+                                                                                          tiny_checkpoints, tmp_path):
+    """The Train button's run keeps the bundled name, so only its log is listed: its marks come from the checkpoint
+    beside that log, as the head roles panel's steps do."""
+    import shutil
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    add_snapshots(tiny_checkpoints / "tiny-lm.safetensors")
+    for name in ("tiny-lm.safetensors", "tiny-lm.snapshots.safetensors"):
+        shutil.copy(tiny_checkpoints / name, runs / name)
+    (runs / "tiny-lm.log.jsonl").write_text("".join(json.dumps(
+        {"run": "tiny-lm", "step": s, "epoch": s // 10, "tokens": 64 * s, "wall_time": 0.1 * s, "split": "train",
+         "metric": "loss", "value": 3.0 - s / 20}) + "\n" for s in range(31)))
+    at = curves_with_roles(monkeypatch, tiny_checkpoints, "tiny-lm (log)", runs)
+    marks = [d for d in charts(at)[0]["data"] if d["name"] == "snapshots"]
+    assert len(marks) == 1 and [int(c[1]) for c in marks[0]["customdata"]] == list(STEPS)
+    assert any("the 4 training steps kept (tiny-lm (log): 4 snapshots)" in c.value.replace("\\", "")
+               for c in at.caption)

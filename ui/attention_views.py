@@ -18,6 +18,7 @@ import streamlit as st
 
 from core.figures import attention as figs
 from core.figures import query_key as qk_figs
+from core.figures.common import figure_title
 from core.lens import attention as av
 from core.lens import query_key as qk
 from core.model.positional import scheme_label
@@ -144,8 +145,8 @@ def show_single(run: av.AttentionRun, key: tuple, layer: int, head: int, name: s
         def build_joined():
             weights, allowed = av.cut_to_window(together.attention[layer, head], together.allowed, p)
             return figs.attention_heatmap(weights, together.labels, allowed, p, hovers=together.hovers,
-                                          title=f"Layer {layer}, head {head}")
-        fig = figure((key, "single", layer, head, drawn(p), len(together.spans)), build_joined,
+                                          title=figure_title(f"Layer {layer}, head {head}", name, av.read_text(run)))
+        fig = figure((key, "single", layer, head, drawn(p), len(together.spans), name), build_joined,
                      len(p or together.labels) ** 2)
         show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
         return
@@ -153,8 +154,9 @@ def show_single(run: av.AttentionRun, key: tuple, layer: int, head: int, name: s
 
     def build():
         weights, allowed = av.cut_to_window(run.attention[layer, head], run.allowed, p)
-        return figs.attention_heatmap(weights, run.tokens, allowed, p, title=f"Layer {layer}, head {head}")
-    fig = figure((key, "single", layer, head, drawn(p)), build, len(p or run.tokens) ** 2)
+        return figs.attention_heatmap(weights, run.tokens, allowed, p,
+                                      title=figure_title(f"Layer {layer}, head {head}", name, av.read_text(run)))
+    fig = figure((key, "single", layer, head, drawn(p), name), build, len(p or run.tokens) ** 2)
     show_figure(fig, f"{name}-attention-L{layer}-H{head}", key="attn_single_chart")
 
 
@@ -176,19 +178,22 @@ def show_model(run: av.AttentionRun, key: tuple, layer: int, head: int, name: st
     def build():
         attention, allowed = av.cut_to_window(source[0], source[1], p)
         return figs.attention_model_view(attention, allowed, (layer, head), tokens=av.tokens_at(source[2], p),
-                                         head_notes=roles)
+                                         head_notes=roles, title=figure_title(
+                                             f"Every layer × head (layer {layer}, head {head} framed)", name,
+                                             av.read_text(run)))
     cells = run.n_layer * run.n_head * len(p or source[2]) ** 2
     roles_key = tuple(sorted(roles.items())) if roles else None
-    show_figure(figure((key, "model", layer, head, drawn(p), len(source[2]), roles_key), build, cells),
+    show_figure(figure((key, "model", layer, head, drawn(p), len(source[2]), roles_key, name), build, cells),
                 f"{name}-model-view",
                 key="attn_model_chart")
 
 
 def show_token(run: av.AttentionRun, key: tuple, layer: int, head: int, name: str) -> None:
     query = index_select("Query token", "attn_token", run.n_tokens, -1, lambda i: f"{i}: {run.tokens[i]}")
-    fig = figure((key, "token", layer, query), lambda: figs.token_attention_figure(
+    fig = figure((key, "token", layer, query, name), lambda: figs.token_attention_figure(
         run.attention[layer, :, query], run.tokens, query, run.allowed[query],
-        title=f"Layer {layer}: where query token {query} looks, per head"), run.n_head * run.n_tokens)
+        title=figure_title(f"Layer {layer}: where query token {query} looks, per head", name, av.read_text(run))),
+        run.n_head * run.n_tokens)
     show_figure(fig, f"{name}-token{query}-L{layer}", key="attn_token_chart")
 
 
@@ -207,9 +212,9 @@ def show_combine(run: av.AttentionRun, key: tuple, layer: int, head: int, name: 
         weights, allowed = av.combined_attention(run, method, layer)
         weights, allowed, positions = av.cut_kept_to_window(*av.hide_positions(weights, allowed, keep), p)
         scope = "all layers" if method == "rollout" else f"layer {layer}"
-        return figs.attention_heatmap(weights, run.tokens, allowed, positions,
-                                      title=f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised")
-    fig = figure((key, "combine", method, layer, hide_first, hide_special, drawn(p)), build,
+        return figs.attention_heatmap(weights, run.tokens, allowed, positions, title=figure_title(
+            f"{av.COMBINE_TITLES[method]} ({scope}); rows renormalised", name, av.read_text(run)))
+    fig = figure((key, "combine", method, layer, hide_first, hide_special, drawn(p), name), build,
                  len(p or run.tokens) ** 2)
     show_figure(fig, f"{name}-{method}", key="attn_combine_chart")
 
@@ -261,21 +266,24 @@ def show_query_key(run: av.AttentionRun, run_key: tuple, layer: int, head: int, 
     positions = window_controls(tokens, around=key) or list(range(n))
     labels = [tokens[p] for p in positions]
     chosen = positions.index(key) if key in positions else None
-    shared = (run_key, layer, head, query)  # figures shared by every session on the same run and choices
+    shared = (run_key, layer, head, query, name)  # figures shared by every session on the same run and choices
     cells = len(positions) * (row.head_size + 1)
     show_figure(figure((*shared, "products", key, tuple(positions)), lambda: qk_figs.products_figure(
         row.products[positions], row.weights[positions], row.q, row.keys[positions], labels, chosen,
-        row.allowed[positions], title=f"Each key's weight, and q_{query}·k_j per dimension"), cells),
+        row.allowed[positions], title=figure_title(f"Layer {layer}, head {head}: each key's weight, and q_{query}·k_j "
+                                                   "per dimension", name, av.read_text(run))), cells),
         f"{name}-qk-L{layer}-H{head}-q{query}", key="attn_qk_products")
     note = getattr(loaded.config, "position_note", "") if loaded is not None else ""  # a Hugging Face family's
     st.caption((note or POSITION_NOTES.get(positional, ADDED_TO_EMBEDDINGS)) + " " + qk.contribution_caption(row, key))
     dims, values = qk.top_dimensions(row, key)
     show_figure(figure((*shared, "top", key), lambda: qk_figs.top_dimensions_figure(
-        dims, values, title=f"Key {key}: the {len(dims)} largest parts of q·k"), len(dims)),
+        dims, values, title=figure_title(f"Layer {layer}, head {head}, query {query}, key {key}: the {len(dims)} "
+                                         "largest parts of q·k", name, av.read_text(run))), len(dims)),
         f"{name}-qk-top-L{layer}-H{head}-q{query}-k{key}", key="attn_qk_top")
     show_figure(figure((*shared, "vectors", tuple(positions)), lambda: qk_figs.vectors_figure(
         row.q, row.keys[positions], tokens[query], labels,
-        title=f"q_{query} and every key k_j (layer {layer}, head {head})"), cells),
+        title=figure_title(f"q_{query} and every key k_j (layer {layer}, head {head})", name, av.read_text(run))),
+        cells),
         f"{name}-qk-vectors-L{layer}-H{head}-q{query}", key="attn_qk_vectors")
 
 
@@ -331,13 +339,15 @@ def show_pair(first: tuple[str, av.AttentionRun, tuple], second: tuple[str, av.A
     for side, column, (label, r, q) in zip(("left", "right"), st.columns(2), pair, strict=True):
         l, h = av.clip_index(layer, r.n_layer), av.clip_index(head, r.n_head)
 
-        def build(r=r, l=l, h=h, q=q, side=side):  # one colour bar (right) and one set of query labels (left)
+        def build(r=r, l=l, h=h, q=q, side=side, label=label):  # one colour bar (right), one set of query labels
             weights, allowed = av.cut_to_window(r.attention[l, h], r.allowed, q)
             return figs.attention_heatmap(weights, r.tokens, allowed, q, zmax=top, colorbar=side == "right",
-                                          query_labels=side == "left" or not same, room=figs.PAGE_PX // 2)
+                                          query_labels=side == "left" or not same, room=figs.PAGE_PX // 2,
+                                          title=figure_title(f"L{l} H{h}", label, av.read_text(r)))
         with column:
             st.text(f"{label}: layer {l}, head {h}" + (" (clipped)" if (l, h) != (layer, head) else ""))
-            fig = figure((key, other_key, side, layer, head, q and tuple(q), same), build, len(q or r.tokens) ** 2)
+            fig = figure((key, other_key, side, layer, head, q and tuple(q), same, label), build,
+                         len(q or r.tokens) ** 2)
             show_figure(fig, f"{label}-L{l}-H{h}", key=f"{prefix}_compare_chart_{side}")
     if not same:
         st.info(different)
@@ -348,9 +358,10 @@ def show_pair(first: tuple[str, av.AttentionRun, tuple], second: tuple[str, av.A
         diff, allowed = av.attention_difference(run.attention[layer, head], run.allowed,
                                                 other.attention[lo, ho], other.allowed)
         diff, allowed = av.cut_to_window(diff, allowed, p)
-        return figs.attention_heatmap(diff, run.tokens, allowed, p, diverging=True,
-                                      title="Difference (left minus right)")
-    show_figure(figure((key, other_key, "difference", layer, head, p and tuple(p)), difference,
+        return figs.attention_heatmap(diff, run.tokens, allowed, p, diverging=True, title=figure_title(
+            f"Difference, layer {layer} head {head} (left minus right)", f"{name} − {other_name}",
+            av.read_text(run)))
+    show_figure(figure((key, other_key, "difference", layer, head, p and tuple(p), name, other_name), difference,
                        len(p or run.tokens) ** 2),
                 f"{name}-minus-{other_name}", key=f"{prefix}_diff_chart")
 

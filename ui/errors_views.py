@@ -12,7 +12,7 @@ piece by piece and by position in the block.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 import pandas as pd
@@ -23,12 +23,14 @@ from core.data.datasets import DataError
 from core.figures import attention as attention_viz
 from core.figures import errors as viz
 from core.figures import where_from as where_viz
+from core.figures.common import figure_title
 from core.figures.probe import reliability_figure
 from core.io import folders
 from core.lens import where_from as wf
 from core.lens.attention import AttentionInputError
 from core.lens.errors import birthplace, classify, inputs, lm, slices
 from core.lens.history.logs import file_signature
+from core.lens.perplexities import errors_sentence, trainer_dev, trainer_split
 from core.lens.trace import TraceError, trace
 from core.text import markdown_escape as plain
 from core.text import quoted_token
@@ -66,6 +68,24 @@ def seed_clicks(saved: ErrorsState, last: ErrorsState | None) -> None:
             st.session_state[key] = value
         else:
             st.session_state.setdefault(key, value)
+
+
+TASK_KEY = "errors_task"  # the task of the model the clicks above were made on
+
+
+def forget_other_task(task: str) -> None:
+    """A model of another task (a classifier, then a language model) reads another file: the example, pins and
+    edited text of a classifier, the document and piece of a language model, name lines and pieces it does not
+    have. They are dropped from the session and from the page's last state, so the URL no longer carries them
+    (issue 63: the classifier's example stayed in the URL of a language model)."""
+    before, st.session_state[TASK_KEY] = st.session_state.get(TASK_KEY), task
+    if before is None or before == task:
+        return
+    st.session_state.update({EXAMPLE: None, PINS: (), DOCUMENT: None, TOKEN: None})
+    st.session_state.pop("err_edit", None)
+    last = page_state.last_state(ErrorsState)
+    if last is not None:
+        page_state.write(last.replace(example=None, pins=(), edit=None, document=None, token=None))
 
 
 def save_state(saved: ErrorsState) -> None:
@@ -240,6 +260,23 @@ def caption(loaded, name: str, source: inputs.EvalText, result) -> str:
     return derived(loaded, name, source, ("caption",), result.caption)
 
 
+def held_out_line(loaded, name: str, source: inputs.EvalText, result) -> str | None:
+    """On the held-out part of a language model's own corpus: what this perplexity scores and why the trainer's
+    (Training curves) differs (core.lens.perplexities; issue 63: 2.637 here, 2.678 there). None elsewhere."""
+    if loaded.task != "lm" or st.session_state.get("err_source") != "bundled" or loaded.step is not None:
+        return None
+    files = inputs.bundled_files(DATA, loaded.task, loaded.metadata)
+    choice = next((f for f in files if f.label == st.session_state.get("err_file")), None)
+    dev = trainer_dev(name, loaded.metadata, loaded.history)
+    if choice is None or not choice.held_out or dev is None or PurePath(choice.path).name != dev.file:
+        return None
+    whole = bundled_text(inputs.BundledFile(choice.label, choice.path))
+    split, skipped = trainer_split(whole.text, dev.fraction)
+    n_ids = derived(loaded, name, source, ("trainer split pieces",), lambda: len(loaded.tokenizer.encode(split)))
+    pieces = int(result.tokens["loss"].notna().sum())
+    return errors_sentence(dev, result.perplexity, pieces, n_ids, skipped)
+
+
 @by_name
 @st.cache_resource(show_spinner="Integrated gradients…", max_entries=64)  # shared read-only, like the results
 def _attribution(version: tuple, text: str, label: str, _loaded):
@@ -387,7 +424,7 @@ def _attention(loaded, name: str, text: str, key: str) -> None:
         st.warning(plain(exc))
         return
     fig = attention_viz.attention_heatmap(run.attention[layer, head], run.tokens, allowed=run.allowed,
-                                          title=f"Attention, layer {layer} head {head}")
+                                          title=figure_title(f"Attention, layer {layer} head {head}", name, text))
     show_figure(fig, f"{name}-example-attention", key=f"{key}_attention")
 
 
@@ -402,7 +439,9 @@ def classifier_example(loaded, name: str, result: classify.ClassifierErrors, num
         pins = [p for p in st.session_state.get(PINS, ()) if p != str(number)]
         st.session_state[PINS] = tuple((pins + [str(number)])[-2:])
     version = model_version(loaded)
-    probs, attribution = st.columns(2)
+    # one above the other: side by side at 1024 px the probability bars had ~60 px (issue 63), and a wider left
+    # column folded the attribution chips' labels over their title
+    probs, attribution = st.container(), st.container()
     with attribution:
         methods = {}
         for label, role in ((row["predicted"], "predicted"), (row["gold"], "gold")):
@@ -504,7 +543,7 @@ def slices_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     show_figure(viz.slice_bars(shown, title=title), f"{name}-slices-gold", key="err_slices_gold")
     show_figure(viz.slice_bars(slices.by_length(frame), title="Accuracy by length in pieces"),
                 f"{name}-slices-length", key="err_slices_length")
-    columns = st.columns([3, 1])
+    columns = st.columns([2, 1], vertical_alignment="bottom")  # [3, 1] cut the checkbox to "Regular expressi…"
     pattern = columns[0].text_input("A slice of your own: a word, or a regular expression", key="err_pattern",
                                     placeholder="a word (Silva), or with Regular expression: - (a hyphen)",
                                     max_chars=slices.MAX_PATTERN_CHARS)
@@ -563,6 +602,19 @@ def _other_model(loaded, name: str):
     return other, load_checkpoint(others[names.index(other)])
 
 
+def lettered_models(frame: pd.DataFrame, first: str, second: str) -> pd.DataFrame:
+    """The disagreements table with the two models as A and B in its headers and in its 'who is right' column
+    (named 'right')."""
+    letters = {first: "A", second: "B"}
+    columns = {c: letters[c] if c in letters else f"p ({letters[c[3:-1]]})" if c.startswith("p (") and c[3:-1] in
+               letters else c for c in frame.columns}
+    out = frame.rename(columns=columns)
+    if "who is right" in out:  # "right" fits its column at 1024 px; the caption says what it holds
+        out["who is right"] = out["who is right"].map(lambda v: letters.get(v, v))
+        out = out.rename(columns={"who is right": "right"})
+    return out
+
+
 def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     other_name, other = _other_model(loaded, name)
     if other is None:
@@ -582,9 +634,11 @@ def compare_view(loaded, name: str, source: inputs.EvalText, result) -> None:
     shown = table.rename(index=lambda v: f"{name} {v}", columns=lambda v: f"{other_name} {v}")
     st.dataframe(shown, column_config=fitted_columns(shown, MAIN_WIDTH, index=True))
     differ = comparison.disagreements()
-    st.caption(f"The {len(differ)} examples they predict differently (the last column says who is right).")
-    st.dataframe(differ, column_config=fitted_columns(differ, MAIN_WIDTH, {  # every column on screen at 1024 px,
-        c: PROBABILITY for c in differ.columns if c.startswith("p (")}, index=True), height=300)  # the index too
+    lettered = lettered_models(differ, name, other_name)  # the names cut in 8 columns at 1024 px (issue 63)
+    st.caption(plain(f"The {len(differ)} examples they predict differently; A is {name}, B is {other_name}, the last "
+                     "column says which is right (the CSV names them)."))
+    st.dataframe(lettered, column_config=fitted_columns(lettered, MAIN_WIDTH, {  # every column on screen at 1024 px,
+        c: PROBABILITY for c in lettered.columns if c.startswith("p (")}, index=True), height=300)  # the index too
     _csv(differ, "The disagreements (CSV)", f"{_safe_name(name)}-vs-{_safe_name(other_name)}.csv", "err_csv_compare",
          index="example")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from core.figures import heads as head_figs
+from core.figures.common import figure_title
 from core.lens import heads
 from core.text import markdown_escape as plain
 from ui.display import show_figure
@@ -37,7 +38,7 @@ def _leave_for_hover(notes: dict | None, view: str) -> None:
         st.rerun(scope="app")
 
 
-def show_head_roles(loaded, view: str) -> None:
+def show_head_roles(loaded, view: str, name: str | None = None) -> None:
     """The toggle, then (on) the maps and the sentence; the roles are left for the model view's hover."""
     if not st.toggle("Head roles", key="attn_roles_on",
                      help=f"Score every head on up to {heads.DEFAULT_SAMPLES} random token segments repeated twice "
@@ -55,7 +56,10 @@ def show_head_roles(loaded, view: str) -> None:
         return
     for note in roles.notes:
         st.info(note)
-    show_figure(head_figs.head_roles_figure(roles.scores), "head-roles", key="attn_roles_chart")
+    at_step = f" at step {loaded.step:,}" if getattr(loaded, "step", None) is not None else ""
+    title = figure_title(f"head roles{at_step} on repeated random tokens", name)  # named in an exported PNG too
+    show_figure(head_figs.head_roles_figure(roles.scores, title=title), f"{name or 'model'}-head-roles",
+                key="attn_roles_chart")
     st.write(plain(roles.sentence()))
     st.caption(plain(" ".join(f"{role}: {meaning}." for role, meaning in heads.ROLES.items())))
     L, H = roles.shape

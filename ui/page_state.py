@@ -412,6 +412,9 @@ class AttentionState(_Replace):
     window: tuple[int, int] | None = url_field(url="window", widget="attn_window", parse=span, show=show_span)
     # training step of a kept snapshot (core/io/snapshots.py); None: the checkpoint itself
     step: int | None = url_field(url="step", widget="attn_step", parse=whole_number())
+    # the single-head and model views read by words (a word's pieces joined); kept while a view without the toggle
+    # shows and across pages (issue 63: Streamlit drops an undrawn toggle's value)
+    words: bool = url_field(False, url="words", widget="attn_words", parse=flag)
 
 
 # --- the birthplace probe ----------------------------------------------------------------------------------

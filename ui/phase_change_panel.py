@@ -13,12 +13,13 @@ import streamlit as st
 from core.figures.heads import phase_change_figure
 from core.io import snapshots as snap_files
 from core.lens import phase_change as pc
+from core.lens import training_steps as ts
 from core.lens.heads import HeadRolesError
-from core.lens.history.logs import is_running, log_stem
+from core.lens.history.logs import is_running
 from core.text import markdown_escape as plain
 from ui.display import show_figure
 from ui.shared_caches import load_cached
-from ui.training_steps import open_attention_at, snapshots_for
+from ui.training_steps import checkpoint_of, open_attention_at, snapshots_for
 
 
 @st.cache_resource(show_spinner="Scoring every head at every kept step…", max_entries=16)
@@ -31,18 +32,12 @@ LIVE_SECONDS = 5  # how often the panel looks again while a run it shows is stil
 
 def _runs_with_snapshots(runs, sources) -> list[tuple[str, Path]]:
     """(run, checkpoint) for the selected runs with snapshots; a running job's log stands for the checkpoint
-    beside it (saved after every epoch), so its roles follow as snapshots arrive."""
+    beside it (saved after every epoch), so its roles follow as snapshots arrive (the curve's marks use the same
+    checkpoint: ui.training_steps.checkpoint_of)."""
     out = []
     for run in runs:
-        source = sources.get(run)
-        if source is None:
-            continue
-        path = Path(source.path)
-        if source.kind == "log":
-            path = path.with_name(log_stem(path) + ".safetensors")
-        elif source.kind != "checkpoint":
-            continue
-        if path.is_file() and snap_files.snapshots_path(path).exists() and all(p != path for _, p in out):
+        path = checkpoint_of(sources.get(run))
+        if path is not None and all(p != path for _, p in out):
             out.append((run, path))
     return out
 
@@ -83,8 +78,8 @@ def _panels(found_runs: list[tuple[str, Path]]) -> None:
         st.write(plain(pc.phase_sentence(change, risen, [s for s, _ in history], later)))
         if history and history[0][1].notes:
             st.caption(plain(history[0][1].notes[0]))
-        st.caption(plain(f"Each point is one of the {len(history)} steps {run} kept; click one to open the "
-                         "Attention page at that step."))
+        kept = ts.kept_steps_line([ts.StepMark(run, s, 0.0, 0.0, snapshot=s in found.steps) for s, _ in history])
+        st.caption(plain(f"Each point is one of {kept}; click one to open the Attention page at that step."))
         open_clicked_role_step(event, fig)
 
 

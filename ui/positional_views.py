@@ -8,6 +8,7 @@ plotly Figure is read-only and pickling it back costs as much as building it.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,7 @@ import streamlit as st
 
 from core.figures import positional as figs
 from core.figures.attention import attention_heatmap
+from core.figures.common import figure_title
 from core.lens import positional as pv
 from core.lens.extrapolation.plan import ExtrapolationUnit, planned_work, run_extrapolation, unit_work
 from core.lens.extrapolation.recorded import covers, recorded_scores
@@ -32,6 +34,7 @@ from core.lens.extrapolation.scoring import (
     score_length,
     token_stream,
 )
+from core.lens.perplexities import AtOne, positional_sentence, trainer_dev
 from core.model.positional import scheme_label
 from core.text import markdown_escape
 from ui.display import show_figure, within_limit
@@ -79,13 +82,15 @@ def sentence_figures(key: tuple, layer: int, head: int, _runs):
     maps, series = [], []
     top = max(float(run.attention[layer, head].max()) for _, run in _runs)
     for m, run in _runs:
-        label = f"{scheme_label(m.config.get('positional', ''))} ({m.name})"
+        label = figure_title(f"{scheme_label(m.config.get('positional', ''))}, layer {layer}, head {head}", m.name,
+                             key[1])  # the model and the sentence, also in an exported PNG (issue 63)
         maps.append((m.name, attention_heatmap(run.attention[layer, head], run.tokens, run.allowed, title=label,
                                                height=460, zmax=top)))
         distances, means = pv.attention_by_distance(run.attention, run.allowed)
         series.append((scheme_label(m.config.get("positional", "")), m.config.get("positional", ""), distances,
                        means[layer]))  # short panel titles: the maps above name the checkpoints
-    return maps, figs.attention_distance_figure(series, f"Attention by distance, layer {layer}")
+    return maps, figs.attention_distance_figure(series, figure_title(f"Attention by distance, layer {layer}",
+                                                                     text=key[1]))
 
 
 @by_name
@@ -352,6 +357,8 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
     st.caption(f"{SPREAD_COLUMN}: how far the perplexity moves with which predictions are scored (the "
                f"'Predictions scored' setting): the scored predictions cut into {SPREAD_PARTS} consecutive parts, "
                f"the standard error of their mean loss from the parts' spread, perplexity at loss ± 2 s.e.")
+    for line in held_out_lines(loaded, variants, run.checks) if recorded_split else []:
+        st.caption(markdown_escape(line))
     st.download_button("Download CSV", table.to_csv(index=False).encode(), "extrapolation.csv", "text/csv")
     if "windows" in protocols:
         lengths = sorted({s.length for v in variants for s in v.scores if s.protocol == "windows"})
@@ -364,6 +371,21 @@ def show_results(loaded, text: str, recorded_split: bool, factors, protocols, ma
                    if not any(s.applicable and s.length == chosen for s in v.scores)]
         if missing:
             st.caption(markdown_escape(f"Not drawn (cannot read {chosen} tokens): {', '.join(missing)}."))
+
+
+def held_out_lines(loaded, variants, checks: dict[str, float]) -> list[str]:
+    """What the 1x windows rows on the recorded dev split score, and why Training curves and Errors give other
+    numbers (core.lens.perplexities; issue 63): one sentence for the family."""
+    rows = []
+    for (info, lc), variant in zip(loaded, variants):
+        score = variant.score("windows", 1.0)
+        dev = trainer_dev(info.name, info.metadata, lc.history)
+        if dev is None or score is None or not score.applicable or variant.name != info.name:
+            continue
+        whole = checks.get(info.name)
+        rows.append(AtOne(dev, score.perplexity, score.tokens, score.windows,
+                          math.exp(min(whole, 50.0)) if whole is not None else None))
+    return [positional_sentence(rows)] if rows else []
 
 
 def extrapolation(loaded) -> None:

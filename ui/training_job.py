@@ -33,13 +33,27 @@ def run_sources(known: dict) -> dict:
     follow = st.session_state.get("train_follow")
     if follow in found and follow not in st.session_state.get("curves_runs", []):  # before the Runs box is drawn
         st.session_state["curves_runs"] = [*st.session_state.get("curves_runs", []), follow]
+        st.session_state["curves_metric"] = "loss"  # every recipe's log has it (the page opened on accuracy, issue 63)
         st.session_state.pop("train_follow")
     return found
 
 
+OWNER_KEY = "train_owner"  # this browser session's token: the job it started is its own
+
+
+def session_token() -> str:
+    import uuid
+
+    return st.session_state.setdefault(OWNER_KEY, uuid.uuid4().hex)
+
+
+def is_mine(job: jobs.TrainingJob) -> bool:
+    return not job.owner or job.owner == session_token()
+
+
 def _start(recipe: str) -> None:
     try:
-        started = job_slot().start(recipe)
+        started = job_slot().start(recipe, owner=session_token())
     except jobs.JobError as exc:
         st.session_state["train_note"] = str(exc)
         return
@@ -49,7 +63,7 @@ def _start(recipe: str) -> None:
 
 
 def _stop() -> None:
-    job_slot().stop()
+    job_slot().stop(owner=session_token())
 
 
 def show_training_job() -> None:
@@ -58,7 +72,7 @@ def show_training_job() -> None:
         return
     st.subheader("Train")
     slot = job_slot()
-    running = slot.current() is not None and slot.current().running()
+    running = slot.current() is not None and slot.current().running()  # anyone's: one job per server
     left, right = st.columns([3, 2])
     recipe = left.selectbox("Recipe", list(jobs.SMALL_RECIPES), key="train_recipe", disabled=running,
                             help="A small bundled recipe, trained again in its own process into "
@@ -76,19 +90,26 @@ def _progress() -> None:
         return
     step, total = jobs.progress(job)
     alive = job.running()
-    if st.session_state.get("train_follow") and job.log.exists():
+    mine = is_mine(job)
+    if mine and st.session_state.get("train_follow") and job.log.exists():
         st.rerun(scope="app")  # its log is there: the curves above follow it
     kept = snapshots_written(job.path)
     kept_line = f"; snapshots written at steps {', '.join(f'{s:,}' for s in kept)}" if kept else ""
+    whose = "" if mine else " (started in another browser session)"
     if alive:
         st.progress(min(step / max(total, 1), 1.0),
-                    text=plain(f"{job.path.stem}: step {step:,} of {total:,}{kept_line}"))
-        st.button("Stop", key="train_stop", on_click=_stop)
+                    text=plain(f"{job.path.stem}{whose}: step {step:,} of {total:,}{kept_line}"))
+        if mine:
+            st.button("Stop", key="train_stop", on_click=_stop)
+        else:  # one job per server: this session sees it run, and that it is not its own to stop
+            st.caption(plain(f"One job trains at a time on this server; this one is another session's, so it has no "
+                             f"Stop here, and Train is free again when it ends. Its log is {job.log.name}, in the "
+                             "Runs box above."))
         return
     code = job.process.returncode
     said = "finished" if step >= total else ("stopped" if code in (0, -15, -9) else f"failed (exit {code})")
-    st.caption(plain(f"{job.path.stem}: {said} at step {step:,} of {total:,}; its log, snapshots and checkpoint "
-                     f"are in {jobs.runs_dir()}."))
+    st.caption(plain(f"{job.path.stem}{whose}: {said} at step {step:,} of {total:,}; its log, snapshots and "
+                     f"checkpoint are in {jobs.runs_dir()}."))
     if st.session_state.get("train_was_running", True):
         st.session_state["train_was_running"] = False
         st.rerun(scope="app")  # the job ended: the page stops refreshing

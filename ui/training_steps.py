@@ -14,6 +14,7 @@ import streamlit as st
 from core.io import snapshots as snap_files
 from core.io.loaded import LoadedCheckpoint
 from core.lens import training_steps as ts
+from core.lens.history.logs import log_stem
 from core.text import markdown_escape as plain
 from ui import page_state
 from ui.display import EXPANDER_WIDTH, fitted_columns, show_figure
@@ -72,8 +73,9 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
         else steps[-1]
     kept = st.session_state[STEP_KEY] in found.steps
     now = f"{snap_files.step_line(found, st.session_state[STEP_KEY], last)}. " if kept else "The checkpoint itself. "
+    counted = ts.kept_steps_line([ts.StepMark("this run", s, 0.0, 0.0, snapshot=s in found.steps) for s in steps])
     step = where.select_slider("Training step", steps, key=STEP_KEY, format_func=lambda s: f"{s:,}",
-                               help=f"{now}The weights after each of the {len(found.steps)} steps this run kept "
+                               help=f"{now}The weights after each of {counted}, as the curves page marks them "
                                     f"({found.size_line()}); the same sentence, layer, head and view at every step.")
     where.caption((f"of {last:,} · " if last else "") + (f"loss {found.at(step).loss:.3f}" if kept  # one line
                                                          else "the checkpoint"))
@@ -82,18 +84,35 @@ def step_slider(loaded: LoadedCheckpoint, where=st) -> LoadedCheckpoint:
 
 # --- the curves page -----------------------------------------------------------------------------------
 
+def checkpoint_of(source) -> Path | None:
+    """The checkpoint with snapshots behind a run of the curves page: the checkpoint itself, or for a training log
+    (a run the Train button wrote: its checkpoint keeps the bundled name, so only its log is listed) the checkpoint
+    beside it, saved after every epoch. None: no such file, or no snapshots beside it."""
+    if source is None or source.kind not in ("checkpoint", "log"):
+        return None
+    path = Path(source.path)
+    if source.kind == "log":
+        path = path.with_name(log_stem(path) + ".safetensors")
+    return path if path.is_file() and snap_files.snapshots_path(path).exists() else None
+
+
 def step_marks(settings: CurvesState, sources) -> list[ts.StepMark]:
-    """The kept steps of every selected checkpoint run, for the train-loss curve."""
+    """The kept steps of every selected run with snapshots (a checkpoint, or a training log beside one), for the
+    train-loss curve: the steps the Attention page's slider offers, the checkpoint's own last."""
     marks: list[ts.StepMark] = []
     for run in settings.runs if settings.metric == "loss" else []:
-        source = sources.get(run)
-        if source is None or source.kind != "checkpoint" or not snap_files.snapshots_path(source.path).exists():
+        path = checkpoint_of(sources.get(run))
+        if path is None:
             continue
         try:
-            found = snapshots_for(load_cached(str(source.path), Path(source.path).stat().st_mtime))
+            loaded = load_cached(str(path), path.stat().st_mtime)
+            found = snapshots_for(loaded)
         except (OSError, ValueError):  # an unreadable checkpoint has no marks; its curve says the rest
             continue
-        marks += ts.step_marks(run, found.snapshots if found else [], settings.x)
+        if found is None or not found.snapshots:
+            continue
+        marks += ts.step_marks(run, found.snapshots, settings.x, snap_files.final_progress(loaded),
+                               loaded.history)
     return marks
 
 
@@ -109,9 +128,9 @@ def open_clicked_step(event, fig) -> None:
     """Say what the marks are; a click on one opens the Attention page at that step, for that run."""
     traces = _mark_traces(fig)
     if traces:
-        runs = ", ".join(t.meta["run"] for t in traces)
-        st.caption(plain(f"◇ marks the {sum(len(t.x) for t in traces)} training steps kept as snapshots ({runs}); "
-                         "click one to open the Attention page at that step."))
+        marks = [ts.StepMark(t.meta["run"], int(c[1]), 0.0, 0.0, snapshot=bool(c[2]) if len(c) > 2 else True)
+                 for t in traces for c in t.customdata]
+        st.caption(plain(f"◇ marks {ts.kept_steps_line(marks)}; click one to open the Attention page at that step."))
     selection = event.get("selection") if isinstance(event, dict) else None  # no event: a chart without marks
     for point in (selection or {}).get("points") or []:
         number = point.get("curve_number", -1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -11,6 +12,7 @@ from core.figures.common import (
     DIVERGING,
     LEGEND_RIGHT,
     SEQUENTIAL,
+    TITLE_WIDTH,
     TOKEN_FONT,
     built_fitted,
     category_axis,
@@ -38,6 +40,7 @@ HOVER_TOKENS_MAX = 32  # up to this many tokens the hover also names positions (
 # the hover names the two tokens from the category axes
 ROW_PX = 18  # a 13 px label's box is 17 px high: every row labelled up to (900 - margins) / 18 tokens
 KEY_FONT = {**TOKEN_FONT, "size": 12}  # turned upright, a 12 px label's box is 16 px wide: 17 px a column
+TITLE_PX = 9  # px per character of a bold 16 px title
 PAGE_PX, COLORBAR_PX, COLUMN_PX = 565, 94, 17  # at 1024x768 (sidebar open): the page, a colour bar, a labelled key
 
 
@@ -61,11 +64,12 @@ def rows_have_room(height: int, labels: list[str]) -> bool:
     return plot / max(len(labels), 1) >= ROW_PX - 0.5
 
 
-def attention_layout(title: str | None, height: int, **extra: Any) -> dict[str, Any]:
-    """base_layout's settings as a dict (see the section comment for why not base_layout)."""
+def attention_layout(title: str | None, height: int, title_chars: int = TITLE_WIDTH, **extra: Any) -> dict[str, Any]:
+    """base_layout's settings as a dict (see the section comment for why not base_layout); `title_chars`: the
+    title's line length (a full-width map holds about 60 characters at 1024x768, a half-width one 34)."""
     import html
 
-    text = wrap_title(html.escape(title)) if title else None
+    text = wrap_title(html.escape(title), title_chars) if title else None
     layout = dict(title=dict(text=text) if text else None, height=height,
                   margin=dict(l=10, r=10, t=20 + 22 * (text.count("<br>") + 1) if text else 10, b=10),
                   paper_bgcolor="white",
@@ -131,7 +135,7 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     xaxis = category_axis(title=dict(text="key"))
     if T <= columns_that_fit(labels, colorbar, query_labels, room):  # every key labelled, upright (the page's window
         xaxis.update(tickmode="linear", dtick=1, tickangle=-90, tickfont=KEY_FONT)  # fits); else plotly thins them
-    layout = attention_layout(title, height, xaxis=xaxis, yaxis=yaxis)
+    layout = attention_layout(title, height, max(TITLE_WIDTH, room // TITLE_PX), xaxis=xaxis, yaxis=yaxis)
     if layout["title"] is None:
         del layout["title"]
     trace = dict(type="heatmap", z=z, x=categories, y=categories, hovertemplate=hover, hoverongaps=False,
@@ -140,6 +144,14 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
                  **({} if text is None else {"text": text}))
     # one step, unchecked: this map is built for every new sentence on every page (tests/test_unchecked_figures.py)
     return unchecked_figure([trace], layout)
+
+
+MODEL_VIEW_LABEL_PX = 12  # a query label's height in the model view's small panels (TOKEN_FONT)
+
+
+def model_view_row_step(n_rows: int, panel_px: int) -> int:
+    """Label every k-th row of a model-view panel: 1 where a label fits beside each row."""
+    return max(1, math.ceil(MODEL_VIEW_LABEL_PX * n_rows / max(panel_px, 1)))
 
 
 @finished
@@ -159,16 +171,21 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
     labels = _labels(tokens, range(T)) if tokens is not None else [str(i) for i in range(T)]
     categories = token_categories(labels)
     cell = max(90, min(170, 1100 // H))  # px per panel row
+    cell = max(cell, min(MODEL_VIEW_LABEL_PX * T, 2 * cell))  # taller, up to twice, so that each row has a label
     grid = subplot_grid(L, H, [f"L{l} H{h}" for l in range(L) for h in range(H)],
                         horizontal_spacing=min(0.02, 0.2 / H), vertical_spacing=min(0.08, 0.4 / L))
+    every = model_view_row_step(T, cell)  # every row labelled where a label fits beside it (issue 63)
     for key in grid:
         if key.startswith(("xaxis", "yaxis")):
             n = int(key[5:] or 1) - 1
             l, h = divmod(n, H)
             shown = (l == L - 1) if key.startswith("x") else (h == 0)
             grid[key].update(category_axis(showticklabels=shown, ticks=""))
-            if key.startswith("y"):  # at most a label per 20 px: plotly's own thinning let 13 px labels touch
-                grid[key].update(autorange="reversed", nticks=max(2, cell // 20))
+            if key.startswith("y"):  # a label every `every` rows (plotly's own thinning let 13 px labels touch)
+                grid[key].update(autorange="reversed", tickmode="linear", tick0=0, dtick=every)
+    # said where the picture is, so that an exported PNG says it too
+    why = (f"Every {every} rows labelled: {T} queries in {cell} px panels leave {cell / T:.0f} px a row and a label "
+           f"needs {MODEL_VIEW_LABEL_PX} (the single-head view labels each)." if every > 1 else None)
     for note in grid.get("annotations", []):
         note["font"] = dict(size=13, color="#1F2328")
     z_all = attention if allowed is None else np.where(allowed, attention, np.nan)
@@ -193,8 +210,19 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
     coloraxis = dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=max(top, 1e-9),
                      colorbar=dict(thickness=12, xpad=10, title=dict(text="weight"), tickfont=TOKEN_FONT))
     # xpad set: Streamlit's theme pads a coloraxis bar by 2 x 32 px, room fit_margins does not expect
-    layout = {**grid, **attention_layout(title, 90 + L * (cell + 30), shapes=shapes, coloraxis=coloraxis)}
-    layout["margin"] = dict(l=10, r=10, t=60 if title else 30, b=10)
+    layout = {**grid, **attention_layout(title, 90 + L * (cell + 30), PAGE_PX // TITLE_PX, shapes=shapes,
+                                         coloraxis=coloraxis)}
+    lines = [layout["title"]["text"]] if layout.get("title") else []
+    if why:
+        lines += [f"<span style='font-size:12px;font-weight:400'>{part}</span>"
+                  for part in wrap_title(html.escape(why), 110).split("<br>")]
+    if lines:
+        layout["title"] = dict(text="<br>".join(lines))
+    else:
+        layout.pop("title", None)
+    rows = sum(line.count("<br>") + 1 for line in lines)
+    layout["height"] += 22 * rows
+    layout["margin"] = dict(l=10, r=10, t=30 + 22 * rows, b=10)
     return go.Figure(data=traces, layout=layout)
 
 
@@ -219,7 +247,7 @@ def token_attention_figure(weights, tokens: list[str], query: int, allowed_row=N
                          hovertemplate=f"head {h}<br>key %{{x}}<br>weight %{{y:.7g}}<extra></extra>")
                for h in range(H)]
     layout = attention_layout(
-        title, 420, plot_bgcolor="white", hovermode="closest",
+        title, 420, PAGE_PX // TITLE_PX, plot_bgcolor="white", hovermode="closest",
         legend=LEGEND_RIGHT,
         shapes=[dict(type="line", xref="x", yref="paper", x0=int(query), x1=int(query), y0=0, y1=1,
                      line=dict(color="crimson", dash="dot", width=1))],

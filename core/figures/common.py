@@ -28,6 +28,17 @@ LEGEND_RIGHT = dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.0
 TITLE_WIDTH = 34  # characters per title line: a half-width column at 1024 px holds about this many (bold 14 px)
 
 
+def figure_title(what: str, model: str | None = None, text: str | None = None, limit: int = 60) -> str:
+    """'lm-learned · Layer 0, head 1 · “The students in the back…”': a chart's title that says which model and
+    which input it shows, so that an exported PNG or SVG (the toolbar's camera), seen without the page around it,
+    still says so (issue 63). Plain text: the figure functions escape their titles."""
+    parts = [p for p in (model, what) if p]
+    flat = " ".join((text or "").split())
+    if flat:
+        parts.append(f"“{flat[: limit - 1] + '…' if len(flat) > limit else flat}”")
+    return " · ".join(parts)
+
+
 def wrap_title(title: str, width: int = TITLE_WIDTH) -> str:
     """Break a long (already escaped) title at spaces with <br>: plotly cuts a title at the chart's edge."""
     import textwrap

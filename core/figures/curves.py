@@ -38,9 +38,9 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
     `uirevision` is constant per (metric, x, scale), so a live refresh or a new smoothing keeps the
     user's zoom and legend clicks. `fixed_colors`: run -> colour decided elsewhere (family_run_colors).
     `marks`: kept training steps (core.lens.training_steps.StepMark), a white diamond each in the run's
-    colour; their customdata is (run, step), for a click to open that step elsewhere. `saved`: the steps whose
-    weights another tool saved (a Trainer's checkpoint-N/: the same StepMark), a white square each, customdata
-    (run, step) too.
+    colour; their customdata is (run, step, 1 for a snapshot / 0 for the checkpoint's own step), for a click to
+    open that step elsewhere. `saved`: the steps whose weights another tool saved (a Trainer's checkpoint-N/: the
+    same StepMark), a white square each, customdata the same.
     """
     import html
 
@@ -119,7 +119,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
                 uid=f"best|{b.run}", meta={"kind": "best", "run": b.run}))
     # clickable steps on the loss curve: our snapshots (diamonds), other tools' saved checkpoints (squares)
     for found, kind, name, symbol, size, said in (
-            (marks, "snapshots", "snapshots", "diamond", 11, "snapshot at step %{customdata[1]:,}<br>training loss "
+            (marks, "snapshots", "snapshots", "diamond", 11, "kept step %{customdata[1]:,}<br>training loss "
              "%{y:.4g}<br>click: attention at this step"),
             (saved, "saved", "saved steps", "square", 12, "saved at step %{customdata[1]:,}<br>training loss %{y:.4g}"
              "<br>click: attention of this checkpoint")):
@@ -130,7 +130,7 @@ def training_curves_figure(plot, title: str | None = None, height: int = 480,
                 legendgroup=html.escape(run), showlegend=False,
                 marker=dict(symbol=symbol, size=size, color="white",
                             line=dict(color=colors.get(run, run_color(0)), width=2.5)),
-                customdata=[[html.escape(run), m.step] for m in mine],
+                customdata=[[html.escape(run), m.step, int(getattr(m, "snapshot", True))] for m in mine],
                 hovertemplate=f"<b>%{{customdata[0]}}</b> {said}<extra></extra>",
                 uid=f"{kind}|{run}", meta={"kind": kind, "run": run}))
     metric = html.escape(plot.metric)

@@ -9,10 +9,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures.common import base_layout, finished, run_color
+from core.figures.common import base_layout, finished, wrap_title
 
 ROLE_COLORS = {"previous-token": "#636EFA", "induction": "#EF553B", "duplicate-token": "#00CC96",
                "first-token": "#AB63FA", "current-token": "#FFA15A"}
+# The loss above the roles: the first run colour was the previous-token blue (issue 63), so a reader took the loss for
+# a role. Near-black is no role's and no run's colour; the panel's axis says it is the loss.
+LOSS_COLOR = "#262730"
 
 
 @finished
@@ -30,10 +33,11 @@ def head_roles_figure(scores: dict[str, np.ndarray], title: str | None = None) -
             hovertemplate=f"{role}<br>%{{y}} %{{x}}: %{{z:.3f}}<extra></extra>", meta={"role": role}),
             row=1, col=k + 1)
         fig.update_yaxes(autorange="reversed", showticklabels=k == 0, row=1, col=k + 1)
-    base_layout(fig, html.escape(title) if title else None, 150 + 28 * L)
+    base_layout(fig, wrap_title(html.escape(title), 60) if title else None, 150 + 28 * L)
+    lines = fig.layout.title.text.count("<br>") + 1 if title else 0
     fig.update_layout(coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0,
                                      colorbar=dict(thickness=12, title=dict(text="score"))),
-                      margin=dict(t=70 if title else 45))  # room for the role names over the maps
+                      margin=dict(t=45 + 25 * lines), height=150 + 28 * L + 25 * lines)  # room for the role names
     return fig
 
 
@@ -47,7 +51,7 @@ def phase_change_figure(loss_steps, losses, history: list[tuple[int, dict[str, n
     Attention page at that step, layer and head)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.45, 0.55])
     fig.add_trace(go.Scatter(x=list(loss_steps), y=[float(v) for v in losses], mode="lines", name="loss",
-                             line=dict(color=run_color(0), width=2), meta={"kind": "loss"},
+                             line=dict(color=LOSS_COLOR, width=2), meta={"kind": "loss"},
                              hovertemplate="step %{x}: loss %{y:.3f}<extra></extra>"), row=1, col=1)
     steps = [s for s, _ in history]
     dashes = ("solid", "dash", "dot", "dashdot", "longdash")

@@ -15,8 +15,10 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from core.figures.attention import ATTENTION_MASKED_COLOR, attention_layout
+from core.figures.attention import ATTENTION_MASKED_COLOR, PAGE_PX, TITLE_PX, attention_layout
 from core.figures.common import DIVERGING, TOKEN_FONT, category_axis, finished, token_categories
+
+TITLE_CHARS = PAGE_PX // TITLE_PX  # a full-width title line at 1024x768
 
 POSITIVE, NEGATIVE = "#2166AC", "#B2182B"  # the ends of RdBu: the heatmaps' colours for the same signs
 SEQUENTIAL_BAR = "#4A90C8"  # a mid blue of the Blues scale the head view draws weights in
@@ -71,7 +73,7 @@ def vectors_figure(q, keys, query_label: str, key_labels: list[str], title: str 
                    hovertemplate="key %{x}<br>dimension %{y}<br>k %{z:.4g}<extra></extra>"),
     ]
     layout = attention_layout(
-        title, 190 + dimension_px(hs) * hs, plot_bgcolor="white",
+        title, 190 + dimension_px(hs) * hs, TITLE_CHARS, plot_bgcolor="white",
         xaxis=category_axis(domain=[0.0, 0.05], title=dict(text="q")),
         xaxis2=category_axis(domain=[0.1, 1.0], anchor="y", title=dict(text="k (every key)")),
         yaxis=_dimension_axis(hs),
@@ -116,7 +118,7 @@ def products_figure(products, weights, q, keys, key_labels: list[str], chosen: i
             shapes.append(dict(type="rect", xref="x", yref=f"{yref} domain", x0=chosen - 0.5, x1=chosen + 0.5,
                                y0=0, y1=1, line=FRAME))
     layout = attention_layout(
-        title, height, plot_bgcolor="white", shapes=shapes, bargap=0.15,
+        title, height, TITLE_CHARS, plot_bgcolor="white", shapes=shapes, bargap=0.15,
         xaxis=category_axis(title=dict(text="key"), anchor="y"),
         yaxis=_dimension_axis(hs, domain=[0.0, split - 0.04]),
         yaxis2=dict(domain=[split, 1.0], anchor="x", title=dict(text="weight"), rangemode="tozero",
@@ -138,7 +140,7 @@ def top_dimensions_figure(dims, values, title: str | None = None) -> go.Figure:
                    textfont=TOKEN_FONT, cliponaxis=False, showlegend=False,
                    hovertemplate="%{y}<br>q·k part %{x:.4g}<extra></extra>")
     layout = attention_layout(
-        title, 120 + 24 * len(labels), plot_bgcolor="white",
+        title, 120 + 24 * len(labels), TITLE_CHARS, plot_bgcolor="white",
         xaxis=dict(title=dict(text="q_i[d] × k_j[d]"), range=[low - (pad if low < 0 else 0), high + pad], zeroline=True,
                    zerolinecolor="#808495", tickfont=TOKEN_FONT, automargin=True),
         yaxis=dict(autorange="reversed", tickfont=TOKEN_FONT, automargin=True, type="category"))

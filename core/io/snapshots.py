@@ -218,13 +218,19 @@ def model_at(loaded: LoadedCheckpoint, snapshots: SnapshotFile, step: int) -> Tr
 
 # --- a checkpoint at a kept step (the pages' step slider) ---------------------------------------------------
 
-def final_step(loaded: LoadedCheckpoint) -> int | None:
-    """The optimizer steps the checkpoint's weights had (its saved progress), when it says."""
+def final_progress(loaded: LoadedCheckpoint) -> dict[str, Any]:
+    """The checkpoint's saved progress (step, epoch, tokens, wall_time), {} when it has none or it is unreadable."""
     progress = loaded.metadata.get("progress")
     try:
-        step = (json.loads(progress) if isinstance(progress, str) else progress or {}).get("step")
-    except (ValueError, AttributeError):
-        return None
+        found = json.loads(progress) if isinstance(progress, str) else progress or {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def final_step(loaded: LoadedCheckpoint) -> int | None:
+    """The optimizer steps the checkpoint's weights had (its saved progress), when it says."""
+    step = final_progress(loaded).get("step")
     return int(step) if isinstance(step, int) else None
 
 

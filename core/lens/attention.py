@@ -72,6 +72,13 @@ class AttentionRun(AttentionShape):
 # --- text and tokens ---------------------------------------------------------------------------
 
 
+def read_text(run: AttentionRun) -> str:
+    """The text the run read, from its pieces (a character's byte pieces once, '␣' as a space): what a chart's
+    title quotes, also for a file of attention maps that carries no text."""
+    tokens = [run.tokens[a] for a, _ in run.characters] if run.characters else list(run.tokens)
+    return "".join(tokens).replace("␣", " ")
+
+
 def describe_piece(piece: str) -> str:
     """repr (Markdown-escaped) plus code point, so control characters and look-alikes are unambiguous."""
     shown = markdown_escape(repr(piece))

@@ -24,16 +24,48 @@ class StepMark:
     step: int
     x: float
     y: float
+    snapshot: bool = True  # False: the checkpoint's own weights, at a step no snapshot has (the slider's last)
 
 
 X_OF = {"step": lambda s: s.step, "epoch": lambda s: s.epoch, "tokens": lambda s: s.tokens,
         "wall_time": lambda s: s.wall_time}
 
 
-def step_marks(run: str, snapshots: Sequence[Snapshot], x: str) -> list[StepMark]:
-    """Marks for the train-loss curve of `run` (the curves page's x axes: step, epoch, tokens, wall time)."""
-    return [StepMark(run, s.step, float(X_OF[x](s)), s.loss) for s in snapshots
-            if x in X_OF and math.isfinite(s.loss)]
+def step_marks(run: str, snapshots: Sequence[Snapshot], x: str, progress: dict | None = None,
+               history: Sequence[dict] = ()) -> list[StepMark]:
+    """Marks for the train-loss curve of `run` (the curves page's x axes: step, epoch, tokens, wall time): every
+    snapshot, and the checkpoint's own step (`progress`: its saved step, epoch, tokens, wall time) when no snapshot
+    has it, at the last train loss of `history` at or before it. These are the steps the Attention page's slider
+    and the head roles panel offer (core.io.snapshots.slider_steps), so every page counts the same kept steps
+    (issue 63: the curve marked 3 where the panel beside it said 4)."""
+    if x not in X_OF:
+        return []
+    marks = [StepMark(run, s.step, float(X_OF[x](s)), s.loss) for s in snapshots if math.isfinite(s.loss)]
+    step, where = (progress or {}).get("step"), (progress or {}).get(x)
+    if isinstance(step, int) and isinstance(where, (int, float)) and all(s.step < step for s in snapshots):
+        losses = [r for r in history if r.get("split") == "train" and r.get("metric") == "loss"
+                  and isinstance(r.get("step"), (int, float)) and r["step"] <= step
+                  and isinstance(r.get("value"), (int, float)) and math.isfinite(r["value"])]
+        if losses:
+            last = max(losses, key=lambda r: r["step"])
+            marks.append(StepMark(run, step, float(where), float(last["value"]), snapshot=False))
+    return marks
+
+
+def kept_steps_line(marks: Sequence[StepMark]) -> str:
+    """'the 4 training steps kept (induction: 3 snapshots and the checkpoint itself at step 1,500)': what the marks
+    of one or more runs are, counted as the pages count them."""
+    runs = list(dict.fromkeys(m.run for m in marks))
+    parts = []
+    for run in runs:
+        mine = [m for m in marks if m.run == run]
+        final = [m for m in mine if not m.snapshot]
+        n = len(mine) - len(final)
+        snaps = f"{n} snapshot{'s' if n != 1 else ''}"
+        parts.append(f"{run}: {snaps} and the checkpoint itself at step {final[0].step:,}" if final else
+                     f"{run}: {snaps}")
+    word = "step" if len(marks) == 1 else "steps"
+    return f"the {len(marks)} training {word} kept ({'; '.join(parts)})"
 
 
 @dataclass

@@ -81,6 +81,7 @@ class TrainingJob:
     process: subprocess.Popen
     total: int
     started: float = field(default_factory=time.time)
+    owner: str = ""  # who started it (the page passes its browser session's token): only they may stop it
 
     @property
     def log(self) -> Path:
@@ -120,11 +121,14 @@ class JobSlot:
     def current(self) -> TrainingJob | None:
         return self.job
 
-    def start(self, recipe: str, folder: Path | None = None) -> TrainingJob:
+    def start(self, recipe: str, folder: Path | None = None, owner: str = "") -> TrainingJob:
         with self._lock:
             if self.job is not None and self.job.running():
-                raise JobError(f"A training job is already running on this server ({self.job.path.stem}); "
-                               "stop it or wait for it to end.")
+                whose = "" if not owner or self.job.owner == owner else ", started in another browser session"
+                raise JobError(f"A training job is already running on this server ({self.job.path.stem}{whose}); "
+                               "stop it or wait for it to end." if not whose else
+                               f"A training job is already running on this server ({self.job.path.stem}{whose}); "
+                               "one job runs at a time, so Train is free again when it ends.")
             total = total_steps(recipe)
             folder = Path(folder or runs_dir())
             folder.mkdir(parents=True, exist_ok=True)
@@ -136,14 +140,15 @@ class JobSlot:
             with open(path.with_suffix(".err"), "wb") as errors:  # the child's traceback, if it has one
                 process = subprocess.Popen([sys.executable, "-m", "core.train.job", recipe, str(path)], cwd=ROOT,
                                            stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True)
-            self.job = TrainingJob(recipe, path, process, total)
+            self.job = TrainingJob(recipe, path, process, total, owner=owner)
             return self.job
 
-    def stop(self) -> bool:
-        """End the running job (SIGTERM, then SIGKILL); True when one was running."""
+    def stop(self, owner: str | None = None) -> bool:
+        """End the running job (SIGTERM, then SIGKILL); True when one was running. `owner`: the asker, who must be
+        the one that started it (another browser session sees the job, not a Stop of its own)."""
         with self._lock:
             job = self.job
-            if job is None or not job.running():
+            if job is None or not job.running() or (owner is not None and job.owner and owner != job.owner):
                 return False
             try:
                 os.killpg(job.process.pid, signal.SIGTERM)

@@ -197,9 +197,10 @@ class BundledFile:
 def held_out_part(source: EvalText, fraction: float) -> EvalText:
     """The whole lines of the last `fraction` of a text by characters (the trainer holds out the last
     `val_fraction` of an LM's text the same way, core.train.recipes._split_text; a line cut in two is left out)."""
-    cut = int(len(source.text) * (1 - fraction))
-    start = source.text.find("\n", max(cut - 1, 0)) + 1 if cut > 0 and source.text[cut - 1] != "\n" else cut
-    text = source.text[start:]
+    from core.lens.perplexities import trainer_split
+
+    split, skipped = trainer_split(source.text, fraction)  # the trainer's part, and the end of its cut line
+    text = split[skipped:]
     if not text.strip():
         raise EvalFileError(f"The last {fraction:.0%} of {source.name} has no whole line.")
     return EvalText(name=f"{source.name} (last {fraction:.0%})", text=text, digest=file_digest(text.encode()))
@@ -224,7 +225,7 @@ def bundled_files(data_root: Path, task: str, metadata: dict | None = None) -> l
     for folder in folders:
         label = f"{folder.name}/{wanted}"
         if task == "lm" and folder.name in used and 0 < fraction < 1:
-            out.append(BundledFile(f"{label}, the last {fraction:.0%} (held out in training)", folder / wanted,
+            out.append(BundledFile(f"{label}, last {fraction:.0%} (held out)", folder / wanted,  # whole at 1024 px
                                    fraction))
         out.append(BundledFile(label, folder / wanted))
     return out

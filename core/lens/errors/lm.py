@@ -144,6 +144,7 @@ class LanguageModelErrors:
     ids: dict[str, list[int]]
     one_document_per_file: list[str]  # files whose lines could not be told apart
     window: int = 0  # the model's positions: a longer file is scored in windows of this many pieces
+    vocab: int = 0  # the model's vocabulary: a "top k" as large is every piece (0: not known)
 
     @property
     def loss(self) -> float:
@@ -181,13 +182,23 @@ class LanguageModelErrors:
         start = position - 1 - int(row["block position"].iloc[0])
         return self.ids[file][start:position], self.pieces[file][start:position]
 
+    def _outside(self, shares: pd.Series) -> str:
+        """' and outside its top 100 for 2%', with the largest GLTR bucket smaller than the vocabulary (in a top 100
+        of 64 pieces every piece is: issue 63's "outside its top 100 for 0%"); '' when only top 1 fits."""
+        limits = [k for k in BUCKET_LIMITS[1:] if not self.vocab or k < self.vocab]
+        if not limits:
+            return ""
+        k = limits[-1]
+        inside = sum(shares[name] for limit, name in zip(BUCKET_LIMITS, BUCKETS) if limit <= k)
+        of = f" (of {self.vocab:,} pieces)" if self.vocab and k < BUCKET_LIMITS[-1] else ""
+        return f" and outside its top {k}{of} for {1 - inside:.0%}"
+
     def caption(self) -> str:
         n = int(self.tokens["loss"].notna().sum())
         shares = self.bucket_shares()
         files = ", ".join(f.name for f in self.files)
         line = (f"{self.model} has perplexity {self.perplexity:.4g} (loss {self.loss:.4f}) on the {n:,} pieces of "
-                f"{files}; the true piece is its top guess for {shares['top 1']:.0%} of them and outside its top "
-                f"100 for {shares['beyond']:.0%}")
+                f"{files}; the true piece is its top guess for {shares['top 1']:.0%} of them{self._outside(shares)}")
         if len(self.documents) > 1:
             hardest = self.documents.loc[self.documents["loss"].idxmax()]
             line += (f"; its hardest document is {hardest['file']} #{int(hardest['document'])} "
@@ -258,7 +269,8 @@ def score_lm(model, tokenizer: Tokenizer, texts: Sequence[tuple[str, str]], name
         pieces[file], all_ids[file] = labels, ids
     return LanguageModelErrors(model=name, tokens=pd.concat(token_frames, ignore_index=True),
                                documents=pd.concat(doc_frames, ignore_index=True), files=files, pieces=pieces,
-                               ids=all_ids, one_document_per_file=merged, window=window_of(model))
+                               ids=all_ids, one_document_per_file=merged, window=window_of(model),
+                               vocab=int(model.config.vocab_size))
 
 
 # --- two language models on the same text ------------------------------------------------------------------
