@@ -31,7 +31,8 @@ def widget(what: str, index: int | None = None) -> str:
 def change(edit, *args, **kwargs) -> None:
     """A callback: the lesson edited by `edit` (core.io.lessons), or its refusal as one sentence."""
     try:
-        session.set_lesson(edit(session.current_lesson(), *args, **kwargs))
+        session.set_lesson(edit(session.current_lesson(), *args, **kwargs),
+                           renumber=edit not in (ls.edited, ls.retitled))  # typed text: the same boxes
     except ls.LessonError as exc:
         session.flash("warning", str(exc))
 

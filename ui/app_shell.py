@@ -92,6 +92,8 @@ WARM_MODULES = (
     "core.lens.phase_change", "core.train.job", "core.lens.anatomy.table", "core.lens.anatomy.masks",
     "core.lens.anatomy.references",
     "core.io.handout",  # the Lesson page's "Hand it out" (session 20)
+    "core.lens.history.data_server",  # TensorBoard folders through tensorboard-data-server (issue 61)
+    "core.lens.perplexities",  # each page's held-out perplexity said against the others (issue 63)
     "tokenizers",  # the subword tokenizers' library (~20 ms), imported by the first BPE model a process loads
 )
 

@@ -55,12 +55,15 @@ def current_lesson() -> ls.Lesson:
     return lesson if isinstance(lesson, ls.Lesson) else ls.Lesson()
 
 
-def set_lesson(lesson: ls.Lesson, source: str | None = None, keep_source: bool = True) -> None:
-    """The session's lesson from now on (`source`: the name of the file it came from; an edit keeps it)."""
+def set_lesson(lesson: ls.Lesson, source: str | None = None, keep_source: bool = True, renumber: bool = True) -> None:
+    """The session's lesson from now on (`source`: the name of the file it came from; an edit keeps it). `renumber`:
+    the slides' widgets start afresh (slides moved, added, removed, another lesson opened); a title or notes typed
+    into a slide's own box keeps the boxes (their keys stay, so the box being typed in is the same widget)."""
     st.session_state[LESSON] = lesson
     if not keep_source or source is not None:
         st.session_state[LESSON_SOURCE] = source
-    st.session_state[LESSON_VERSION] = st.session_state.get(LESSON_VERSION, 0) + 1
+    if renumber:
+        st.session_state[LESSON_VERSION] = st.session_state.get(LESSON_VERSION, 0) + 1
     if (now := presenting()) is not None:
         publish(now.presenter, lesson.resolved(), now.index)
 
