@@ -39,7 +39,10 @@ def _opened(path: str, modified: float, checkpoint: str, checkpoint_modified: fl
 
 def features_section(loaded, info) -> None:
     checkpoint = Path(loaded.path)
-    found = sae_lens.saes_beside(checkpoint) if checkpoint.is_file() else []
+    if not checkpoint.is_file():
+        st.info("SAEs are trained for the lab's own checkpoint files (.safetensors); this model is a folder.")
+        return
+    found = sae_lens.saes_beside(checkpoint)
     if not found:
         st.info("No sparse autoencoder has been trained for this model yet.")
         _train_control(loaded)

@@ -453,7 +453,7 @@ def train_sae(loaded, settings: SAESettings, text: str | None = None, progress: 
         "windows_read": buffer.windows_read, "train_seconds": train_seconds,
         "cpu_seconds": time.process_time() - cpu_started, "wall_seconds": time.perf_counter() - started,
         "output_head": has_output_head(model), "final_scale": tables.pop("final_scale"),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "",  # the command line sets it
     }
     return sae, meta, tables
 
