@@ -4,7 +4,8 @@
 
 Targets (issue 62, this 2-core CPU): an SAE on `lm-learned` (width 128, 8x expansion) in <= 120 CPU s, fraction of
 variance unexplained <= 0.15 and the loss with it spliced in within 10% of the model's own (held-out text);
-feature pages <= 0.5 s each (the slowest of `--pages` features, densest first, through `core.lens.sae.feature`).
+feature pages <= 0.5 s each (the slowest of `--pages` features, densest first: `core.lens.sae.feature` and its
+two figures, contexts and logit effects).
 Baseline, measured in the same run: the model's own forward pass (Trace, with activations) over the same training
 windows the SAE read, so the CPU time is also given as "passes over the text" (a unit that moves with the load).
 One thread (torch.set_num_threads(1)): CPU time is then wall time on an idle core. The SAE goes to a temporary
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=50)
     args = parser.parse_args(argv)
 
+    from core.figures import features as figs
     from core.io.checkpoint import load
     from core.lens import sae as sae_lens
     from core.lens.trace import trace
@@ -72,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         times = []
         for number in order:
             t = time.perf_counter()
-            sae_lens.feature(loaded, sae_file, number)
+            shown = sae_lens.feature(loaded, sae_file, number)
+            figs.context_chips([(c.pieces, c.activations, c.focus) for c in shown.contexts])
+            figs.logit_effect_bars(shown.raised, shown.lowered)
             times.append(time.perf_counter() - t)
     page = max(times)
     print(f"feature pages: slowest {page * 1000:.1f} ms, median {sorted(times)[len(times) // 2] * 1000:.1f} ms "

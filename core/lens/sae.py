@@ -79,7 +79,8 @@ class SAESettings:
     site: str = "resid"
     expansion: int = 8
     # k 32, lr 3e-3 on lm-learned's layer 1 (1,500 steps, batch 1,024): FVU 0.091, spliced-in loss +8.5%; k 16 gave
-    # 0.139 / +15.5% (lr 3e-3) and 0.152 / +17.5% (lr 1e-3), k 24 0.113 / +10.7% (bench/sae.py, 2026-12-07)
+    # 0.139 / +15.5% (lr 3e-3) and 0.152 / +17.5% (lr 1e-3), k 24 0.113 / +10.7% (`fit` on
+    # cached activations of its training text, `evaluate` on the held-out part, 2026-12-07)
     k: int = 32
     steps: int = 1500
     batch_size: int = 1024
