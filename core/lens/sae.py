@@ -413,6 +413,8 @@ def train_sae(loaded, settings: SAESettings, text: str | None = None, progress: 
     """Train an SAE on `loaded`'s site; (sae, its metadata, its feature tables). `should_stop()`: ends training
     after the step in progress (the SAE so far is evaluated and kept)."""
     model = loaded.model.eval()
+    if not Path(loaded.path).is_file():
+        raise SAEError("SAEs are trained for the lab's own checkpoint files (.safetensors); this model is a folder.")
     check_site(model, settings.layer, settings.site)
     corpus = model_text(loaded, text)
     started = time.perf_counter()
