@@ -128,3 +128,12 @@ def test_bad_input_is_one_sentence(tiny_lm, tmp_path):
         S.steer(classifier, sae_file, 0, 1.0, "Ada")
     with pytest.raises(S.SAEError, match="there is no feature 999"):
         S.feature(classifier, sae_file, 999)
+
+
+def test_unsteered_continuation_is_the_models_own_greedy_generation(tiny_lm):
+    ids = tiny_lm.tokenizer.encode("Ada was born in")
+    new, first = S._continue(tiny_lm.model, ids, None, 8)
+    own = tiny_lm.model.generate(torch.tensor([ids]), 8)[0, len(ids):].tolist()
+    assert new == own
+    logits, _ = tiny_lm.model(torch.tensor([ids]))
+    assert torch.allclose(first, torch.softmax(logits[0, -1], -1), atol=1e-6)
