@@ -235,7 +235,9 @@ class ActivationBuffer:
         self._fill(0, self.rows)
 
     def _read(self, n: int) -> torch.Tensor:
-        parts, got = [], 0
+        """The next `n` activations, each window's rows copied out of its Trace (so no Trace is kept alive)."""
+        out = torch.empty(n, self.data.shape[1])
+        got = 0
         while got < n:
             w = self.windows[self.order[self.next]]
             self.next += 1
@@ -243,9 +245,10 @@ class ActivationBuffer:
             if self.next == len(self.order):
                 self.order, self.next = self.rng.permutation(len(self.windows)), 0
             x = site_activations(trace(self.model, w, activations=True), self.layer, self.site)
-            parts.append(torch.from_numpy(x))
-            got += len(x)
-        return torch.cat(parts)[:n]
+            take = min(len(x), n - got)
+            out[got: got + take] = torch.from_numpy(x[:take])
+            got += take
+        return out
 
     def _fill(self, start: int, n: int) -> None:
         self.data[start: start + n] = self._read(n)
@@ -310,8 +313,8 @@ def _loss(model, windows: list[list[int]], hooks: Hooks | None) -> tuple[float, 
     for w in windows:
         by_length.setdefault(len(w), []).append(w)
     for rows in by_length.values():
-        for lo in range(0, len(rows), 32):
-            idx = torch.tensor(rows[lo: lo + 32], dtype=torch.long, device=device)
+        for lo in range(0, len(rows), 8):  # 8 windows a pass: (8, T, V) logits stay small
+            idx = torch.tensor(rows[lo: lo + 8], dtype=torch.long, device=device)
             h, _ = model.hidden_states(idx[:, :-1], hooks=hooks)
             logits = model.head.unembed(h).float()
             targets = idx[:, 1:]
@@ -326,10 +329,15 @@ def _loss(model, windows: list[list[int]], hooks: Hooks | None) -> tuple[float, 
 def evaluate(model, sae: SparseAutoencoder, windows: list[list[int]], layer: int, site: str) -> Evaluation:
     """FVU of the site's reconstruction and the next-piece loss with it spliced in, zero-ablated and untouched."""
     windows = windows[:EVAL_WINDOWS]
-    xs = torch.cat([torch.from_numpy(site_activations(trace(model, w, activations=True), layer, site))
-                    for w in windows]).double()
-    x_hat = sae(xs.float()).double()
-    fvu = float(((xs - x_hat) ** 2).sum() / ((xs - xs.mean(0)) ** 2).sum().clamp_min(1e-12))
+    error, total, total_sq, n = 0.0, 0.0, 0.0, 0  # sums over windows: one window's latents at a time in memory
+    for w in windows:
+        x = torch.from_numpy(site_activations(trace(model, w, activations=True), layer, site).copy())
+        error += float(((x.double() - sae(x).double()) ** 2).sum())
+        total = total + x.double().sum(0)
+        total_sq += float((x.double() ** 2).sum())
+        n += len(x)
+    variance = total_sq - float((total ** 2).sum()) / max(n, 1)  # sum |x - mean x|^2
+    fvu = error / max(variance, 1e-12)
     if not has_output_head(model):
         nan = float("nan")
         return Evaluation(fvu, nan, nan, nan, 0)
