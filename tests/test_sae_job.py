@@ -1,4 +1,4 @@
-"""core.lens.sae_job: the SAE command in its own process; Stop ends training after the step in progress and the
+"""core.train.sae_job: the SAE command in its own process; Stop ends training after the step in progress and the
 command still evaluates and saves what it has (exit 0, `stopped` in the file)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import time
 
 from core.io import checkpoint
 from core.lens import sae as S
-from core.lens import sae_job
+from core.train import sae_job
 from tests.conftest import TINY_CORPUS, tiny_model
 
 

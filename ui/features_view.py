@@ -17,8 +17,8 @@ import streamlit as st
 
 from core.figures import features as figs
 from core.lens import sae as sae_lens
-from core.lens import sae_job
 from core.text import markdown_escape as plain
+from core.train import sae_job
 from ui.display import show_figure
 
 REFRESH_SECONDS = 1.0
