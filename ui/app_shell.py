@@ -92,6 +92,7 @@ WARM_MODULES = (
     "core.lens.phase_change", "core.train.job", "core.lens.anatomy.table", "core.lens.anatomy.masks",
     "core.lens.anatomy.references",
     "core.io.handout",  # the Lesson page's "Hand it out" (session 20)
+    "core.lens.probes", "core.figures.representations",  # the Representations page (issue 62)
     "tokenizers",  # the subword tokenizers' library (~20 ms), imported by the first BPE model a process loads
 )
 

@@ -550,6 +550,47 @@ def run_probes(model, tokenizer, source: LabelSource, name: str = "", folds: int
     return result, states
 
 
+# --------------------------------------------------------------------------- the embedding map
+
+UMAP_NOTE = ("The map is a PCA (the two directions of most variance); UMAP is drawn where the umap package is "
+             "installed, and it is not installed here.")
+
+
+def umap_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("umap") is not None
+
+
+@dataclass
+class MapPoints:
+    xy: np.ndarray  # (N, 2)
+    explained: tuple[float, float]  # each axis's share of the variance (PCA), or (nan, nan) for UMAP
+    method: str  # "PCA" or "UMAP"
+
+
+def project_2d(x: np.ndarray, method: str = "PCA", seed: int = SEED) -> MapPoints:
+    """(N, C) states -> 2-D: PCA by SVD of the centred states (axes signed so the largest loading is positive, so a
+    map does not flip between runs), or UMAP where the package is installed."""
+    x = np.asarray(x, dtype=np.float64)
+    if method == "UMAP" and umap_installed():
+        import umap  # type: ignore[import-not-found]
+
+        xy = umap.UMAP(n_components=2, random_state=seed).fit_transform(x)
+        return MapPoints(np.asarray(xy, dtype=np.float64), (math.nan, math.nan), "UMAP")
+    centred = x - x.mean(axis=0)
+    if len(x) < 2:
+        return MapPoints(np.zeros((len(x), 2)), (0.0, 0.0), "PCA")
+    _, s, vt = np.linalg.svd(centred, full_matrices=False)
+    axes = vt[:2]
+    axes *= np.sign(axes[np.arange(len(axes)), np.abs(axes).argmax(axis=1)])[:, None]
+    xy = centred @ axes.T
+    if xy.shape[1] < 2:
+        xy = np.concatenate([xy, np.zeros((len(x), 2 - xy.shape[1]))], axis=1)
+    variance = (s ** 2) / max(float((s ** 2).sum()), 1e-12)
+    return MapPoints(xy, (float(variance[0]), float(variance[1]) if len(variance) > 1 else 0.0), "PCA")
+
+
 # --------------------------------------------------------------------------- the sentence
 
 
