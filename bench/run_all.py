@@ -103,6 +103,7 @@ BENCHMARKS = [
     Benchmark("checkpoint_load", "bench.checkpoint_load", [], ["--repeats", "3"], from_result_line),
     Benchmark("handout", "bench.handout", [], [], from_result_line),
     Benchmark("present", "bench.present", ["--repeats", "3"], ["--repeats", "1"], from_result_line),
+    Benchmark("probes", "bench.probes", ["--repeats", "3"], ["--repeats", "1"], from_result_line),
 ]
 # Through `make serve`'s proxy, one replica per core, as a class would be served (issue 29).
 LOAD = Benchmark("load", "bench.load",

@@ -164,7 +164,7 @@ def test_the_birthplace_world_on_the_bundled_model_matches_the_issue():
     assert "Warning" not in P.probe_sentence(result)
     name, _ = P.run_probes(loaded.model, loaded.tokenizer, P.world_source(ROOT / "data" / "knowledge", "country",
                                                                           "name"))
-    assert name.rows[0].accuracy > 0.5  # the issue's 62%; measured 0.544 (see checkpoints/README.md)
+    assert name.rows[0].accuracy > 0.5  # the issue's 62%; measured 0.544 (bench/README.md, probes)
     assert "Warning: the embedding alone already decodes it" in P.probe_sentence(name)
 
 
