@@ -93,6 +93,7 @@ WARM_MODULES = (
     "core.lens.anatomy.references",
     "core.io.handout",  # the Lesson page's "Hand it out" (session 20)
     "core.lens.probes", "core.figures.representations",  # the Representations page (issue 62)
+    "core.lens.history.data_server",  # the curves page's first visit imported it (tests/test_server_libraries.py)
     "tokenizers",  # the subword tokenizers' library (~20 ms), imported by the first BPE model a process loads
 )
 
