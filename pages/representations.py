@@ -60,7 +60,8 @@ def uploaded(label: str, key: str, help_text: str):
 
 def label_source():
     """The widgets of the label source -> (LabelSource, its cache key) or None (the page says why)."""
-    columns = st.columns([2, 2, 3])
+    top, second = st.columns([2, 3]), st.columns([3, 2])
+    columns = [top[0], second[0], top[1]]  # the source and where to read on top; the world's or file's choice under
     source = columns[0].selectbox("Label source", list(REP_SOURCES), key="rep_source", format_func=REP_SOURCES.get)
     try:
         if source == "world":
@@ -143,15 +144,16 @@ if tabs[0].open:
             [r.control for r in rows], [r.control_low for r in rows], [r.control_high for r in rows],
             result.majority, lens=None if rows[0].lens is None else [r.lens for r in rows],
             control_name=result.control_kind,
-            title=f"{result.label} at {result.position}: accuracy by layer ({result.folds}-fold, 95% intervals)")
+            title=f"Accuracy by layer ({result.folds}-fold, 95% intervals)")
         show_figure(fig, f"{info.name}-probes")
         st.caption(plain(f"{result.n_examples} reads, {len(result.classes)} classes, {result.folds} folds"
                          f"{' (stratified)' if result.stratified else ''}, fixed seed {probes.SEED}; the 80/20 column "
                          f"is one stratified split; {result.seconds:.1f} s with the forward passes. "
                          f"{result.lens_note}"))
         frame = shown_table(pd.DataFrame(result.table()))
+        shown = frame.round({c: 3 for c in frame.columns if c != "layer"})  # percent with one decimal
         percent = {c: st.column_config.NumberColumn(c, format="percent") for c in frame.columns if c != "layer"}
-        st.dataframe(frame, hide_index=True, column_config=fitted_columns(frame, config=percent))
+        st.dataframe(shown, hide_index=True, column_config=fitted_columns(shown, config=percent))
         st.download_button("Download the probes (CSV)", data=frame.to_csv(index=False).encode(),
                            file_name=f"{info.name}-probes.csv", mime="text/csv", on_click="ignore")
 if tabs[1].open:

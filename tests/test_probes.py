@@ -161,7 +161,9 @@ def test_the_birthplace_world_on_the_bundled_model_matches_the_issue():
     assert 0.80 - 0.05 <= block1.split_accuracy <= 0.80 + 0.03  # measured 0.755
     for row in result.rows:
         assert 0.10 - 0.03 <= row.control <= 0.18 + 0.03
-    assert "Warning" not in P.probe_sentence(result)
+    sentence = P.probe_sentence(result)
+    assert 'becomes decodable at the last piece of "NAME was born in" after block 0' in sentence
+    assert "Warning" not in sentence
     name, _ = P.run_probes(loaded.model, loaded.tokenizer, P.world_source(ROOT / "data" / "knowledge", "country",
                                                                           "name"))
     assert name.rows[0].accuracy > 0.5  # the issue's 62%; measured 0.544 (bench/README.md, probes)

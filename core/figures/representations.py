@@ -24,7 +24,7 @@ def probe_accuracy(layers: Sequence[str], accuracy: Sequence[float], low: Sequen
                    title: str | None = None) -> go.Figure:
     """Accuracy by layer (0 = the embedding) with its 95% interval over folds as error bars, the control the same
     way, the majority baseline and the embedding-only baseline as flat lines, and the logit lens where given."""
-    layers = [html.escape(str(x)) for x in layers]
+    layers = [html.escape(str(x), quote=False) for x in layers]
     accuracy, control = np.asarray(accuracy, dtype=float), np.asarray(control, dtype=float)
 
     def bars(mean, lo, hi) -> dict:
@@ -35,7 +35,7 @@ def probe_accuracy(layers: Sequence[str], accuracy: Sequence[float], low: Sequen
     fig.add_trace(go.Scatter(x=layers, y=accuracy, name="probe", mode="lines+markers",
                              line=dict(color=PROBE_COLOR, width=3), error_y=bars(accuracy, low, high),
                              hovertemplate="%{x}<br>probe %{y:.1%}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=layers, y=control, name=html.escape(control_name), mode="lines+markers",
+    fig.add_trace(go.Scatter(x=layers, y=control, name=html.escape(control_name, quote=False), mode="lines+markers",
                              line=dict(color=CONTROL_COLOR, width=2, dash="dot"),
                              error_y=bars(control, control_low, control_high),
                              hovertemplate="%{x}<br>control %{y:.1%}<extra></extra>"))
@@ -53,7 +53,7 @@ def probe_accuracy(layers: Sequence[str], accuracy: Sequence[float], low: Sequen
     fig.update_xaxes(type="category", title="layer (the residual stream after it)")
     fig.update_yaxes(range=[0, 1.02], tickformat=".0%", title="accuracy")
     fig.update_layout(legend=LEGEND_RIGHT, hovermode="x unified")
-    return base_layout(fig, html.escape(title) if title else None, 360)
+    return base_layout(fig, html.escape(title, quote=False) if title else None, 360)
 
 
 @finished
@@ -64,7 +64,7 @@ def embedding_map(xy, labels: Sequence[str], texts: Sequence[str], correct: Sequ
     index, so a click (a selection event) names the example; the hover shows its label and text."""
     xy = np.asarray(xy, dtype=float).reshape(-1, 2)
     labels = [str(x) for x in labels]
-    shown = [html.escape(t if len(t) <= MAX_HOVER_TEXT else t[:MAX_HOVER_TEXT - 1] + "…") for t in texts]
+    shown = [html.escape(t if len(t) <= MAX_HOVER_TEXT else t[:MAX_HOVER_TEXT - 1] + "…", quote=False) for t in texts]
     if correct is not None:
         correct = np.asarray(correct, dtype=bool)
         groups = [("right", np.flatnonzero(correct), RIGHT_COLOR), ("wrong", np.flatnonzero(~correct), WRONG_COLOR)]
@@ -76,11 +76,11 @@ def embedding_map(xy, labels: Sequence[str], texts: Sequence[str], correct: Sequ
     fig = go.Figure()
     for name, members, color in groups:
         fig.add_trace(go.Scatter(
-            x=xy[members, 0], y=xy[members, 1], mode="markers", name=html.escape(name),
+            x=xy[members, 0], y=xy[members, 1], mode="markers", name=html.escape(name, quote=False),
             marker=dict(color=color, size=7, opacity=0.75, line=dict(width=0)),
-            customdata=[[int(i), html.escape(labels[i]), shown[i]] for i in members],
+            customdata=[[int(i), html.escape(labels[i], quote=False), shown[i]] for i in members],
             hovertemplate="%{customdata[1]}<br>%{customdata[2]}<extra></extra>"))
     fig.update_xaxes(title=axis_titles[0], zeroline=False)
     fig.update_yaxes(title=axis_titles[1], zeroline=False)
     fig.update_layout(legend=LEGEND_RIGHT, clickmode="event+select", dragmode="pan")
-    return base_layout(fig, html.escape(title) if title else None, 480)
+    return base_layout(fig, html.escape(title, quote=False) if title else None, 480)

@@ -603,23 +603,39 @@ def percent(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+def decoded_at(result: ProbeResult) -> ProbeLayer | None:
+    """The first layer that is decodable (`decodable`) and holds at least half of the best layer's selectivity:
+    where the label becomes readable, not where it is first a few points above chance."""
+    best = max(r.selectivity for r in result.rows)
+    return next((r for r in result.rows if decodable(r, result.majority) and r.selectivity >= 0.5 * best), None)
+
+
+def embedding_decodes(result: ProbeResult) -> bool:
+    """The embedding alone (before any block) already decodes the label: the pieces give it away."""
+    return decoded_at(result) is result.rows[0]
+
+
 def probe_sentence(result: ProbeResult) -> str:
     """Where the label becomes decodable against the controls; a warning when the embedding alone decodes it."""
     what = f"The {result.label}" if result.label not in ("label", "tag") else f"The {result.label}s"
     best = max(result.rows, key=lambda r: r.accuracy)
-    first = next((r for r in result.rows if decodable(r, result.majority)), None)
+    first = decoded_at(result)
     emb = result.embedding
-    against = (f"against a control ({result.control_kind}) of {percent(best.control)} and a majority of "
+    against = (f"the control ({result.control_kind}) {percent(best.control)}, the majority "
                f"{percent(result.majority)}")
     if first is None:
         return (f"{what} is not decodable at {result.position}: no layer's probe stands clear of both baselines "
-                f"(best {percent(best.accuracy)} {best.layer}, {against}).")
-    where = "already in the embedding" if first is result.rows[0] else first.layer
+                f"(best {percent(best.accuracy)} {best.layer}; {against}).")
+    where = "already in the embedding" if first is emb else first.layer
     sentence = (f"{what} becomes decodable at {result.position} {where}: {percent(first.accuracy)} (95% interval "
-                f"{percent(first.low)}-{percent(first.high)} over {result.folds} folds), {against}; the best layer "
-                f"is {best.layer} at {percent(best.accuracy)} (selectivity {100 * best.selectivity:.0f} points), "
-                f"and the embedding alone gives {percent(emb.accuracy)}.")
-    if decodable(emb, result.majority) and emb.selectivity >= 0.5 * best.selectivity:
+                f"{percent(first.low)}-{percent(first.high)} over {result.folds} folds; {against})")
+    if first is not emb:
+        sentence += f", the embedding alone gives {percent(emb.accuracy)}"
+    sentence += ("." if best is first else
+                 f", and the best layer is {best.layer} at {percent(best.accuracy)}.")
+    top = max(r.selectivity for r in result.rows)
+    sentence += f" Selectivity (probe minus control) at its best: {100 * top:.0f} points."
+    if first is emb:
         sentence += (f" Warning: the embedding alone already decodes it ({percent(emb.accuracy)}, before any block): "
                      "the pieces read give the label away (at the last piece of a name the surname tells the "
                      "country), so a high probe here says what the input spells, not what the model has worked out.")
