@@ -141,8 +141,38 @@ def test_unknown_characters_and_a_model_without_the_lens(tmp_path):
     assert states.lens is None and "logit lens is not available" in states.lens_note
     result = P.probe_states(states, folds=2)  # the probes still run
     assert len(result.rows) == classifier.config.n_layer + 1 and all(r.lens is None for r in result.rows)
-    states = P.collect_states(lm.model, lm.tokenizer, world)  # a language model: the lens is read
-    assert states.lens is not None and states.lens.shape == (len(states.labels), lm.config.n_layer + 1)
+    states = P.collect_states(lm.model, lm.tokenizer, world)  # characters: the next piece is a space for every label
+    assert states.lens is None and "the same for every label" in states.lens_note
+
+
+def test_the_logit_lens_where_the_label_is_the_next_piece(tmp_path):
+    """A word-level language model, where the place is the next piece after "NAME was born in": the lens is read per
+    layer, and its last row is what the model's own output says (its logits restricted to the places' pieces)."""
+    import torch
+
+    from core.model.tokenizer import WordTokenizer
+    from core.model.transformer import Transformer
+    from tests.conftest import tiny_model
+
+    people = [("Ada Lovelace", "London"), ("Alan Turing", "Paris"), ("Karl Long", "Rome")] * 4
+    folder = tmp_path / "world"
+    folder.mkdir()
+    (folder / "people.tsv").write_text("name\tcountry\tbirthplace\n" + "".join(
+        f"{name}\tX\t{place}\n" for name, place in people))
+    tokenizer = WordTokenizer.from_corpus(" ".join(f"{n} was born in {p} ." for n, p in people))
+    model: Transformer = tiny_model(tokenizer.vocab_size)
+    source = P.world_source(folder, "place", "prompt")
+    assert source.next_piece
+    states = P.collect_states(model, tokenizer, source)
+    assert states.lens is not None and states.lens.shape == (12, model.config.n_layer + 1)
+    pieces = P.label_pieces(tokenizer, source.examples[0].text, ["London", "Paris", "Rome"])
+    assert pieces == {p: tokenizer.encode(p.lower())[0] for p in ("London", "Paris", "Rome")}
+    candidates = sorted(pieces.values())
+    for i, example in enumerate(source.examples):
+        with torch.no_grad():
+            logits, _ = model(torch.tensor([tokenizer.encode(example.text)]))
+        own = candidates[int(logits[0, -1, candidates].argmax())]
+        assert states.lens[i, -1] == (own == pieces[example.label])
 
 
 def test_the_birthplace_world_on_the_bundled_model_matches_the_issue():
@@ -182,3 +212,21 @@ def test_the_command_prints_a_table_and_json(capsys, tmp_path):
     assert "majority" in capsys.readouterr().out
     assert P.main([str(checkpoint)]) == 2
     assert "exactly one of" in capsys.readouterr().err
+
+
+def test_the_batched_stream_is_the_traces_own(tmp_path):
+    """trace_batch(streams=True) keeps every row's residual stream from its one pass: row by row it is what
+    trace(..., activations=True) records (the embedding, then the stream after each block)."""
+    import torch
+
+    from core.lens.trace import trace, trace_batch
+    from core.lens.where_from.logitlens import streams
+
+    loaded = load(save_tiny_checkpoint(tmp_path / "lm.safetensors", "lm"))
+    rows = [loaded.tokenizer.encode(t) for t in ("Ada Love", "Alan Tur", "born in ")]
+    batched = trace_batch(loaded.model, rows, logits=False, streams=True).rows_stream
+    assert batched.shape == (loaded.config.n_layer + 1, 3, 8, loaded.config.n_embd)
+    for i, row in enumerate(rows):
+        alone = streams(trace(loaded.model, row, activations=True).activations)
+        assert torch.allclose(batched[:, i], torch.from_numpy(alone), atol=1e-5)
+    assert trace_batch(loaded.model, rows, logits=False).rows_stream is None  # not asked: not kept

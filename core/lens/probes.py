@@ -217,14 +217,15 @@ def read_positions(example: Example, ends: list[int], n_pieces: int) -> list[int
     return covering if example.every else [covering[-1]]
 
 
-def label_pieces(tokenizer, labels: Sequence[str]) -> dict[str, int]:
-    """Each label's first piece as the model would write it after a space (the prompt ends before one)."""
+def label_pieces(tokenizer, text: str, labels: Sequence[str]) -> dict[str, int]:
+    """Each label's next piece after `text` as the model would write it there: the piece after the text's own
+    pieces in the text, a space and the label tokenised together (where the text's pieces are a prefix of that)."""
+    before = tokenizer.encode(text)
     out = {}
     for label in labels:
-        ids = tokenizer.encode(" " + label)
-        ids = ids[1:] if len(ids) > 1 and tokenizer.encode(" ") == ids[:1] else ids  # a space that is its own piece
-        if ids:
-            out[label] = ids[0]
+        whole = tokenizer.encode(f"{text} {label}")
+        if whole[:len(before)] == before and len(whole) > len(before):
+            out[label] = whole[len(before)]
     return out
 
 
@@ -296,16 +297,23 @@ def lens_accuracy(model, tokenizer, states: States) -> None:
     """Per read and layer: whether the label's first piece tops the labels' first pieces through the model's own
     final LayerNorm and output head (core.lens.where_from.logitlens.read_through). Sets `states.lens`."""
     from core.lens.where_from.logitlens import read_through
-    from core.lens.where_from.question import WhereFromError
+    from core.lens.where_from.question import WhereFromError, readout_of
 
-    first = label_pieces(tokenizer, sorted(set(states.labels)))
-    candidates = sorted(set(first.values()))
     try:
-        logits = read_through(model, states.x, candidates)  # (N, L + 1, K)
+        readout_of(model)
     except WhereFromError:
         states.lens_note = ("The logit lens is not available: this model has no final LayerNorm and output head to "
                             "read its stream through (a classifier); the probes still run.")
         return
+    first = label_pieces(tokenizer, states.texts[0], sorted(set(states.labels)))  # one prompt template for all
+    candidates = sorted(set(first.values()))
+    if len(candidates) < 2:
+        piece = tokenizer.decode(candidates) if candidates else ""
+        states.lens_note = (f"The logit lens is not shown: after the text the next piece is the same for every label "
+                            f"({piece!r}: a space is its own piece in this vocabulary), so it cannot tell labels apart "
+                            "there.")
+        return
+    logits = read_through(model, states.x, candidates)  # (N, L + 1, K)
     top = np.asarray(candidates)[logits.argmax(-1).numpy()]  # (N, L + 1)
     truth = np.asarray([first.get(label, -1) for label in states.labels])
     states.lens = top == truth[:, None]
