@@ -50,10 +50,11 @@ def probe_accuracy(layers: Sequence[str], accuracy: Sequence[float], low: Sequen
         fig.add_trace(go.Scatter(x=layers, y=np.asarray(lens, dtype=float), name="logit lens", mode="lines+markers",
                                  line=dict(color=LENS_COLOR, width=2),
                                  hovertemplate="%{x}<br>logit lens %{y:.1%}<extra></extra>"))
-    fig.update_xaxes(type="category", title="layer (the residual stream after it)")
+    fig.update_xaxes(type="category", title="layer (the residual stream after it)",
+                     tickangle=0 if len(layers) <= 8 else -45)  # level where they fit: no room kept for turned ones
     fig.update_yaxes(range=[0, 1.02], tickformat=".0%", title="accuracy")
     fig.update_layout(legend=LEGEND_RIGHT, hovermode="x unified")
-    return base_layout(fig, html.escape(title, quote=False) if title else None, 360)
+    return base_layout(fig, html.escape(title, quote=False) if title else None, 380)
 
 
 @finished

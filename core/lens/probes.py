@@ -625,7 +625,7 @@ def embedding_decodes(result: ProbeResult) -> bool:
 
 def probe_sentence(result: ProbeResult) -> str:
     """Where the label becomes decodable against the controls; a warning when the embedding alone decodes it."""
-    what = f"The {result.label}" if result.label not in ("label", "tag") else f"The {result.label}s"
+    what = f"The {result.label}"
     best = max(result.rows, key=lambda r: r.accuracy)
     first = decoded_at(result)
     emb = result.embedding
