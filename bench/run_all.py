@@ -104,6 +104,7 @@ BENCHMARKS = [
     Benchmark("handout", "bench.handout", [], [], from_result_line),
     Benchmark("present", "bench.present", ["--repeats", "3"], ["--repeats", "1"], from_result_line),
     Benchmark("sae", "bench.sae", [], ["--steps", "200", "--pages", "10"], from_result_line),
+    Benchmark("probes", "bench.probes", ["--repeats", "3"], ["--repeats", "1"], from_result_line),
 ]
 # Through `make serve`'s proxy, one replica per core, as a class would be served (issue 29).
 LOAD = Benchmark("load", "bench.load",

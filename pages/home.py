@@ -34,6 +34,9 @@ PAGE_GUIDE = {
                             "course presets (copy, average), one head vs two heads under noisy keys.",
     "Model anatomy": "parameters per module with the formula next to each count (checkpoint or course "
                      "models), and the causal and padding masks of a typed input.",
+    "Representations": "what the hidden states hold, layer by layer: a linear probe per layer against shuffled-label "
+                       "(or control-task) and embedding-only baselines, for the birthplace world, a LABEL<TAB>TEXT "
+                       "file or token tags; the states drawn in 2-D, a click opening the example on Attention.",
     "Open your model": "bring a CS224N minGPT .params file (with its wiki.txt), a nanoGPT ckpt.pt (with its "
                        "meta.pkl) or a checkpoint of ours, and it joins the model picker; or attention maps "
                        "your own code computed, for the Attention page.",

@@ -18,6 +18,7 @@ from ui.page_state import (
     ErrorsState,
     PositionalState,
     ProbeState,
+    RepresentationsState,
     WhereFromState,
     from_url,
     to_url,
@@ -45,6 +46,8 @@ AWAY_FROM_DEFAULTS = {
         predicted=("C",), outcome="wrong", search="50% off", sort="loss", descending=True, example=17,
         pins=("3", "9"), edit="An edited, example", pattern=r"\bthe\b", regex=True, compare="names-scratch",
         attention=True, layer=1, head=1, unit="file", document=2, token=40, piece_layer=1),
+    RepresentationsState: RepresentationsState(source="tags", world="world", label="place", at="piece",
+                                               file="world/names_train.tsv", layer=1, colour="prediction", view="map"),
 }
 
 
@@ -152,7 +155,8 @@ def test_saving_never_writes_over_a_file(tmp_path):
 # --- the lessons that ship -----------------------------------------------------------------------------------------
 
 STATE_OF_PAGE = {"attention": (AttentionState, WhereFromState), "probe": (ProbeState, WhereFromState),
-                 "curves": (CurvesState,), "positional": (PositionalState,), "errors": (ErrorsState,)}
+                 "curves": (CurvesState,), "positional": (PositionalState,), "errors": (ErrorsState,),
+                 "representations": (RepresentationsState,)}
 SHIPPED = sorted((ROOT / "lessons").glob("*.lesson.yaml"))
 
 

@@ -36,6 +36,7 @@ APP_PAGES: tuple[AppPage, ...] = (
     AppPage("pages/errors.py", "Errors", ":material/rule:"),
     AppPage("pages/playground.py", "Attention playground", ":material/calculate:"),
     AppPage("pages/anatomy.py", "Model anatomy", ":material/account_tree:"),
+    AppPage("pages/representations.py", "Representations", ":material/scatter_plot:"),
     AppPage("pages/open_model.py", "Open your model", ":material/upload_file:"),
     AppPage("pages/lesson.py", "Lesson", ":material/slideshow:"),
 )

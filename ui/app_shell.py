@@ -94,6 +94,7 @@ WARM_MODULES = (
     "core.io.handout",  # the Lesson page's "Hand it out" (session 20)
     "core.lens.history.data_server",  # TensorBoard folders through tensorboard-data-server (issue 61)
     "core.lens.perplexities",  # each page's held-out perplexity said against the others (issue 63)
+    "core.lens.probes", "core.figures.representations",  # the Representations page (issue 62)
     "tokenizers",  # the subword tokenizers' library (~20 ms), imported by the first BPE model a process loads
 )
 

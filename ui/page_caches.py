@@ -147,3 +147,24 @@ def example_answers(models: tuple, question: str, name: str, truth: str | None, 
     only a view (the candidates' number, the attention view, the focus model) derives nothing again (~9 ms a
     rerun on the bundled corpus, most of it the namesake search). `models`: (name, *model_version) per model."""
     return _example_answers(repr((models, question, name, truth, world)), index, name, truth, by_model)
+
+
+# --- Representations ----------------------------------------------------------------------------------------
+
+
+@by_name
+@st.cache_data(show_spinner=False, max_entries=16)
+def probe_run(path: str, modified: float, source_key: tuple, name: str, _loaded, _source):
+    """Keyed on (checkpoint, modification time, the label source: its folder or file digest, label and position);
+    the forward passes show a bar (which replays empty on a hit). (ProbeResult, States)."""
+    from core.lens import probes
+
+    bar = st.progress(0.0, text="Reading the residual stream…")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Forward passes: {done} of {total} texts")
+
+    try:
+        return probes.run_probes(_loaded.model, _loaded.tokenizer, _source, name=name, progress=progress)
+    finally:
+        bar.empty()

@@ -543,3 +543,29 @@ class ErrorsState(_Replace):
     document: int | None = url_field(url="err_doc", parse=whole_number())
     token: int | None = url_field(url="err_token", parse=whole_number())
     piece_layer: int = url_field(0, url="err_piece_layer", widget="err_piece_layer", parse=INDEX)
+
+
+# --- the Representations page (probes, the embedding map) ----------------------------------------------------
+
+REP_SOURCES = {"world": "the birthplace world", "file": "a bundled LABEL<TAB>TEXT file",
+               "upload": "your LABEL<TAB>TEXT file", "tags": "your token tag file"}
+REP_POSITIONS = ("prompt", "span", "name", "last", "word", "piece")  # core.lens.probes' WORLD_/FILE_/TAG_POSITIONS
+REP_LABELS = ("country", "place")
+REP_COLOURS = {"label": "label", "prediction": "the probe's prediction (right / wrong)"}
+REP_VIEWS = {"probes": "Probes", "map": "Embedding map", "features": "Features"}  # URL value -> tab label
+
+
+@dataclass(frozen=True)
+class RepresentationsState(_Replace):
+    """The label source and, for the world, its folder and label; where the state is read; the bundled file; the
+    layer the map draws (None: the last) and what colours it; the tab. An uploaded file is not in links."""
+
+    source: str = url_field("world", url="rep_source", widget="rep_source", parse=one_of(REP_SOURCES))
+    world: str = url_field("knowledge", url="rep_world", widget="rep_world", parse=short_name(MAX_MODEL_NAME))
+    label: str = url_field("country", url="rep_label", widget="rep_label", parse=one_of(REP_LABELS))
+    at: str = url_field("prompt", url="rep_at", widget="rep_at", parse=one_of(REP_POSITIONS))
+    file: str = url_field("knowledge/names_test.tsv", url="rep_file", widget="rep_file",
+                          parse=short_name(MAX_MODEL_NAME))
+    layer: int | None = url_field(url="rep_layer", widget="rep_layer", parse=INDEX)
+    colour: str = url_field("label", url="rep_colour", widget="rep_colour", parse=one_of(REP_COLOURS))
+    view: str = url_field("probes", url="rep_view", widget="rep_view", parse=one_of(REP_VIEWS), labels=REP_VIEWS)

@@ -136,6 +136,9 @@ class Trace(AttentionShape):
     # every row's attention when traced as a batch (trace_batch): (n_layer, B, n_head, T, T), the model's own
     # tensor on the CPU; `attention`, `ids` and `tokens` are then row 0's. None: one sequence was traced.
     rows_attention: torch.Tensor | None = None
+    # every row's residual stream when traced as a batch with streams=True: (n_layer + 1, B, T, C) float32 on the
+    # CPU, the embedding (entering block 0) then the stream after each block, from the same pass. None: not asked.
+    rows_stream: torch.Tensor | None = None
 
 
 def model_device(model) -> torch.device:
@@ -185,28 +188,34 @@ def trace(model, ids: Sequence[int], tokens: Sequence[str] | None = None, querie
                  n_input_tokens=len(ids))
 
 
-def trace_batch(model, rows: Sequence[Sequence[int]], logits: bool = True) -> Trace:
+def trace_batch(model, rows: Sequence[Sequence[int]], logits: bool = True, streams: bool = False) -> Trace:
     """`trace` over several sequences of one length in one pass (what a score over many generated probes
     reads, e.g. the head roles of core.lens.heads): the record is row 0's, and `rows_attention` holds every
     row's attention as the model returned it, (n_layer, B, n_head, T, T). `logits=False`: a record of attention
-    only (its `logits` an empty tensor): the model's output head is not run."""
+    only (its `logits` an empty tensor): the model's output head is not run. `streams=True`: `rows_stream` also
+    holds every row's residual stream from the same pass (core.model.hooks.StreamRecorder; the probes read it)."""
+    from core.model.hooks import StreamRecorder
+
     rows = [[int(i) for i in row] for row in rows]
     if not rows or not rows[0]:
         raise TraceError("There is nothing to read: the input has no tokens.")
     if len({len(row) for row in rows}) > 1:
         raise ValueError("Rows traced together must have one length.")
     idx = torch.tensor(rows, dtype=torch.long, device=model_device(model))  # (B, T)
+    recorder = StreamRecorder() if streams else None
+    extra = {} if recorder is None else {"hooks": recorder}
     try:
         with torch.inference_mode():
-            out, attention = model.run_with_attention(idx) if logits else \
-                model.run_with_attention(idx, logits=False)  # (L, B, H, T, T)
+            out, attention = model.run_with_attention(idx, **extra) if logits else \
+                model.run_with_attention(idx, logits=False, **extra)  # (L, B, H, T, T)
             allowed = model.attention_mask(idx)[0, 0]  # (T, T): row 0's
     except ValueError as exc:
         raise TraceError(str(exc)) from None
     attention = attention.float().cpu()
     return Trace(ids=rows[0], tokens=[str(i) for i in range(len(rows[0]))], attention=attention[:, 0].numpy(),
                  allowed=allowed.cpu().numpy().astype(bool), logits=out[:1] if out is not None else torch.empty(0),
-                 idx=idx[:1], n_input_tokens=len(rows[0]), rows_attention=attention)
+                 idx=idx[:1], n_input_tokens=len(rows[0]), rows_attention=attention,
+                 rows_stream=recorder.stacked() if recorder is not None and recorder.post else None)
 
 
 def cut_to_limit(n_tokens: int, limit: int, keep: str = "start") -> slice:

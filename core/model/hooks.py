@@ -95,3 +95,25 @@ class Recorder(Hooks):
     def resid_post(self, layer, x):
         self.post.append(self._keep(x))
         return x
+
+
+class StreamRecorder(Hooks):
+    """Keeps every batch row of the residual stream only: the embedding (entering block 0) and the stream leaving
+    each block, detached, float32 on the CPU (what `trace_batch(..., streams=True)` records for the probes)."""
+
+    def __init__(self) -> None:
+        self.pre0: torch.Tensor | None = None
+        self.post: list[torch.Tensor] = []
+
+    def resid_pre(self, layer, x):
+        if layer == 0:
+            self.pre0 = x.detach().float().cpu()
+        return x
+
+    def resid_post(self, layer, x):
+        self.post.append(x.detach().float().cpu())
+        return x
+
+    def stacked(self) -> torch.Tensor:
+        """(L + 1, B, T, C): the embedding, then the stream after each block."""
+        return torch.stack([self.pre0, *self.post])

@@ -64,17 +64,29 @@ def streams(acts) -> np.ndarray:
     return np.concatenate([acts.resid_pre[:1], acts.resid_post])
 
 
-def logit_lens(model, tokenizer, rec: Trace, answer_id: int) -> LogitLens:
+def read_through(model, x: np.ndarray | torch.Tensor, pieces: list[int] | None = None) -> torch.Tensor:
+    """Residual states (..., C) read through the model's final LayerNorm and output head -> float64 logits (..., V)
+    on the CPU, soft-capped as the model caps its own output; `pieces`: only those pieces' logits (..., len(pieces)).
+    Raises WhereFromError (one sentence) for a model without a final norm and output head."""
     ln, unembed = readout_of(model)
-    acts = rec.activations
     bias = unembed_bias(model)
+    if pieces is not None:
+        unembed = unembed[pieces]
+        bias = None if bias is None else bias[pieces]
     with torch.inference_mode():
-        x = torch.from_numpy(streams(acts)).to(unembed.device, unembed.dtype)  # (L + 1, T, C)
+        x = (torch.from_numpy(x) if isinstance(x, np.ndarray) else x).to(unembed.device, unembed.dtype)
         logits = ln(x) @ unembed.T
-        logits = (logits if bias is None else logits + bias).double().cpu()  # (L + 1, T, V)
+        logits = (logits if bias is None else logits + bias).double().cpu()
         cap = logit_softcap(model)
         if cap is not None:  # read out as the model reads its own output
             logits = cap * torch.tanh(logits / cap)
+    return logits
+
+
+def logit_lens(model, tokenizer, rec: Trace, answer_id: int) -> LogitLens:
+    ln, _ = readout_of(model)
+    acts = rec.activations
+    logits = read_through(model, streams(acts))  # (L + 1, T, V)
     probs = torch.softmax(logits, dim=-1)
     top_prob, top_ids = probs.max(dim=-1)
     answer_logit = logits[..., answer_id]
