@@ -95,6 +95,7 @@ WARM_MODULES = (
     "core.lens.history.data_server",  # TensorBoard folders through tensorboard-data-server (issue 61)
     "core.lens.perplexities",  # each page's held-out perplexity said against the others (issue 63)
     "core.lens.probes", "core.figures.representations",  # the Representations page (issue 62)
+    "core.lens.sae", "core.figures.features", "core.train.sae_job",  # its Features tab
     "tokenizers",  # the subword tokenizers' library (~20 ms), imported by the first BPE model a process loads
 )
 
