@@ -137,3 +137,17 @@ def test_unsteered_continuation_is_the_models_own_greedy_generation(tiny_lm):
     assert new == own
     logits, _ = tiny_lm.model(torch.tensor([ids]))
     assert torch.allclose(first, torch.softmax(logits[0, -1], -1), atol=1e-6)
+
+
+def test_an_sae_beside_its_model_is_not_listed_as_a_model(tmp_path):
+    """The picker lists every *.safetensors of the checkpoints folder; the SAE saved beside a model (sae_path) is not a
+    model, and was listed as an unreadable one ('has format attention-lab-sae/1')."""
+    from core.io.checkpoint import SAE_FILE, list_checkpoints
+
+    model = tmp_path / "tiny-lm.safetensors"
+    save_tiny_checkpoint(model, "lm")
+    for layer, site in ((0, "resid"), (11, "mlp")):
+        path = S.sae_path(model, layer, site)
+        assert SAE_FILE.fullmatch(path.name)
+        path.write_bytes(b"not a model")
+    assert [(i.name, i.error) for i in list_checkpoints(tmp_path)] == [("tiny-lm", None)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import struct
 import tempfile
 import time
@@ -36,6 +37,13 @@ DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # history and tokenizer live here; far above any real one
 CHECKPOINT_DIR_ENV = "ATTENTION_LAB_CHECKPOINTS"
 SNAPSHOTS_SUFFIX = ".snapshots.safetensors"  # a run's training-step snapshots (core/io/snapshots.py), not a model
+# a model's sparse autoencoder, kept beside it (core.lens.sae.sae_path: <name>.sae-L<layer>-<site>.safetensors)
+SAE_FILE = re.compile(r".+\.sae-L[0-9]+-[A-Za-z]+\.safetensors")
+
+
+def is_beside_a_model(path: Path) -> bool:
+    """A file kept beside a checkpoint that is not a model of its own: its snapshots, its sparse autoencoders."""
+    return path.name.endswith(SNAPSHOTS_SUFFIX) or SAE_FILE.fullmatch(path.name) is not None
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "checkpoints"
 
 
@@ -282,7 +290,7 @@ def _model_paths(folder: Path) -> list[Path]:
         return [folder]
     if folder.name.startswith("models--") and (folder / "snapshots").is_dir():
         folder = folder / "snapshots"
-    return [*(p for p in folder.glob("*.safetensors") if not p.name.endswith(SNAPSHOTS_SUFFIX)),
+    return [*(p for p in folder.glob("*.safetensors") if not is_beside_a_model(p)),
             *(p for p in folder.iterdir() if hf.is_hf_folder(p))]
 
 
