@@ -130,12 +130,16 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     height = height or attention_height(T)
     yaxis = category_axis(title=dict(text="query" if query_labels else ""), autorange="reversed",
                           showticklabels=query_labels)
+    title_chars = max(TITLE_WIDTH, room // TITLE_PX)
     if rows_have_room(height, labels):  # every query labelled: plotly's own thinning dropped every other one
         yaxis.update(tickmode="linear", dtick=1)
+    # a title of more lines (the model and the sentence: issue 63) makes the figure taller, 22 px a line, not the
+    # plot shorter: squeezed, the rows' labels overlapped (tests/browser/test_projector.py)
+    height += 22 * ((wrap_title(html.escape(title), title_chars).count("<br>") + 1 if title else 1) - 1)
     xaxis = category_axis(title=dict(text="key"))
     if T <= columns_that_fit(labels, colorbar, query_labels, room):  # every key labelled, upright (the page's window
         xaxis.update(tickmode="linear", dtick=1, tickangle=-90, tickfont=KEY_FONT)  # fits); else plotly thins them
-    layout = attention_layout(title, height, max(TITLE_WIDTH, room // TITLE_PX), xaxis=xaxis, yaxis=yaxis)
+    layout = attention_layout(title, height, title_chars, xaxis=xaxis, yaxis=yaxis)
     if layout["title"] is None:
         del layout["title"]
     trace = dict(type="heatmap", z=z, x=categories, y=categories, hovertemplate=hover, hoverongaps=False,
@@ -146,7 +150,8 @@ def attention_heatmap(weights, tokens: list[str], allowed=None, positions=None, 
     return unchecked_figure([trace], layout)
 
 
-MODEL_VIEW_LABEL_PX = 12  # a query label's height in the model view's small panels (TOKEN_FONT)
+MODEL_VIEW_LABEL_PX = ROW_PX  # a query label's box in the model view's panels (13 px text, 17 px box: 12 let them
+# touch in Chromium, tests/browser/test_projector.py)
 
 
 def model_view_row_step(n_rows: int, panel_px: int) -> int:
@@ -171,7 +176,8 @@ def attention_model_view(attention, allowed=None, focus: tuple[int, int] | None 
     labels = _labels(tokens, range(T)) if tokens is not None else [str(i) for i in range(T)]
     categories = token_categories(labels)
     cell = max(90, min(170, 1100 // H))  # px per panel row
-    cell = max(cell, min(MODEL_VIEW_LABEL_PX * T, 2 * cell))  # taller, up to twice, so that each row has a label
+    # taller, so that each row has a label: up to twice, and always for the 20 tokens of a long input's window
+    cell = max(cell, min(MODEL_VIEW_LABEL_PX * T, max(2 * cell, MODEL_VIEW_LABEL_PX * 20)))
     grid = subplot_grid(L, H, [f"L{l} H{h}" for l in range(L) for h in range(H)],
                         horizontal_spacing=min(0.02, 0.2 / H), vertical_spacing=min(0.08, 0.4 / L))
     every = model_view_row_step(T, cell)  # every row labelled where a label fits beside it (issue 63)

@@ -49,9 +49,15 @@ def trainer_dev(run: str, metadata: dict[str, Any], history: Sequence[dict]) -> 
     except (TypeError, ValueError):
         return None
     data = metadata.get("data") or []
-    config = metadata.get("config") or {}
-    rows = [r for r in history if r.get("split") == "val" and r.get("metric") in ("perplexity", "loss")
-            and isinstance(r.get("value"), (int, float)) and math.isfinite(r["value"])]
+    config = metadata.get("config") if isinstance(metadata.get("config"), dict) else {}
+
+    def number(value) -> float | None:
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    # a history is data from a file: records that are not {split, metric, value, step, epoch} are left out
+    rows = [{**r, "step": number(r.get("step")), "epoch": number(r.get("epoch"))} for r in history
+            if isinstance(r, dict) and r.get("split") == "val" and r.get("metric") in ("perplexity", "loss")
+            and number(r.get("value")) is not None and math.isfinite(r["value"])]
     per = {}
     for r in rows:  # the perplexity where the trainer logged it, else exp(loss) of the same record
         value = r["value"] if r["metric"] == "perplexity" else math.exp(min(r["value"], 50.0))
@@ -62,8 +68,9 @@ def trainer_dev(run: str, metadata: dict[str, Any], history: Sequence[dict]) -> 
     ordered = sorted(per.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0))
     (_, last_epoch), last = ordered[-1]
     (_, best_epoch), best = min(ordered, key=lambda kv: kv[1])
+    block = number(config.get("block_size")) or 0
     return TrainerDev(run=run, file=PurePath(str(data[0].get("path", "the corpus"))).name, fraction=fraction,
-                      block=int(config.get("block_size") or 0), epoch=int(last_epoch or 0), perplexity=float(last),
+                      block=int(block), epoch=int(last_epoch or 0), perplexity=float(last),
                       best=float(best), best_epoch=int(best_epoch or 0))
 
 

@@ -73,7 +73,9 @@ def test_positional_sentence_maps_and_the_dev_set_bars_are_wide_enough(projector
     open_page(projector, f"{server.url}/positional?pos_section=sentence")
     projector.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
     charts = projector.evaluate(PLOTS_JS)
-    maps = [c for c in charts if c["title"] and "(" in c["title"]["text"]]
+    # the four models' maps: "lm-learned · Learned, layer 0, head 0 · “…”" (their titles name the model: issue 63)
+    maps = [c for c in charts if c["title"] and ", head " in c["title"]["text"] and " · " in c["title"]["text"]]
+    assert len(maps) >= 2, [c["title"] for c in charts]
     assert maps and all(p[2] - p[0] >= 200 for c in maps for p in c["plots"]), [c["plots"] for c in maps]
     if not bundled(server):
         return
